@@ -1,0 +1,601 @@
+//! The item state machine and the fencing rules of leases.
+//!
+//! ```text
+//!             enqueue                 lease (fence+1, attempt+1)
+//!   (none) ───────────▶ queued ───────────────────────────────▶ leased ──┐ re-lease after expiry
+//!                        ▲  ▲                                     │  ▲   │ (fence+1, attempt+1)
+//!          retry (op.)   │  │ fail, retryable, attempts left     │  └───┘
+//!   failed ──────────────┘  └────────────────────────────────────┤
+//!     ▲                     fail, final or attempts exhausted    │ complete ──▶ done
+//!     └──────────────────────────────────────────────────────────┤
+//!                                                                 │ needs_subtool ──▶ needs_subtool
+//! ```
+//!
+//! Fencing: every lease of an item takes the next fence number. Only a lease whose fence equals
+//! the item's current fence may transition it, and only while the item is `leased`. An expired
+//! lease keeps that right until another lease supersedes it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use muster_ledger::{ChainHead, Entry, SealedEntry};
+use serde_json::{Value, json};
+use time::{Duration, OffsetDateTime};
+use uuid::Uuid;
+
+use crate::{Kind, Principal, Priority, RetryPolicy};
+
+/// The id of an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ItemId(pub Uuid);
+
+/// The id of one lease of an item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LeaseId(pub Uuid);
+
+/// The fence number of a lease: the n-th lease of an item has fence n.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Fence(pub u64);
+
+impl fmt::Display for ItemId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl fmt::Display for LeaseId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The state of an item.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ItemState {
+    Queued,
+    Leased,
+    Done,
+    /// Attempts exhausted or the failure was final; only an operator's retry brings it back.
+    Failed,
+    /// Parked until a worker image that can handle its layout is deployed.
+    NeedsSubtool,
+}
+
+impl ItemState {
+    pub const ALL: [ItemState; 5] = [
+        ItemState::Queued,
+        ItemState::Leased,
+        ItemState::Done,
+        ItemState::Failed,
+        ItemState::NeedsSubtool,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ItemState::Queued => "queued",
+            ItemState::Leased => "leased",
+            ItemState::Done => "done",
+            ItemState::Failed => "failed",
+            ItemState::NeedsSubtool => "needs_subtool",
+        }
+    }
+}
+
+impl FromStr for ItemState {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        ItemState::ALL
+            .into_iter()
+            .find(|st| st.as_str() == s)
+            .ok_or_else(|| format!("unknown item state {s:?}"))
+    }
+}
+
+impl fmt::Display for ItemState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The lease an item is (or was last) handed out under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseGrant {
+    pub lease_id: LeaseId,
+    pub worker_id: String,
+    pub expires_at: OffsetDateTime,
+}
+
+/// What a finished lease did; kept so that a retried delivery can be recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OutcomeKind {
+    Completed,
+    Failed,
+    Parked,
+    /// A completion that arrived after the lease was superseded: recorded, not applied.
+    Late,
+}
+
+impl OutcomeKind {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OutcomeKind::Completed => "completed",
+            OutcomeKind::Failed => "failed",
+            OutcomeKind::Parked => "parked",
+            OutcomeKind::Late => "late",
+        }
+    }
+}
+
+impl FromStr for OutcomeKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        [
+            OutcomeKind::Completed,
+            OutcomeKind::Failed,
+            OutcomeKind::Parked,
+            OutcomeKind::Late,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+        .ok_or_else(|| format!("unknown lease outcome {s:?}"))
+    }
+}
+
+/// The recorded end of a lease: what was delivered (by digest) and what was answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseOutcome {
+    pub kind: OutcomeKind,
+    /// BLAKE3 of the canonical request body that finished the lease.
+    pub digest: [u8; 32],
+    /// The answer given, replayed verbatim to an identical retry.
+    pub response: Value,
+}
+
+/// One lease as Logbook keeps it: every lease ever granted has a record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaseRecord {
+    pub lease_id: LeaseId,
+    pub item_id: ItemId,
+    pub fence: Fence,
+    pub worker_id: String,
+    pub outcome: Option<LeaseOutcome>,
+}
+
+/// Why a transition was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransitionError {
+    #[error("the item is {0} and cannot be leased now")]
+    NotLeasable(ItemState),
+    #[error("the lease was superseded by a newer lease or the item was finished by another lease")]
+    LeaseLost,
+    #[error("this lease already finished with a different request")]
+    Conflict,
+    #[error("an item that is {from} cannot be {action}")]
+    InvalidTransition {
+        from: ItemState,
+        action: &'static str,
+    },
+    #[error("{principal} may not act on a {kind} item")]
+    Forbidden { principal: Principal, kind: Kind },
+    #[error("the lease belongs to another worker")]
+    WrongWorker,
+}
+
+/// What the lease use check decided.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LeaseUse {
+    /// Go ahead: the lease is the newest and the item is leased.
+    Proceed,
+    /// The same request already finished this lease: answer this again, change nothing.
+    Replay(Value),
+}
+
+/// The result of a lease attempt on one candidate item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LeaseResult {
+    Granted(SealedEntry),
+    /// The candidate's previous lease expired with its attempts used up: it is now `failed`.
+    Exhausted(SealedEntry),
+}
+
+/// The result of a failure report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailOutcome {
+    Requeued { not_before: OffsetDateTime },
+    Failed,
+}
+
+/// An item's working state: everything a transition decision needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub id: ItemId,
+    pub kind: Kind,
+    pub priority: Priority,
+    pub state: ItemState,
+    /// Leases charged so far (reset by an operator's retry; a park is not charged).
+    pub attempt: u32,
+    /// Fence of the newest lease; 0 before the first.
+    pub fence: Fence,
+    /// The newest lease, kept while the item is leased (also after it expired).
+    pub lease: Option<LeaseGrant>,
+    pub not_before: Option<OffsetDateTime>,
+    /// The worker image digest that could not handle the item, while parked.
+    pub parked_digest: Option<String>,
+    pub chain: ChainHead,
+}
+
+impl Item {
+    /// A new queued item, and the ledger entry recording its creation.
+    pub fn enqueue(
+        id: ItemId,
+        kind: Kind,
+        priority: Priority,
+        actor: Principal,
+        now: OffsetDateTime,
+        parent: Option<ItemId>,
+    ) -> (Item, SealedEntry) {
+        let mut item = Item {
+            id,
+            kind,
+            priority,
+            state: ItemState::Queued,
+            attempt: 0,
+            fence: Fence(0),
+            lease: None,
+            not_before: None,
+            parked_digest: None,
+            chain: ChainHead::genesis(),
+        };
+        let data = match parent {
+            Some(p) => {
+                json!({"kind": kind.as_str(), "priority": priority.as_str(), "parent": p.to_string()})
+            }
+            None => json!({"kind": kind.as_str(), "priority": priority.as_str()}),
+        };
+        let entry = item.record("enqueued", None, ItemState::Queued, actor, None, now, data);
+        (item, entry)
+    }
+
+    /// Whether a lease request made at `now` may take this item.
+    pub fn is_leasable(&self, now: OffsetDateTime) -> bool {
+        match self.state {
+            ItemState::Queued => self.not_before.is_none_or(|t| t <= now),
+            ItemState::Leased => self.lease.as_ref().is_some_and(|l| l.expires_at <= now),
+            _ => false,
+        }
+    }
+
+    /// Hands the item out under a new lease with the next fence, or, if its expired lease used
+    /// the last attempt, fails it.
+    pub fn lease(
+        &mut self,
+        lease_id: LeaseId,
+        worker_id: &str,
+        actor: Principal,
+        policy: &RetryPolicy,
+        ttl: Duration,
+        now: OffsetDateTime,
+    ) -> Result<LeaseResult, TransitionError> {
+        self.authorize(actor)?;
+        if !self.is_leasable(now) {
+            return Err(TransitionError::NotLeasable(self.state));
+        }
+        let from = self.state;
+        if from == ItemState::Leased && !policy.allows_another(self.attempt) {
+            let expired = self.lease.take();
+            self.state = ItemState::Failed;
+            let data = json!({
+                "reason": "lease expired with no attempts left",
+                "lease_id": expired.map(|l| l.lease_id.to_string()),
+            });
+            let fence = Some(self.fence.0);
+            let entry = self.record(
+                "expired",
+                Some(from),
+                ItemState::Failed,
+                actor,
+                fence,
+                now,
+                data,
+            );
+            return Ok(LeaseResult::Exhausted(entry));
+        }
+        self.fence = Fence(self.fence.0 + 1);
+        self.attempt += 1;
+        self.state = ItemState::Leased;
+        self.not_before = None;
+        self.lease = Some(LeaseGrant {
+            lease_id,
+            worker_id: worker_id.to_owned(),
+            expires_at: now + ttl,
+        });
+        let data = json!({
+            "lease_id": lease_id.to_string(),
+            "worker_id": worker_id,
+            "attempt": self.attempt,
+        });
+        let fence = Some(self.fence.0);
+        let entry = self.record(
+            "leased",
+            Some(from),
+            ItemState::Leased,
+            actor,
+            fence,
+            now,
+            data,
+        );
+        Ok(LeaseResult::Granted(entry))
+    }
+
+    /// Checks that `actor` may use `record` to finish this item with a request of `kind` whose
+    /// canonical digest is `digest`.
+    pub fn check_finish(
+        &self,
+        record: &LeaseRecord,
+        actor: Principal,
+        kind: OutcomeKind,
+        digest: &[u8; 32],
+    ) -> Result<LeaseUse, TransitionError> {
+        self.authorize(actor)?;
+        if let Some(done) = &record.outcome {
+            return match done.kind {
+                OutcomeKind::Late => Err(TransitionError::LeaseLost),
+                k if k == kind && &done.digest == digest => {
+                    Ok(LeaseUse::Replay(done.response.clone()))
+                }
+                _ => Err(TransitionError::Conflict),
+            };
+        }
+        self.check_current(record)?;
+        Ok(LeaseUse::Proceed)
+    }
+
+    fn check_current(&self, record: &LeaseRecord) -> Result<(), TransitionError> {
+        if record.fence != self.fence || self.state != ItemState::Leased {
+            return Err(TransitionError::LeaseLost);
+        }
+        Ok(())
+    }
+
+    /// Extends (or revives, if expired but not superseded) the lease.
+    pub fn heartbeat(
+        &mut self,
+        record: &LeaseRecord,
+        actor: Principal,
+        worker_id: &str,
+        ttl: Duration,
+        now: OffsetDateTime,
+    ) -> Result<OffsetDateTime, TransitionError> {
+        self.authorize(actor)?;
+        if record.outcome.is_some() {
+            return Err(TransitionError::LeaseLost);
+        }
+        self.check_current(record)?;
+        if record.worker_id != worker_id {
+            return Err(TransitionError::WrongWorker);
+        }
+        let expires_at = now + ttl;
+        if let Some(lease) = self.lease.as_mut() {
+            lease.expires_at = expires_at;
+        }
+        Ok(expires_at)
+    }
+
+    /// Finishes the item under `record` (checked with [`Item::check_finish`] first).
+    pub fn complete(
+        &mut self,
+        record: &LeaseRecord,
+        actor: Principal,
+        result: &Value,
+        next: &[ItemId],
+        now: OffsetDateTime,
+    ) -> Result<SealedEntry, TransitionError> {
+        self.check_current(record)?;
+        self.state = ItemState::Done;
+        self.lease = None;
+        let data = json!({
+            "lease_id": record.lease_id.to_string(),
+            "result": result,
+            "next": next.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        });
+        Ok(self.record(
+            "completed",
+            Some(ItemState::Leased),
+            ItemState::Done,
+            actor,
+            Some(record.fence.0),
+            now,
+            data,
+        ))
+    }
+
+    /// Records a completion delivered under a superseded lease: kept in the ledger, not applied.
+    pub fn record_late_result(
+        &mut self,
+        record: &LeaseRecord,
+        actor: Principal,
+        result: &Value,
+        now: OffsetDateTime,
+    ) -> SealedEntry {
+        let data = json!({
+            "lease_id": record.lease_id.to_string(),
+            "worker_id": record.worker_id,
+            "result": result,
+        });
+        let state = self.state;
+        self.record(
+            "late_result",
+            Some(state),
+            state,
+            actor,
+            Some(record.fence.0),
+            now,
+            data,
+        )
+    }
+
+    /// Records a failure: re-queued with backoff while attempts remain and the error is
+    /// retryable, `failed` otherwise. `jitter` is a uniform random number in `[0, 1)`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fail(
+        &mut self,
+        record: &LeaseRecord,
+        actor: Principal,
+        error: &Value,
+        retryable: bool,
+        policy: &RetryPolicy,
+        jitter: f64,
+        now: OffsetDateTime,
+    ) -> Result<(FailOutcome, SealedEntry), TransitionError> {
+        self.check_current(record)?;
+        self.lease = None;
+        let outcome = if retryable && policy.allows_another(self.attempt) {
+            let not_before =
+                muster_ledger::truncate_to_micros(now + policy.delay(self.attempt, jitter));
+            self.state = ItemState::Queued;
+            self.not_before = Some(not_before);
+            FailOutcome::Requeued { not_before }
+        } else {
+            self.state = ItemState::Failed;
+            FailOutcome::Failed
+        };
+        let data = json!({
+            "lease_id": record.lease_id.to_string(),
+            "error": error,
+            "retryable": retryable,
+            "attempt": self.attempt,
+            "not_before": match outcome {
+                FailOutcome::Requeued { not_before } => Some(not_before.unix_timestamp_nanos() / 1000),
+                FailOutcome::Failed => None,
+            },
+        });
+        let to = self.state;
+        let entry = self.record(
+            "failed",
+            Some(ItemState::Leased),
+            to,
+            actor,
+            Some(record.fence.0),
+            now,
+            data,
+        );
+        Ok((outcome, entry))
+    }
+
+    /// Parks the item until a worker image other than `digest` is deployed for its kind. The
+    /// park is not charged as an attempt.
+    pub fn park(
+        &mut self,
+        record: &LeaseRecord,
+        actor: Principal,
+        digest: &str,
+        layout: &Value,
+        now: OffsetDateTime,
+    ) -> Result<SealedEntry, TransitionError> {
+        self.check_current(record)?;
+        self.lease = None;
+        self.state = ItemState::NeedsSubtool;
+        self.attempt = self.attempt.saturating_sub(1);
+        self.parked_digest = Some(digest.to_owned());
+        let data = json!({
+            "lease_id": record.lease_id.to_string(),
+            "worker_digest": digest,
+            "layout": layout,
+        });
+        Ok(self.record(
+            "parked",
+            Some(ItemState::Leased),
+            ItemState::NeedsSubtool,
+            actor,
+            Some(record.fence.0),
+            now,
+            data,
+        ))
+    }
+
+    /// An operator's retry of a failed item: back to `queued` with its attempts reset.
+    pub fn retry(
+        &mut self,
+        actor: Principal,
+        now: OffsetDateTime,
+    ) -> Result<SealedEntry, TransitionError> {
+        if self.state != ItemState::Failed {
+            return Err(TransitionError::InvalidTransition {
+                from: self.state,
+                action: "retried (only failed items can be)",
+            });
+        }
+        let previous_attempts = self.attempt;
+        self.state = ItemState::Queued;
+        self.attempt = 0;
+        self.not_before = None;
+        let data = json!({"previous_attempts": previous_attempts});
+        Ok(self.record(
+            "retried",
+            Some(ItemState::Failed),
+            ItemState::Queued,
+            actor,
+            None,
+            now,
+            data,
+        ))
+    }
+
+    /// Workers may act only on items of their own kind; operators, Conn and Shipkeeper never
+    /// hold leases.
+    fn authorize(&self, actor: Principal) -> Result<(), TransitionError> {
+        match actor {
+            Principal::Worker(k) if k == self.kind => Ok(()),
+            principal => Err(TransitionError::Forbidden {
+                principal,
+                kind: self.kind,
+            }),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &mut self,
+        event: &str,
+        from: Option<ItemState>,
+        to: ItemState,
+        actor: Principal,
+        fence: Option<u64>,
+        at: OffsetDateTime,
+        data: Value,
+    ) -> SealedEntry {
+        self.chain.seal(Entry {
+            subject_type: "item".to_owned(),
+            subject_id: self.id.to_string(),
+            event: event.to_owned(),
+            from_state: from.map(|s| s.as_str().to_owned()),
+            to_state: Some(to.as_str().to_owned()),
+            actor: actor.to_string(),
+            fence,
+            at,
+            data: data.to_string(),
+        })
+    }
+}
+
+/// Whether `s` is a worker image digest: `sha256:` and 64 lowercase hex digits.
+pub fn is_image_digest(s: &str) -> bool {
+    s.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
+}
+
+/// BLAKE3 of a request's canonical JSON (keys sorted, no whitespace), used to recognise a
+/// retried delivery of the same request.
+pub fn request_digest(kind: OutcomeKind, body: &Value) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(kind.as_str().as_bytes());
+    h.update(&[0]);
+    h.update(body.to_string().as_bytes());
+    *h.finalize().as_bytes()
+}
+
+#[cfg(test)]
+mod tests;

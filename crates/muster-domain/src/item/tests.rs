@@ -1,0 +1,469 @@
+use super::*;
+use muster_ledger::verify_chain;
+use proptest::prelude::*;
+use time::macros::datetime;
+
+const T0: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
+const TTL: Duration = Duration::seconds(30);
+const TRAWL: Principal = Principal::Worker(Kind::Trawl);
+
+fn id(n: u128) -> ItemId {
+    ItemId(Uuid::from_u128(n))
+}
+
+fn lid(n: u128) -> LeaseId {
+    LeaseId(Uuid::from_u128(0xffff_0000 + n))
+}
+
+fn queued() -> Item {
+    Item::enqueue(
+        id(1),
+        Kind::Trawl,
+        Priority::Normal,
+        Principal::Operator,
+        T0,
+        None,
+    )
+    .0
+}
+
+/// Leases `item` and returns the lease record as Logbook would keep it.
+fn lease(item: &mut Item, n: u128, now: OffsetDateTime) -> LeaseRecord {
+    match item
+        .lease(lid(n), "trawl-1", TRAWL, &RetryPolicy::default(), TTL, now)
+        .unwrap()
+    {
+        LeaseResult::Granted(_) => {}
+        LeaseResult::Exhausted(_) => panic!("expected a grant"),
+    }
+    LeaseRecord {
+        lease_id: lid(n),
+        item_id: item.id,
+        fence: item.fence,
+        worker_id: "trawl-1".into(),
+        outcome: None,
+    }
+}
+
+#[test]
+fn enqueue_starts_a_chain_with_one_entry() {
+    let (item, entry) = Item::enqueue(
+        id(1),
+        Kind::Trawl,
+        Priority::Urgent,
+        Principal::Operator,
+        T0,
+        None,
+    );
+    assert_eq!(item.state, ItemState::Queued);
+    assert_eq!(item.chain.len, 1);
+    assert_eq!(entry.entry.event, "enqueued");
+    assert_eq!(entry.entry.from_state, None);
+    assert_eq!(entry.entry.data, r#"{"kind":"trawl","priority":"urgent"}"#);
+}
+
+#[test]
+fn each_lease_takes_the_next_fence_and_charges_an_attempt() {
+    let mut item = queued();
+    let first = lease(&mut item, 1, T0);
+    assert_eq!((first.fence, item.attempt), (Fence(1), 1));
+    let second = lease(&mut item, 2, T0 + TTL);
+    assert_eq!((second.fence, item.attempt), (Fence(2), 2));
+}
+
+#[test]
+fn a_live_lease_cannot_be_taken_again() {
+    let mut item = queued();
+    lease(&mut item, 1, T0);
+    let again = item.lease(
+        lid(2),
+        "trawl-2",
+        TRAWL,
+        &RetryPolicy::default(),
+        TTL,
+        T0 + Duration::seconds(29),
+    );
+    assert_eq!(again, Err(TransitionError::NotLeasable(ItemState::Leased)));
+}
+
+#[test]
+fn an_item_is_not_leasable_before_not_before() {
+    let mut item = queued();
+    item.not_before = Some(T0 + Duration::seconds(5));
+    assert!(!item.is_leasable(T0 + Duration::seconds(4)));
+    assert!(item.is_leasable(T0 + Duration::seconds(5)));
+}
+
+#[test]
+fn a_worker_of_another_kind_may_not_lease_the_item() {
+    let mut item = queued();
+    let r = item.lease(
+        lid(1),
+        "s-1",
+        Principal::Worker(Kind::Sextant),
+        &RetryPolicy::default(),
+        TTL,
+        T0,
+    );
+    assert_eq!(
+        r,
+        Err(TransitionError::Forbidden {
+            principal: Principal::Worker(Kind::Sextant),
+            kind: Kind::Trawl
+        })
+    );
+}
+
+#[test]
+fn a_superseded_lease_loses_complete_fail_park_and_heartbeat() {
+    let mut item = queued();
+    let old = lease(&mut item, 1, T0);
+    let _new = lease(&mut item, 2, T0 + TTL);
+    let d = request_digest(OutcomeKind::Completed, &json!({}));
+    assert_eq!(
+        item.check_finish(&old, TRAWL, OutcomeKind::Completed, &d),
+        Err(TransitionError::LeaseLost)
+    );
+    assert_eq!(
+        item.clone().complete(&old, TRAWL, &json!({}), &[], T0),
+        Err(TransitionError::LeaseLost)
+    );
+    assert_eq!(
+        item.clone()
+            .fail(
+                &old,
+                TRAWL,
+                &json!({}),
+                true,
+                &RetryPolicy::default(),
+                0.0,
+                T0
+            )
+            .unwrap_err(),
+        TransitionError::LeaseLost
+    );
+    assert_eq!(
+        item.clone().park(&old, TRAWL, "sha256:x", &json!({}), T0),
+        Err(TransitionError::LeaseLost)
+    );
+    assert_eq!(
+        item.heartbeat(&old, TRAWL, "trawl-1", TTL, T0 + TTL),
+        Err(TransitionError::LeaseLost)
+    );
+}
+
+#[test]
+fn an_expired_lease_that_nobody_superseded_can_still_complete() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let late = T0 + Duration::minutes(10);
+    let d = request_digest(OutcomeKind::Completed, &json!({}));
+    assert_eq!(
+        item.check_finish(&rec, TRAWL, OutcomeKind::Completed, &d),
+        Ok(LeaseUse::Proceed)
+    );
+    let entry = item
+        .complete(&rec, TRAWL, &json!({"ok": true}), &[], late)
+        .unwrap();
+    assert_eq!(item.state, ItemState::Done);
+    assert_eq!(entry.entry.fence, Some(1));
+}
+
+#[test]
+fn a_heartbeat_revives_an_expired_lease_that_was_not_superseded() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let later = T0 + Duration::minutes(1);
+    assert_eq!(
+        item.heartbeat(&rec, TRAWL, "trawl-1", TTL, later),
+        Ok(later + TTL)
+    );
+    assert!(!item.is_leasable(later));
+}
+
+#[test]
+fn a_heartbeat_from_another_worker_is_refused() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    assert_eq!(
+        item.heartbeat(&rec, TRAWL, "trawl-9", TTL, T0),
+        Err(TransitionError::WrongWorker)
+    );
+}
+
+#[test]
+fn a_finished_lease_replays_the_same_request_and_refuses_a_different_one() {
+    let item = queued();
+    let body = json!({"result": {"n": 1}});
+    let rec = LeaseRecord {
+        lease_id: lid(1),
+        item_id: item.id,
+        fence: Fence(1),
+        worker_id: "trawl-1".into(),
+        outcome: Some(LeaseOutcome {
+            kind: OutcomeKind::Completed,
+            digest: request_digest(OutcomeKind::Completed, &body),
+            response: json!({"state": "done"}),
+        }),
+    };
+    let same = request_digest(OutcomeKind::Completed, &body);
+    let other = request_digest(OutcomeKind::Completed, &json!({"result": {"n": 2}}));
+    let as_fail = request_digest(OutcomeKind::Failed, &body);
+    assert_eq!(
+        item.check_finish(&rec, TRAWL, OutcomeKind::Completed, &same),
+        Ok(LeaseUse::Replay(json!({"state": "done"})))
+    );
+    assert_eq!(
+        item.check_finish(&rec, TRAWL, OutcomeKind::Completed, &other),
+        Err(TransitionError::Conflict)
+    );
+    assert_eq!(
+        item.check_finish(&rec, TRAWL, OutcomeKind::Failed, &as_fail),
+        Err(TransitionError::Conflict)
+    );
+}
+
+#[test]
+fn a_late_result_stays_lost_when_delivered_again() {
+    let item = queued();
+    let rec = LeaseRecord {
+        lease_id: lid(1),
+        item_id: item.id,
+        fence: Fence(1),
+        worker_id: "trawl-1".into(),
+        outcome: Some(LeaseOutcome {
+            kind: OutcomeKind::Late,
+            digest: [7; 32],
+            response: Value::Null,
+        }),
+    };
+    assert_eq!(
+        item.check_finish(&rec, TRAWL, OutcomeKind::Completed, &[7; 32]),
+        Err(TransitionError::LeaseLost)
+    );
+}
+
+#[test]
+fn a_late_result_is_recorded_without_changing_the_state() {
+    let mut item = queued();
+    let old = lease(&mut item, 1, T0);
+    lease(&mut item, 2, T0 + TTL);
+    let entry = item.record_late_result(&old, TRAWL, &json!({"x": 1}), T0 + TTL);
+    assert_eq!(item.state, ItemState::Leased);
+    assert_eq!(entry.entry.event, "late_result");
+    assert_eq!(entry.entry.from_state, entry.entry.to_state);
+    assert_eq!(entry.entry.fence, Some(1));
+}
+
+#[test]
+fn a_retryable_failure_requeues_with_backoff() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let (outcome, entry) = item
+        .fail(
+            &rec,
+            TRAWL,
+            &json!({"code": "E_X"}),
+            true,
+            &RetryPolicy::default(),
+            0.0,
+            T0,
+        )
+        .unwrap();
+    assert_eq!(
+        outcome,
+        FailOutcome::Requeued {
+            not_before: T0 + Duration::seconds(1)
+        }
+    );
+    assert_eq!(item.state, ItemState::Queued);
+    assert_eq!(entry.entry.to_state.as_deref(), Some("queued"));
+}
+
+#[test]
+fn a_failure_that_is_not_retryable_is_final() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let (outcome, _) = item
+        .fail(
+            &rec,
+            TRAWL,
+            &json!({}),
+            false,
+            &RetryPolicy::default(),
+            0.0,
+            T0,
+        )
+        .unwrap();
+    assert_eq!(outcome, FailOutcome::Failed);
+    assert_eq!(item.state, ItemState::Failed);
+}
+
+#[test]
+fn the_fifth_failed_attempt_is_final_by_default() {
+    let mut item = queued();
+    let mut now = T0;
+    for n in 1..=5 {
+        now += Duration::hours(1);
+        let rec = lease(&mut item, n, now);
+        let (outcome, _) = item
+            .fail(
+                &rec,
+                TRAWL,
+                &json!({}),
+                true,
+                &RetryPolicy::default(),
+                0.0,
+                now,
+            )
+            .unwrap();
+        assert_eq!(outcome == FailOutcome::Failed, n == 5, "attempt {n}");
+    }
+}
+
+#[test]
+fn an_expired_lease_with_no_attempts_left_fails_the_item_instead_of_leasing_it() {
+    let policy = RetryPolicy {
+        max_attempts: 1,
+        ..RetryPolicy::default()
+    };
+    let mut item = queued();
+    item.lease(lid(1), "w", TRAWL, &policy, TTL, T0).unwrap();
+    let r = item
+        .lease(lid(2), "w", TRAWL, &policy, TTL, T0 + TTL)
+        .unwrap();
+    assert!(matches!(r, LeaseResult::Exhausted(ref e) if e.entry.event == "expired"));
+    assert_eq!((item.state, item.fence), (ItemState::Failed, Fence(1)));
+}
+
+#[test]
+fn parking_is_not_charged_as_an_attempt() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    item.park(&rec, TRAWL, "sha256:aa", &json!({"signature": "s"}), T0)
+        .unwrap();
+    assert_eq!((item.state, item.attempt), (ItemState::NeedsSubtool, 0));
+    assert_eq!(item.parked_digest.as_deref(), Some("sha256:aa"));
+}
+
+#[test]
+fn only_failed_items_can_be_retried_and_retry_resets_attempts() {
+    let mut item = queued();
+    assert!(matches!(
+        item.retry(Principal::Operator, T0),
+        Err(TransitionError::InvalidTransition {
+            from: ItemState::Queued,
+            ..
+        })
+    ));
+    let rec = lease(&mut item, 1, T0);
+    item.fail(
+        &rec,
+        TRAWL,
+        &json!({}),
+        false,
+        &RetryPolicy::default(),
+        0.0,
+        T0,
+    )
+    .unwrap();
+    item.retry(Principal::Operator, T0).unwrap();
+    assert_eq!((item.state, item.attempt), (ItemState::Queued, 0));
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Lease,
+    Heartbeat(usize),
+    Complete(usize),
+    Fail(usize, bool),
+    Park(usize),
+    Retry,
+    Wait(i64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => Just(Op::Lease),
+        1 => (0usize..8).prop_map(Op::Heartbeat),
+        2 => (0usize..8).prop_map(Op::Complete),
+        2 => ((0usize..8), any::<bool>()).prop_map(|(i, r)| Op::Fail(i, r)),
+        1 => (0usize..8).prop_map(Op::Park),
+        1 => Just(Op::Retry),
+        2 => (0i64..40).prop_map(Op::Wait),
+    ]
+}
+
+proptest! {
+    /// Random operation sequences: only the newest fence ever transitions the item, fences only
+    /// grow, `done` is terminal, attempts stay within the policy, and the ledger chain of every
+    /// entry produced verifies.
+    #[test]
+    fn random_operation_sequences_keep_the_invariants(ops in proptest::collection::vec(op(), 1..60)) {
+        let policy = RetryPolicy::default();
+        let (mut item, first) = Item::enqueue(id(1), Kind::Trawl, Priority::Normal, Principal::Operator, T0, None);
+        let mut entries = vec![first];
+        let mut leases: Vec<LeaseRecord> = Vec::new();
+        let mut now = T0;
+        for op in ops {
+            let before = item.clone();
+            let pick = |i: usize| if leases.is_empty() { None } else { Some(leases[i % leases.len()].clone()) };
+            match op {
+                Op::Lease => {
+                    let n = leases.len() as u128 + 1;
+                    match item.lease(lid(n), "w", TRAWL, &policy, TTL, now) {
+                        Ok(LeaseResult::Granted(e)) => {
+                            prop_assert!(before.is_leasable(now));
+                            prop_assert_eq!(item.fence.0, before.fence.0 + 1);
+                            leases.push(LeaseRecord { lease_id: lid(n), item_id: item.id, fence: item.fence, worker_id: "w".into(), outcome: None });
+                            entries.push(e);
+                        }
+                        Ok(LeaseResult::Exhausted(e)) => { prop_assert_eq!(item.state, ItemState::Failed); entries.push(e); }
+                        Err(_) => prop_assert_eq!(&item, &before),
+                    }
+                }
+                Op::Heartbeat(i) => if let Some(r) = pick(i) {
+                    if item.heartbeat(&r, TRAWL, "w", TTL, now).is_err() { prop_assert_eq!(&item, &before); }
+                    else { prop_assert_eq!(r.fence, item.fence); }
+                },
+                Op::Complete(i) => if let Some(r) = pick(i) {
+                    match item.complete(&r, TRAWL, &json!({}), &[], now) {
+                        Ok(e) => { prop_assert_eq!(r.fence, before.fence); prop_assert_eq!(before.state, ItemState::Leased); entries.push(e); }
+                        Err(_) => prop_assert_eq!(&item, &before),
+                    }
+                },
+                Op::Fail(i, retryable) => if let Some(r) = pick(i) {
+                    match item.fail(&r, TRAWL, &json!({}), retryable, &policy, 0.5, now) {
+                        Ok((_, e)) => { prop_assert_eq!(r.fence, before.fence); entries.push(e); }
+                        Err(_) => prop_assert_eq!(&item, &before),
+                    }
+                },
+                Op::Park(i) => if let Some(r) = pick(i) {
+                    match item.park(&r, TRAWL, "sha256:d", &json!({}), now) {
+                        Ok(e) => { prop_assert_eq!(r.fence, before.fence); entries.push(e); }
+                        Err(_) => prop_assert_eq!(&item, &before),
+                    }
+                },
+                Op::Retry => match item.retry(Principal::Operator, now) {
+                    Ok(e) => { prop_assert_eq!(before.state, ItemState::Failed); entries.push(e); }
+                    Err(_) => prop_assert_eq!(&item, &before),
+                },
+                Op::Wait(s) => now += Duration::seconds(s),
+            }
+            prop_assert!(item.fence >= before.fence);
+            prop_assert!(item.attempt <= policy.max_attempts);
+            if before.state == ItemState::Done { prop_assert_eq!(&item, &before); }
+            prop_assert_eq!(item.lease.is_some(), item.state == ItemState::Leased);
+        }
+        let head = verify_chain("item", &item.id.to_string(), &entries).unwrap();
+        prop_assert_eq!(head, item.chain);
+    }
+}
+
+#[test]
+fn image_digests_are_sha256_and_64_lowercase_hex_digits() {
+    assert!(is_image_digest(&format!("sha256:{}", "ab".repeat(32))));
+    assert!(!is_image_digest(&format!("sha256:{}", "AB".repeat(32))));
+    assert!(!is_image_digest(&format!("sha256:{}", "ab".repeat(31))));
+    assert!(!is_image_digest(&format!("sha512:{}", "ab".repeat(32))));
+}

@@ -1,0 +1,143 @@
+use super::*;
+use proptest::prelude::*;
+use time::macros::datetime;
+
+fn entry(event: &str, data: &str) -> Entry {
+    Entry {
+        subject_type: "item".into(),
+        subject_id: "0193a0b0-0000-7000-8000-000000000001".into(),
+        event: event.into(),
+        from_state: Some("queued".into()),
+        to_state: Some("leased".into()),
+        actor: "worker:trawl".into(),
+        fence: Some(1),
+        at: datetime!(2026-12-02 14:00:00.123456789 UTC),
+        data: data.into(),
+    }
+}
+
+fn chain_of(n: usize) -> Vec<SealedEntry> {
+    let mut head = ChainHead::genesis();
+    (0..n)
+        .map(|i| head.seal(entry("leased", &format!("{{\"i\":{i}}}"))))
+        .collect()
+}
+
+const ID: &str = "0193a0b0-0000-7000-8000-000000000001";
+
+#[test]
+fn sealing_numbers_entries_from_one_and_links_them() {
+    let chain = chain_of(3);
+    assert_eq!(
+        chain.iter().map(|e| e.subject_seq).collect::<Vec<_>>(),
+        [1, 2, 3]
+    );
+    assert_eq!(chain[0].prev_hash, GENESIS);
+    assert_eq!(chain[1].prev_hash, chain[0].hash);
+    assert_eq!(chain[2].prev_hash, chain[1].hash);
+}
+
+#[test]
+fn sealing_truncates_the_time_to_microseconds() {
+    let sealed = ChainHead::genesis().seal(entry("leased", "{}"));
+    assert_eq!(sealed.entry.at, datetime!(2026-12-02 14:00:00.123456 UTC));
+}
+
+#[test]
+fn an_intact_chain_verifies_to_its_head() {
+    let chain = chain_of(4);
+    let head = verify_chain("item", ID, &chain).unwrap();
+    assert_eq!(head.len, 4);
+    assert_eq!(head.hash, chain[3].hash);
+}
+
+#[test]
+fn changing_any_byte_of_the_data_is_detected() {
+    let mut chain = chain_of(3);
+    chain[1].entry.data = "{\"i\":7}".into();
+    assert_eq!(
+        verify_chain("item", ID, &chain),
+        Err(ChainError::Tampered {
+            subject: format!("item:{ID}"),
+            seq: 2
+        })
+    );
+}
+
+#[test]
+fn removing_an_entry_is_detected() {
+    let mut chain = chain_of(3);
+    chain.remove(1);
+    assert_eq!(
+        verify_chain("item", ID, &chain).unwrap_err().code(),
+        "E_LEDGER_SEQUENCE"
+    );
+}
+
+#[test]
+fn a_truncated_tail_is_detected_against_the_recorded_head() {
+    let chain = chain_of(3);
+    let recorded = ChainHead {
+        len: 3,
+        hash: chain[2].hash,
+    };
+    assert_eq!(
+        verify_against_head("item", ID, &chain[..2], recorded)
+            .unwrap_err()
+            .code(),
+        "E_LEDGER_HEAD"
+    );
+}
+
+#[test]
+fn fields_cannot_be_spliced_between_neighbours() {
+    // "ab" + "c" and "a" + "bc" must hash differently: the encoding is length-prefixed.
+    let mut a = entry("ab", "c");
+    let mut b = entry("a", "bc");
+    a.from_state = None;
+    b.from_state = None;
+    assert_ne!(entry_hash(&GENESIS, 1, &a), entry_hash(&GENESIS, 1, &b));
+}
+
+#[test]
+fn an_absent_fence_differs_from_fence_zero() {
+    let mut a = entry("leased", "{}");
+    let mut b = a.clone();
+    a.fence = None;
+    b.fence = Some(0);
+    assert_ne!(entry_hash(&GENESIS, 1, &a), entry_hash(&GENESIS, 1, &b));
+}
+
+#[test]
+fn an_entry_moved_to_another_subject_is_detected() {
+    let chain = chain_of(2);
+    assert_eq!(
+        verify_chain("item", "other", &chain).unwrap_err().code(),
+        "E_LEDGER_FOREIGN"
+    );
+}
+
+proptest! {
+    /// Any sequence of appended entries verifies; flipping any single field of any entry does not.
+    #[test]
+    fn every_single_field_change_breaks_verification(
+        events in proptest::collection::vec("[a-z_]{1,12}", 1..20),
+        victim in any::<prop::sample::Index>(),
+        field in 0usize..6,
+    ) {
+        let mut head = ChainHead::genesis();
+        let mut chain: Vec<SealedEntry> = events.iter().map(|e| head.seal(entry(e, "{}"))).collect();
+        prop_assert_eq!(verify_chain("item", ID, &chain).unwrap(), head);
+        let i = victim.index(chain.len());
+        let e = &mut chain[i].entry;
+        match field {
+            0 => e.event.push('x'),
+            1 => e.from_state = None,
+            2 => e.actor.push('x'),
+            3 => e.fence = Some(e.fence.unwrap_or(0) + 1),
+            4 => e.at += time::Duration::microseconds(1),
+            _ => e.data.push(' '),
+        }
+        prop_assert!(verify_chain("item", ID, &chain).is_err());
+    }
+}
