@@ -1,0 +1,133 @@
+//! Bearer-token authentication.
+//!
+//! The development and test token table maps the BLAKE3 digest of a token to a principal; the
+//! plain token is never stored, logged or echoed. Production authenticates Kubernetes
+//! ServiceAccount tokens through another implementation of [`Authenticator`].
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use muster_domain::Principal;
+use serde::Deserialize;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// The authority that checks tokens could not answer; fail closed.
+    #[error("the token authority is unavailable")]
+    Unavailable,
+}
+
+/// Resolves a bearer token to its principal; `None` for an unknown token.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait Authenticator: Send + Sync {
+    async fn authenticate(&self, token: &str) -> Result<Option<Principal>, AuthError>;
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TokenFileError {
+    #[error("the token file is not valid JSON of the expected shape: {0}")]
+    Shape(String),
+    #[error("entry {index}: {reason}")]
+    Entry { index: usize, reason: String },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenFile {
+    tokens: Vec<TokenLine>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TokenLine {
+    blake3: String,
+    principal: String,
+}
+
+/// The token file of protocol.md: `{"tokens": [{"blake3": "<hex>", "principal": "…"}]}`.
+#[derive(Debug, Clone, Default)]
+pub struct TokenTable {
+    by_digest: HashMap<[u8; 32], Principal>,
+}
+
+impl TokenTable {
+    pub fn from_json(text: &str) -> Result<Self, TokenFileError> {
+        let file: TokenFile =
+            serde_json::from_str(text).map_err(|e| TokenFileError::Shape(e.to_string()))?;
+        let mut by_digest = HashMap::new();
+        for (index, line) in file.tokens.into_iter().enumerate() {
+            let digest =
+                blake3::Hash::from_hex(line.blake3.trim()).map_err(|_| TokenFileError::Entry {
+                    index,
+                    reason: "blake3 must be 64 hex digits".into(),
+                })?;
+            let principal = line.principal.parse().map_err(|_| TokenFileError::Entry {
+                index,
+                reason: format!("unknown principal {:?}", line.principal),
+            })?;
+            by_digest.insert(*digest.as_bytes(), principal);
+        }
+        Ok(TokenTable { by_digest })
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_digest.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_digest.is_empty()
+    }
+}
+
+#[async_trait]
+impl Authenticator for TokenTable {
+    async fn authenticate(&self, token: &str) -> Result<Option<Principal>, AuthError> {
+        // Only the digest is looked up, so lookup timing says nothing about the token itself.
+        let digest = blake3::hash(token.as_bytes());
+        Ok(self.by_digest.get(digest.as_bytes()).copied())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use muster_domain::Kind;
+
+    fn table() -> TokenTable {
+        let hex = blake3::hash(b"s3cret").to_hex();
+        TokenTable::from_json(&format!(
+            r#"{{"tokens": [{{"blake3": "{hex}", "principal": "worker:trawl"}}]}}"#
+        ))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_token_resolves_to_the_principal_of_its_digest() {
+        assert_eq!(
+            table().authenticate("s3cret").await,
+            Ok(Some(Principal::Worker(Kind::Trawl)))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_token_resolves_to_nobody() {
+        assert_eq!(table().authenticate("guess").await, Ok(None));
+    }
+
+    #[test]
+    fn a_file_naming_an_unknown_principal_is_refused() {
+        let hex = blake3::hash(b"x").to_hex();
+        let r = TokenTable::from_json(&format!(
+            r#"{{"tokens": [{{"blake3": "{hex}", "principal": "root"}}]}}"#
+        ));
+        assert!(matches!(r, Err(TokenFileError::Entry { index: 0, .. })));
+    }
+
+    #[test]
+    fn a_plain_token_in_place_of_a_digest_is_refused() {
+        let r =
+            TokenTable::from_json(r#"{"tokens": [{"blake3": "s3cret", "principal": "operator"}]}"#);
+        assert!(matches!(r, Err(TokenFileError::Entry { index: 0, .. })));
+    }
+}

@@ -1,0 +1,121 @@
+//! The ports the use cases need, named for what the domain needs, not for the technology.
+//!
+//! Mocks: `MockLogbook`, `MockLogbookTx`, `MockClock`, `MockIds`, `MockJitter` are generated with
+//! mockall for this crate's tests and, with the `mocks` feature, for other crates' tests.
+
+use async_trait::async_trait;
+use muster_domain::{Item, ItemId, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord};
+use muster_ledger::SealedEntry;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::views::ItemView;
+
+/// A failure of the store. Anything that is not the database being unreachable is internal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StoreError {
+    /// Logbook could not be reached in time (pool checkout, connect or statement timeout).
+    #[error("logbook unavailable: {0}")]
+    Unavailable(String),
+    #[error("logbook error: {0}")]
+    Internal(String),
+}
+
+/// An item to insert, with the entry that records its creation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewItem {
+    pub item: Item,
+    pub payload: Value,
+    pub idempotency_key: Option<String>,
+    pub parent: Option<ItemId>,
+    pub created_at: OffsetDateTime,
+    pub entry: SealedEntry,
+}
+
+/// The outcome of inserting an item that carries an idempotency key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserted {
+    New,
+    /// The key was already used for this kind: the existing item.
+    Existing {
+        id: ItemId,
+        state: ItemState,
+    },
+}
+
+/// Logbook, the durable store of items, leases and the ledger.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait Logbook: Send + Sync {
+    /// Opens a transaction. Dropping it without `commit` rolls it back.
+    async fn begin(&self) -> Result<Box<dyn LogbookTx>, StoreError>;
+    /// An item with its ledger history, read outside any transaction.
+    async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError>;
+}
+
+/// One Logbook transaction. Every transition of a use case is written through one of these, so
+/// it is either entirely there or not at all.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait LogbookTx: Send {
+    /// Inserts one item. With an idempotency key already used for its kind, inserts nothing
+    /// and answers the existing item.
+    async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
+    /// Inserts items that carry no idempotency key (the `next` steps of a completion).
+    async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
+    /// Locks and returns the first leasable item of `kind` at `now` in lease order (priority,
+    /// then enqueue time), skipping rows other transactions hold, with its payload.
+    async fn lock_next_leasable(
+        &mut self,
+        kind: Kind,
+        now: OffsetDateTime,
+    ) -> Result<Option<(Item, Value)>, StoreError>;
+    /// Locks and returns an item.
+    async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
+    /// Returns a lease record and locks and returns its item.
+    async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
+    /// Writes back an item's working state.
+    async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
+    /// Writes back an item's working state together with its result.
+    async fn save_item_with_result(
+        &mut self,
+        item: &Item,
+        result: &Value,
+    ) -> Result<(), StoreError>;
+    /// Records a newly granted lease.
+    async fn insert_lease(
+        &mut self,
+        lease: &LeaseRecord,
+        kind: Kind,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+    /// Records how a lease ended.
+    async fn finish_lease(
+        &mut self,
+        id: LeaseId,
+        outcome: &LeaseOutcome,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+    /// Appends sealed entries to the ledger and answers their global sequence numbers in order.
+    async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError>;
+    async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// The time. Implementations answer UTC with whole microseconds.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+pub trait Clock: Send + Sync {
+    fn now(&self) -> OffsetDateTime;
+}
+
+/// Fresh ids (UUIDv7 in production).
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+pub trait Ids: Send + Sync {
+    fn item_id(&self) -> ItemId;
+    fn lease_id(&self) -> LeaseId;
+}
+
+/// Uniform random numbers in `[0, 1)` for backoff jitter.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+pub trait Jitter: Send + Sync {
+    fn sample(&self) -> f64;
+}

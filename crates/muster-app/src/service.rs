@@ -1,0 +1,551 @@
+//! The use cases.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use muster_domain::item::{LeaseResult, LeaseUse};
+use muster_domain::{
+    FailOutcome, Item, ItemId, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord, OutcomeKind,
+    Principal, RetryPolicy, Routes, TransitionError, is_image_digest, request_digest,
+};
+use serde_json::{Value, json};
+use time::Duration;
+
+use crate::error::AppError;
+use crate::ports::{Clock, Ids, Inserted, Jitter, Logbook, LogbookTx, NewItem};
+use crate::signal::WorkSignal;
+use crate::views::*;
+
+/// The longest a lease request may wait for work.
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// How many exhausted-expired candidates one lease attempt fails before it gives up.
+const MAX_CANDIDATES: usize = 16;
+const MAX_WORKER_ID: usize = 128;
+const MAX_IDEMPOTENCY_KEY: usize = 256;
+
+/// Settings of the use cases.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub routes: Routes,
+    /// Retry policy per kind; kinds not listed use the default.
+    pub retry: HashMap<Kind, RetryPolicy>,
+    pub lease_ttl: Duration,
+    /// While a lease request waits, it re-checks at least this often, for work that becomes
+    /// leasable by the passing of time (an expired lease, a `not_before`) or that another
+    /// replica enqueued.
+    pub recheck: StdDuration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            routes: Routes::default(),
+            retry: HashMap::new(),
+            lease_ttl: Duration::seconds(30),
+            recheck: StdDuration::from_secs(1),
+        }
+    }
+}
+
+impl Config {
+    pub fn policy(&self, kind: Kind) -> RetryPolicy {
+        self.retry.get(&kind).copied().unwrap_or_default()
+    }
+
+    /// The heartbeat interval told to workers: a third of the TTL, so two heartbeats may be
+    /// lost before the lease expires.
+    pub fn heartbeat_ms(&self) -> u64 {
+        (self.lease_ttl.whole_milliseconds() / 3).max(1) as u64
+    }
+}
+
+/// Muster's use cases, over its ports.
+#[derive(Clone)]
+pub struct Muster {
+    logbook: Arc<dyn Logbook>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn Ids>,
+    jitter: Arc<dyn Jitter>,
+    signal: WorkSignal,
+    config: Arc<Config>,
+}
+
+impl std::fmt::Debug for Muster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Muster")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Muster {
+    pub fn new(
+        logbook: Arc<dyn Logbook>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn Ids>,
+        jitter: Arc<dyn Jitter>,
+        signal: WorkSignal,
+        config: Config,
+    ) -> Self {
+        Muster {
+            logbook,
+            clock,
+            ids,
+            jitter,
+            signal,
+            config: Arc::new(config),
+        }
+    }
+
+    pub fn signal(&self) -> &WorkSignal {
+        &self.signal
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// `POST /v1/items`: operators, Conn, and workers whose routes allow the kind.
+    pub async fn enqueue(
+        &self,
+        actor: Principal,
+        req: EnqueueRequest,
+    ) -> Result<Enqueued, AppError> {
+        let allowed = match actor {
+            Principal::Operator | Principal::Conn => true,
+            Principal::Worker(k) => self.config.routes.allows(k, req.kind),
+            Principal::Shipkeeper => false,
+        };
+        if !allowed {
+            return Err(AppError::Forbidden(format!(
+                "{actor} may not enqueue {} items",
+                req.kind
+            )));
+        }
+        require_object(&req.payload, "payload")?;
+        if let Some(key) = &req.idempotency_key {
+            if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY {
+                return Err(AppError::BadRequest(format!(
+                    "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes"
+                )));
+            }
+        }
+        let now = self.clock.now();
+        let (item, entry) =
+            Item::enqueue(self.ids.item_id(), req.kind, req.priority, actor, now, None);
+        let id = item.id;
+        let new = NewItem {
+            item,
+            payload: req.payload,
+            idempotency_key: req.idempotency_key,
+            parent: None,
+            created_at: now,
+            entry: entry.clone(),
+        };
+        let mut tx = self.logbook.begin().await?;
+        match tx.insert_item(&new).await? {
+            Inserted::New => {
+                tx.append(&[entry]).await?;
+                tx.commit().await?;
+                self.signal.notify(req.kind);
+                Ok(Enqueued {
+                    item_id: id.to_string(),
+                    state: ItemState::Queued,
+                    created: true,
+                })
+            }
+            Inserted::Existing { id, state } => {
+                tx.commit().await?;
+                Ok(Enqueued {
+                    item_id: id.to_string(),
+                    state,
+                    created: false,
+                })
+            }
+        }
+    }
+
+    /// `POST /v1/leases`: the first leasable item of the worker's kind, waiting up to `wait_ms`
+    /// for one to arrive. `None` when nothing became leasable in time.
+    pub async fn lease(
+        &self,
+        actor: Principal,
+        worker_id: &str,
+        wait_ms: u64,
+    ) -> Result<Option<LeaseGranted>, AppError> {
+        let kind = actor.worker_kind().ok_or_else(|| {
+            AppError::Forbidden(format!("{actor} is not a worker and holds no leases"))
+        })?;
+        check_worker_id(worker_id)?;
+        if wait_ms > MAX_WAIT_MS {
+            return Err(AppError::BadRequest(format!(
+                "wait_ms must be 0 to {MAX_WAIT_MS}"
+            )));
+        }
+        let deadline = tokio::time::Instant::now() + StdDuration::from_millis(wait_ms);
+        loop {
+            let seen = self.signal.generation(kind);
+            if let Some(granted) = self.try_lease(kind, worker_id, actor).await? {
+                return Ok(Some(granted));
+            }
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if remaining.is_zero() || self.signal.is_shut_down() {
+                return Ok(None);
+            }
+            self.signal
+                .wait_past(kind, seen, remaining.min(self.config.recheck))
+                .await;
+        }
+    }
+
+    async fn try_lease(
+        &self,
+        kind: Kind,
+        worker_id: &str,
+        actor: Principal,
+    ) -> Result<Option<LeaseGranted>, AppError> {
+        let policy = self.config.policy(kind);
+        let now = self.clock.now();
+        let mut tx = self.logbook.begin().await?;
+        for _ in 0..MAX_CANDIDATES {
+            let Some((mut item, payload)) = tx.lock_next_leasable(kind, now).await? else {
+                break;
+            };
+            let lease_id = self.ids.lease_id();
+            match item.lease(
+                lease_id,
+                worker_id,
+                actor,
+                &policy,
+                self.config.lease_ttl,
+                now,
+            ) {
+                Ok(LeaseResult::Granted(entry)) => {
+                    let record = LeaseRecord {
+                        lease_id,
+                        item_id: item.id,
+                        fence: item.fence,
+                        worker_id: worker_id.to_owned(),
+                        outcome: None,
+                    };
+                    tx.save_item(&item).await?;
+                    tx.insert_lease(&record, kind, now).await?;
+                    tx.append(&[entry]).await?;
+                    tx.commit().await?;
+                    let expires_at = item.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
+                    return Ok(Some(LeaseGranted {
+                        lease_id: lease_id.to_string(),
+                        fence: item.fence.0,
+                        expires_at,
+                        heartbeat_ms: self.config.heartbeat_ms(),
+                        item: LeasedItem {
+                            id: item.id.to_string(),
+                            kind,
+                            priority: item.priority,
+                            attempt: item.attempt,
+                            payload,
+                        },
+                    }));
+                }
+                Ok(LeaseResult::Exhausted(entry)) => {
+                    tracing::info!(item_id = %item.id, kind = %kind, "expired lease had no attempts left; item failed");
+                    tx.save_item(&item).await?;
+                    tx.append(&[entry]).await?;
+                }
+                Err(e) => {
+                    return Err(AppError::Internal(format!(
+                        "store offered item {} that the domain refuses to lease: {e}",
+                        item.id
+                    )));
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(None)
+    }
+
+    /// `POST /v1/leases/{id}/heartbeat`.
+    pub async fn heartbeat(
+        &self,
+        actor: Principal,
+        lease_id: LeaseId,
+        worker_id: &str,
+    ) -> Result<HeartbeatAck, AppError> {
+        check_worker_id(worker_id)?;
+        let now = self.clock.now();
+        let mut tx = self.logbook.begin().await?;
+        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
+        let expires_at = item.heartbeat(&record, actor, worker_id, self.config.lease_ttl, now)?;
+        tx.save_item(&item).await?;
+        tx.commit().await?;
+        Ok(HeartbeatAck { expires_at })
+    }
+
+    /// `POST /v1/leases/{id}/complete`: the item's new state, its result, every `next` item
+    /// and the ledger rows, in one transaction; idempotent per lease.
+    pub async fn complete(
+        &self,
+        actor: Principal,
+        lease_id: LeaseId,
+        req: CompleteRequest,
+    ) -> Result<Completed, AppError> {
+        let canonical = json!({
+            "result": req.result,
+            "next": req.next.iter().map(|n| json!({
+                "kind": n.kind, "payload": n.payload, "priority": n.priority,
+            })).collect::<Vec<_>>(),
+        });
+        let digest = request_digest(OutcomeKind::Completed, &canonical);
+        let now = self.clock.now();
+        let mut tx = self.logbook.begin().await?;
+        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
+        match item.check_finish(&record, actor, OutcomeKind::Completed, &digest) {
+            Ok(LeaseUse::Proceed) => {}
+            Ok(LeaseUse::Replay(response)) => {
+                let mut answer: Completed = serde_json::from_value(response).map_err(|e| {
+                    AppError::Internal(format!("stored completion unreadable: {e}"))
+                })?;
+                answer.replayed = true;
+                return Ok(answer);
+            }
+            Err(TransitionError::LeaseLost) if record.outcome.is_none() => {
+                // Superseded: keep the late result in the ledger, apply nothing.
+                let entry = item.record_late_result(&record, actor, &req.result, now);
+                tx.save_item(&item).await?;
+                tx.append(&[entry]).await?;
+                let outcome = LeaseOutcome {
+                    kind: OutcomeKind::Late,
+                    digest,
+                    response: Value::Null,
+                };
+                tx.finish_lease(lease_id, &outcome, now).await?;
+                tx.commit().await?;
+                tracing::info!(%lease_id, item_id = %item.id, "late result recorded; lease was superseded");
+                return Err(AppError::LeaseLost);
+            }
+            Err(e) => return Err(e.into()),
+        }
+        if let Some(to) = self
+            .config
+            .routes
+            .first_refused(item.kind, req.next.iter().map(|n| n.kind))
+        {
+            return Err(AppError::Route(format!(
+                "the pipeline routes do not allow {} to enqueue {to}",
+                item.kind
+            )));
+        }
+        for n in &req.next {
+            require_object(&n.payload, "next[].payload")?;
+        }
+        let mut children = Vec::with_capacity(req.next.len());
+        for n in req.next {
+            let priority = n.priority.unwrap_or(item.priority);
+            let (child, entry) = Item::enqueue(
+                self.ids.item_id(),
+                n.kind,
+                priority,
+                actor,
+                now,
+                Some(item.id),
+            );
+            children.push(NewItem {
+                item: child,
+                payload: n.payload,
+                idempotency_key: None,
+                parent: Some(item.id),
+                created_at: now,
+                entry,
+            });
+        }
+        let child_ids: Vec<ItemId> = children.iter().map(|c| c.item.id).collect();
+        let entry = item.complete(&record, actor, &req.result, &child_ids, now)?;
+        let mut entries = vec![entry];
+        entries.extend(children.iter().map(|c| c.entry.clone()));
+        tx.save_item_with_result(&item, &req.result).await?;
+        if !children.is_empty() {
+            tx.insert_items(&children).await?;
+        }
+        let seqs = tx.append(&entries).await?;
+        let answer = Completed {
+            item_id: item.id.to_string(),
+            state: ItemState::Done,
+            ledger_seq: seqs.first().copied().unwrap_or_default(),
+            replayed: false,
+        };
+        let outcome = LeaseOutcome {
+            kind: OutcomeKind::Completed,
+            digest,
+            response: to_value(&answer)?,
+        };
+        tx.finish_lease(lease_id, &outcome, now).await?;
+        tx.commit().await?;
+        for c in &children {
+            self.signal.notify(c.item.kind);
+        }
+        Ok(answer)
+    }
+
+    /// `POST /v1/leases/{id}/fail`: re-queued with backoff, or `failed`.
+    pub async fn fail(
+        &self,
+        actor: Principal,
+        lease_id: LeaseId,
+        req: FailRequest,
+    ) -> Result<Failed, AppError> {
+        let digest = request_digest(
+            OutcomeKind::Failed,
+            &json!({"error": req.error, "retryable": req.retryable}),
+        );
+        let now = self.clock.now();
+        let mut tx = self.logbook.begin().await?;
+        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
+        if let LeaseUse::Replay(response) =
+            item.check_finish(&record, actor, OutcomeKind::Failed, &digest)?
+        {
+            return serde_json::from_value(response)
+                .map_err(|e| AppError::Internal(format!("stored failure unreadable: {e}")));
+        }
+        let policy = self.config.policy(item.kind);
+        let (outcome, entry) = item.fail(
+            &record,
+            actor,
+            &req.error,
+            req.retryable,
+            &policy,
+            self.jitter.sample(),
+            now,
+        )?;
+        tx.save_item(&item).await?;
+        tx.append(&[entry]).await?;
+        let answer = Failed {
+            item_id: item.id.to_string(),
+            state: item.state,
+            not_before: match outcome {
+                FailOutcome::Requeued { not_before } => Some(not_before),
+                FailOutcome::Failed => None,
+            },
+        };
+        let stored = LeaseOutcome {
+            kind: OutcomeKind::Failed,
+            digest,
+            response: to_value(&answer)?,
+        };
+        tx.finish_lease(lease_id, &stored, now).await?;
+        tx.commit().await?;
+        Ok(answer)
+    }
+
+    /// `POST /v1/leases/{id}/needs_subtool`: parks the item with the digest that could not
+    /// handle it.
+    pub async fn needs_subtool(
+        &self,
+        actor: Principal,
+        lease_id: LeaseId,
+        req: ParkRequest,
+    ) -> Result<Parked, AppError> {
+        if !is_image_digest(&req.worker_digest) {
+            return Err(AppError::BadRequest(
+                "worker_digest must be sha256: followed by 64 lowercase hex digits".into(),
+            ));
+        }
+        let digest = request_digest(
+            OutcomeKind::Parked,
+            &json!({"worker_digest": req.worker_digest, "layout": req.layout}),
+        );
+        let now = self.clock.now();
+        let mut tx = self.logbook.begin().await?;
+        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
+        if let LeaseUse::Replay(response) =
+            item.check_finish(&record, actor, OutcomeKind::Parked, &digest)?
+        {
+            return serde_json::from_value(response)
+                .map_err(|e| AppError::Internal(format!("stored park unreadable: {e}")));
+        }
+        let entry = item.park(&record, actor, &req.worker_digest, &req.layout, now)?;
+        tx.save_item(&item).await?;
+        tx.append(&[entry]).await?;
+        let answer = Parked {
+            item_id: item.id.to_string(),
+            state: ItemState::NeedsSubtool,
+        };
+        let stored = LeaseOutcome {
+            kind: OutcomeKind::Parked,
+            digest,
+            response: to_value(&answer)?,
+        };
+        tx.finish_lease(lease_id, &stored, now).await?;
+        tx.commit().await?;
+        Ok(answer)
+    }
+
+    /// `GET /v1/items/{id}`: operators and Conn.
+    pub async fn item(&self, actor: Principal, id: ItemId) -> Result<ItemView, AppError> {
+        if !matches!(actor, Principal::Operator | Principal::Conn) {
+            return Err(AppError::Forbidden(format!("{actor} may not read items")));
+        }
+        self.logbook
+            .item_view(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))
+    }
+
+    /// `POST /v1/items/{id}/retry`: an operator sends a failed item back to the queue.
+    pub async fn retry(&self, actor: Principal, id: ItemId) -> Result<Retried, AppError> {
+        if actor != Principal::Operator {
+            return Err(AppError::Forbidden(format!("{actor} may not retry items")));
+        }
+        let now = self.clock.now();
+        let mut tx = self.logbook.begin().await?;
+        let mut item = tx
+            .lock_item(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))?;
+        let entry = item.retry(actor, now)?;
+        tx.save_item(&item).await?;
+        tx.append(&[entry]).await?;
+        tx.commit().await?;
+        self.signal.notify(item.kind);
+        Ok(Retried {
+            item_id: id.to_string(),
+            state: item.state,
+        })
+    }
+}
+
+async fn lock_lease(tx: &mut dyn LogbookTx, id: LeaseId) -> Result<(LeaseRecord, Item), AppError> {
+    tx.lock_lease(id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("no lease {id}")))
+}
+
+fn check_worker_id(worker_id: &str) -> Result<(), AppError> {
+    let ok = !worker_id.is_empty()
+        && worker_id.len() <= MAX_WORKER_ID
+        && worker_id.chars().all(|c| c.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(AppError::BadRequest(format!(
+            "worker_id must be 1 to {MAX_WORKER_ID} printable ASCII characters"
+        )))
+    }
+}
+
+fn require_object(v: &Value, field: &str) -> Result<(), AppError> {
+    if v.is_object() {
+        Ok(())
+    } else {
+        Err(AppError::BadRequest(format!(
+            "{field} must be a JSON object"
+        )))
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, AppError> {
+    serde_json::to_value(v).map_err(|e| AppError::Internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,284 @@
+//! Use cases against mockall ports: no database.
+
+use super::*;
+use crate::ports::{MockClock, MockIds, MockJitter, MockLogbook, MockLogbookTx, StoreError};
+use muster_domain::{Fence, LeaseGrant, Priority};
+use muster_ledger::ChainHead;
+use time::OffsetDateTime;
+use time::macros::datetime;
+use uuid::Uuid;
+
+const NOW: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
+const TRAWL: Principal = Principal::Worker(Kind::Trawl);
+
+fn lease_id() -> LeaseId {
+    LeaseId(Uuid::from_u128(7))
+}
+
+fn leased_item(fence: u64) -> Item {
+    Item {
+        id: ItemId(Uuid::from_u128(1)),
+        kind: Kind::Trawl,
+        priority: Priority::Urgent,
+        state: ItemState::Leased,
+        attempt: 1,
+        fence: Fence(fence),
+        lease: Some(LeaseGrant {
+            lease_id: LeaseId(Uuid::from_u128(fence as u128)),
+            worker_id: "w".into(),
+            expires_at: NOW,
+        }),
+        not_before: None,
+        parked_digest: None,
+        chain: ChainHead::genesis(),
+    }
+}
+
+fn record(fence: u64) -> LeaseRecord {
+    LeaseRecord {
+        lease_id: lease_id(),
+        item_id: ItemId(Uuid::from_u128(1)),
+        fence: Fence(fence),
+        worker_id: "w".into(),
+        outcome: None,
+    }
+}
+
+fn muster_with(logbook: MockLogbook) -> Muster {
+    let mut clock = MockClock::new();
+    clock.expect_now().return_const(NOW);
+    let mut ids = MockIds::new();
+    let mut n = 100u128;
+    ids.expect_item_id().returning(move || {
+        n += 1;
+        ItemId(Uuid::from_u128(n))
+    });
+    ids.expect_lease_id()
+        .returning(|| LeaseId(Uuid::from_u128(55)));
+    let mut jitter = MockJitter::new();
+    jitter.expect_sample().return_const(0.0);
+    Muster::new(
+        Arc::new(logbook),
+        Arc::new(clock),
+        Arc::new(ids),
+        Arc::new(jitter),
+        WorkSignal::new(),
+        Config::default(),
+    )
+}
+
+fn logbook_with(tx: MockLogbookTx) -> MockLogbook {
+    let mut lb = MockLogbook::new();
+    let mut slot = Some(tx);
+    lb.expect_begin()
+        .times(1)
+        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
+    lb
+}
+
+fn complete_req(next: Vec<NextStep>) -> CompleteRequest {
+    CompleteRequest {
+        result: json!({"pages": 3}),
+        next,
+    }
+}
+
+#[tokio::test]
+async fn complete_on_a_superseded_lease_records_the_late_result_and_answers_lease_lost() {
+    let mut tx = MockLogbookTx::new();
+    tx.expect_lock_lease()
+        .returning(|_| Ok(Some((record(1), leased_item(2)))));
+    tx.expect_save_item().times(1).returning(|_| Ok(()));
+    tx.expect_append()
+        .withf(|e| e.len() == 1 && e[0].entry.event == "late_result" && e[0].entry.fence == Some(1))
+        .times(1)
+        .returning(|_| Ok(vec![9]));
+    tx.expect_finish_lease()
+        .withf(|_, o, _| o.kind == OutcomeKind::Late)
+        .times(1)
+        .returning(|_, _, _| Ok(()));
+    tx.expect_commit().times(1).returning(|| Ok(()));
+    let m = muster_with(logbook_with(tx));
+    assert_eq!(
+        m.complete(TRAWL, lease_id(), complete_req(vec![])).await,
+        Err(AppError::LeaseLost)
+    );
+}
+
+#[tokio::test]
+async fn complete_with_a_next_step_outside_the_routes_is_refused_and_commits_nothing() {
+    let mut tx = MockLogbookTx::new();
+    tx.expect_lock_lease()
+        .returning(|_| Ok(Some((record(1), leased_item(1)))));
+    tx.expect_commit().never();
+    let m = muster_with(logbook_with(tx));
+    let next = vec![NextStep {
+        kind: Kind::Waybill,
+        payload: json!({}),
+        priority: None,
+    }];
+    let r = m.complete(TRAWL, lease_id(), complete_req(next)).await;
+    assert_eq!(r.unwrap_err().code(), "E_ROUTE");
+}
+
+#[tokio::test]
+async fn complete_writes_the_item_the_next_items_and_their_ledger_rows_in_one_transaction() {
+    let mut tx = MockLogbookTx::new();
+    tx.expect_lock_lease()
+        .returning(|_| Ok(Some((record(1), leased_item(1)))));
+    tx.expect_save_item_with_result()
+        .withf(|i, r| i.state == ItemState::Done && r == &json!({"pages": 3}))
+        .times(1)
+        .returning(|_, _| Ok(()));
+    tx.expect_insert_items()
+        .withf(|n| {
+            n.len() == 2
+                && n.iter()
+                    .all(|c| c.item.priority == Priority::Urgent && c.parent.is_some())
+        })
+        .times(1)
+        .returning(|_| Ok(()));
+    tx.expect_append()
+        .withf(|e| {
+            e.iter().map(|x| x.entry.event.as_str()).collect::<Vec<_>>()
+                == ["completed", "enqueued", "enqueued"]
+        })
+        .times(1)
+        .returning(|_| Ok(vec![40, 41, 42]));
+    tx.expect_finish_lease()
+        .withf(|_, o, _| o.kind == OutcomeKind::Completed)
+        .times(1)
+        .returning(|_, _, _| Ok(()));
+    tx.expect_commit().times(1).returning(|| Ok(()));
+    let m = muster_with(logbook_with(tx));
+    let step = NextStep {
+        kind: Kind::Sextant,
+        payload: json!({"doc": 1}),
+        priority: None,
+    };
+    let r = m
+        .complete(TRAWL, lease_id(), complete_req(vec![step.clone(), step]))
+        .await;
+    assert_eq!(
+        r,
+        Ok(Completed {
+            item_id: ItemId(Uuid::from_u128(1)).to_string(),
+            state: ItemState::Done,
+            ledger_seq: 40,
+            replayed: false,
+        })
+    );
+}
+
+#[tokio::test]
+async fn an_identical_retried_completion_answers_the_stored_response_as_replayed() {
+    let body = complete_req(vec![]);
+    let canonical = json!({"result": body.result, "next": []});
+    let stored = json!({"item_id": "x", "state": "done", "ledger_seq": 12, "replayed": false});
+    let mut rec = record(1);
+    rec.outcome = Some(LeaseOutcome {
+        kind: OutcomeKind::Completed,
+        digest: request_digest(OutcomeKind::Completed, &canonical),
+        response: stored,
+    });
+    let mut item = leased_item(1);
+    item.state = ItemState::Done;
+    let mut tx = MockLogbookTx::new();
+    tx.expect_lock_lease()
+        .return_once(move |_| Ok(Some((rec, item))));
+    tx.expect_append().never();
+    tx.expect_commit().never();
+    let m = muster_with(logbook_with(tx));
+    let r = m.complete(TRAWL, lease_id(), body).await.unwrap();
+    assert_eq!((r.ledger_seq, r.replayed), (12, true));
+}
+
+#[tokio::test]
+async fn an_unknown_lease_is_not_found() {
+    let mut tx = MockLogbookTx::new();
+    tx.expect_lock_lease().returning(|_| Ok(None));
+    let m = muster_with(logbook_with(tx));
+    let r = m.heartbeat(TRAWL, lease_id(), "w").await;
+    assert_eq!(r.unwrap_err().code(), "E_NOT_FOUND");
+}
+
+#[tokio::test]
+async fn a_worker_may_not_enqueue_a_kind_its_routes_do_not_allow() {
+    let mut lb = MockLogbook::new();
+    lb.expect_begin().never();
+    let m = muster_with(lb);
+    let req = EnqueueRequest {
+        kind: Kind::Assay,
+        priority: Priority::Normal,
+        payload: json!({}),
+        idempotency_key: None,
+    };
+    assert_eq!(
+        m.enqueue(TRAWL, req).await.unwrap_err().code(),
+        "E_FORBIDDEN"
+    );
+}
+
+#[tokio::test]
+async fn only_workers_lease() {
+    let m = muster_with(MockLogbook::new());
+    assert_eq!(
+        m.lease(Principal::Conn, "c", 0).await.unwrap_err().code(),
+        "E_FORBIDDEN"
+    );
+}
+
+#[tokio::test]
+async fn a_wait_longer_than_thirty_seconds_is_a_bad_request() {
+    let m = muster_with(MockLogbook::new());
+    assert_eq!(
+        m.lease(TRAWL, "w", 30_001).await.unwrap_err().code(),
+        "E_BAD_REQUEST"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_logbook_answers_unavailable() {
+    let mut lb = MockLogbook::new();
+    lb.expect_begin()
+        .returning(|| Err(StoreError::Unavailable("pool timeout".into())));
+    let m = muster_with(lb);
+    assert_eq!(m.lease(TRAWL, "w", 0).await, Err(AppError::Unavailable));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
+    let mut lb = MockLogbook::new();
+    let mut calls = 0;
+    lb.expect_begin().returning(move || {
+        calls += 1;
+        let mut tx = MockLogbookTx::new();
+        if calls == 1 {
+            tx.expect_lock_next_leasable().returning(|_, _| Ok(None));
+        } else {
+            let mut item = leased_item(0);
+            item.state = ItemState::Queued;
+            item.lease = None;
+            item.attempt = 0;
+            tx.expect_lock_next_leasable()
+                .return_once(move |_, _| Ok(Some((item, json!({"u": 1})))));
+            tx.expect_save_item().returning(|_| Ok(()));
+            tx.expect_insert_lease().returning(|_, _, _| Ok(()));
+            tx.expect_append().returning(|_| Ok(vec![1]));
+        }
+        tx.expect_commit().returning(|| Ok(()));
+        Ok(Box::new(tx))
+    });
+    let mut m = muster_with(lb);
+    Arc::get_mut(&mut m.config).unwrap().recheck = StdDuration::from_secs(3600);
+    let waiter = {
+        let m = m.clone();
+        tokio::spawn(async move { m.lease(TRAWL, "w", 30_000).await })
+    };
+    tokio::time::sleep(StdDuration::from_millis(10)).await;
+    let before = tokio::time::Instant::now();
+    m.signal().notify(Kind::Trawl);
+    let granted = waiter.await.unwrap().unwrap().unwrap();
+    assert_eq!((granted.fence, granted.item.attempt), (1, 1));
+    assert!(tokio::time::Instant::now() - before < StdDuration::from_secs(1));
+}

@@ -1,0 +1,116 @@
+//! Wake-ups for long-polling lease requests.
+//!
+//! Each kind has a generation counter. A lease request reads the generation *before* it looks
+//! for work and then waits for the generation to move past it, so a wake-up that happens between
+//! the look and the wait is never lost. Producers (enqueue, complete with `next`, a retry) bump
+//! the generation after their transaction committed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use muster_domain::Kind;
+use tokio::sync::watch;
+
+/// In-process wake-ups per kind. Another replica's work is noticed through whatever feeds
+/// [`WorkSignal::notify`] from outside (the Postgres adapter's LISTEN), and in any case by the
+/// bounded re-check interval of the lease use case.
+#[derive(Debug, Clone)]
+pub struct WorkSignal {
+    kinds: Arc<HashMap<Kind, watch::Sender<u64>>>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Default for WorkSignal {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl WorkSignal {
+    pub fn new() -> Self {
+        let kinds = Kind::ALL
+            .into_iter()
+            .map(|k| (k, watch::channel(0u64).0))
+            .collect();
+        WorkSignal {
+            kinds: Arc::new(kinds),
+            shutdown: watch::channel(false).0,
+        }
+    }
+
+    /// The current generation of `kind`: read it before looking for work.
+    pub fn generation(&self, kind: Kind) -> u64 {
+        *self.kinds[&kind].borrow()
+    }
+
+    /// Work of `kind` may have become leasable.
+    pub fn notify(&self, kind: Kind) {
+        self.kinds[&kind].send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// Ends every wait at once (shutdown): waiting lease requests answer "no work".
+    pub fn shut_down(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+
+    /// Waits until the generation of `kind` differs from `seen`, `timeout` passes or shutdown.
+    /// Answers whether the generation moved.
+    pub async fn wait_past(&self, kind: Kind, seen: u64, timeout: Duration) -> bool {
+        let mut rx = self.kinds[&kind].subscribe();
+        let mut stop = self.shutdown.subscribe();
+        if *stop.borrow() {
+            return false;
+        }
+        let moved = rx.wait_for(|g| *g != seen);
+        tokio::select! {
+            r = moved => r.is_ok(),
+            _ = stop.wait_for(|s| *s) => false,
+            _ = tokio::time::sleep(timeout) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_notification_after_reading_the_generation_is_not_lost() {
+        let s = WorkSignal::new();
+        let seen = s.generation(Kind::Trawl);
+        s.notify(Kind::Trawl);
+        assert!(
+            s.wait_past(Kind::Trawl, seen, Duration::from_secs(30))
+                .await
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn another_kinds_work_does_not_wake_the_waiter() {
+        let s = WorkSignal::new();
+        let seen = s.generation(Kind::Trawl);
+        s.notify(Kind::Sextant);
+        assert!(!s.wait_past(Kind::Trawl, seen, Duration::from_secs(1)).await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_ends_a_wait_at_once() {
+        let s = WorkSignal::new();
+        let seen = s.generation(Kind::Trawl);
+        let waiter = {
+            let s = s.clone();
+            tokio::spawn(async move {
+                s.wait_past(Kind::Trawl, seen, Duration::from_secs(3600))
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        s.shut_down();
+        assert!(!waiter.await.unwrap());
+    }
+}

@@ -1,0 +1,146 @@
+//! What the use cases answer: plain data, serialised by the transport as the contract says.
+
+use muster_domain::{Fence, ItemId, ItemState, Kind, LeaseId, Priority};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+/// A request to enqueue an item.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnqueueRequest {
+    pub kind: Kind,
+    pub priority: Priority,
+    pub payload: Value,
+    pub idempotency_key: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Enqueued {
+    pub item_id: String,
+    pub state: ItemState,
+    /// False when the idempotency key was already used: no second item was made.
+    #[serde(skip)]
+    pub created: bool,
+}
+
+/// The item handed to a worker with its lease.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeasedItem {
+    pub id: String,
+    pub kind: Kind,
+    pub priority: Priority,
+    pub attempt: u32,
+    pub payload: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeaseGranted {
+    pub lease_id: String,
+    pub fence: u64,
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+    pub heartbeat_ms: u64,
+    pub item: LeasedItem,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HeartbeatAck {
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+}
+
+/// One `next` step of a completion.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NextStep {
+    pub kind: Kind,
+    pub payload: Value,
+    pub priority: Option<Priority>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompleteRequest {
+    pub result: Value,
+    pub next: Vec<NextStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Completed {
+    pub item_id: String,
+    pub state: ItemState,
+    pub ledger_seq: i64,
+    pub replayed: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailRequest {
+    pub error: Value,
+    pub retryable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Failed {
+    pub item_id: String,
+    pub state: ItemState,
+    #[serde(
+        with = "time::serde::rfc3339::option",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub not_before: Option<OffsetDateTime>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ParkRequest {
+    pub worker_digest: String,
+    pub layout: Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Parked {
+    pub item_id: String,
+    pub state: ItemState,
+}
+
+/// One ledger row of an item's history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HistoryEntry {
+    pub seq: i64,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    pub event: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub actor: String,
+    pub fence: Option<u64>,
+}
+
+/// An item as an operator or Conn sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemView {
+    pub id: String,
+    pub kind: Kind,
+    pub priority: Priority,
+    pub state: ItemState,
+    pub attempt: u32,
+    pub payload: Value,
+    pub result: Option<Value>,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub not_before: Option<OffsetDateTime>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    pub history: Vec<HistoryEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Retried {
+    pub item_id: String,
+    pub state: ItemState,
+}
+
+/// A lease's identity as the store reports it after granting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantedLease {
+    pub lease_id: LeaseId,
+    pub item_id: ItemId,
+    pub fence: Fence,
+}
