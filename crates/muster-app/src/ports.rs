@@ -119,3 +119,11 @@ pub trait Ids: Send + Sync {
 pub trait Jitter: Send + Sync {
     fn sample(&self) -> f64;
 }
+
+/// Whether the service can do its work now (for `/readyz`): Logbook reachable and its schema
+/// current. `Err` says why not.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait Readiness: Send + Sync {
+    async fn check(&self) -> Result<(), String>;
+}

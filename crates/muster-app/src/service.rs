@@ -124,12 +124,14 @@ impl Muster {
             )));
         }
         require_object(&req.payload, "payload")?;
-        if let Some(key) = &req.idempotency_key {
-            if key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY {
-                return Err(AppError::BadRequest(format!(
-                    "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes"
-                )));
-            }
+        if req
+            .idempotency_key
+            .as_ref()
+            .is_some_and(|key| key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY)
+        {
+            return Err(AppError::BadRequest(format!(
+                "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes"
+            )));
         }
         let now = self.clock.now();
         let (item, entry) =

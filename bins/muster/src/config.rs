@@ -1,0 +1,92 @@
+//! Command line and environment: the names of protocol.md, flag wins over variable.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "muster",
+    version,
+    about = "Queue lease manager and state-transition gatekeeper in front of Logbook"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub settings: Settings,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API (the default).
+    Serve,
+    /// Apply pending migrations to Logbook and exit.
+    Migrate,
+    /// Verify every hash chain of the ledger and exit (non-zero when one is broken).
+    LedgerVerify,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Pretty,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct Settings {
+    /// Logbook connection string.
+    #[arg(
+        long,
+        env = "MUSTER_DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
+    /// Address to serve on.
+    #[arg(
+        long,
+        env = "MUSTER_LISTEN",
+        default_value = "127.0.0.1:8080",
+        global = true
+    )]
+    pub listen: SocketAddr,
+    /// Token file for development and tests.
+    #[arg(long, env = "MUSTER_TOKENS", global = true)]
+    pub tokens: Option<PathBuf>,
+    /// Path of ownership_map.json (edit intake).
+    #[arg(long, env = "MUSTER_OWNERSHIP_MAP", global = true)]
+    pub ownership_map: Option<PathBuf>,
+    /// Lease time to live in milliseconds.
+    #[arg(long, env = "MUSTER_LEASE_TTL_MS", default_value_t = 30_000, global = true,
+          value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
+    pub lease_ttl_ms: u64,
+    /// Log format.
+    #[arg(
+        long,
+        env = "MUSTER_LOG_FORMAT",
+        value_enum,
+        default_value = "json",
+        global = true
+    )]
+    pub log_format: LogFormat,
+    /// Pipeline file: routes and retry policies per kind (JSON; see docs/operations.md).
+    #[arg(long, env = "MUSTER_PIPELINE", global = true)]
+    pub pipeline: Option<PathBuf>,
+}
+
+impl Settings {
+    /// Settings for tests and embedding: everything at its default.
+    pub fn new(database_url: impl Into<String>) -> Self {
+        Settings {
+            database_url: Some(database_url.into()),
+            listen: "127.0.0.1:0".parse().expect("literal address"),
+            tokens: None,
+            ownership_map: None,
+            lease_ttl_ms: 30_000,
+            log_format: LogFormat::Json,
+            pipeline: None,
+        }
+    }
+}

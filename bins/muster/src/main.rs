@@ -1,0 +1,44 @@
+use anyhow::Context;
+use clap::Parser;
+use muster::{Cli, Command, LogFormat};
+use tracing_subscriber::EnvFilter;
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Pretty => builder.init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    init_logging(cli.settings.log_format);
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let app = muster::build(&cli.settings)?;
+            let listener = tokio::net::TcpListener::bind(cli.settings.listen)
+                .await
+                .with_context(|| format!("bind {}", cli.settings.listen))?;
+            tracing::info!(listen = %listener.local_addr()?, "muster serving");
+            muster::serve(app, listener, muster::termination()).await?;
+            tracing::info!("muster stopped");
+        }
+        Command::Migrate => {
+            let applied = muster::migrate(&cli.settings).await?;
+            tracing::info!(?applied, "migrations done");
+        }
+        Command::LedgerVerify => {
+            let report = muster::ledger_verify(&cli.settings).await?;
+            println!(
+                "ledger verified: {} subjects, {} entries, every chain intact",
+                report.subjects, report.entries
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,246 @@
+//! `TestApp`: a real `muster` server on port 0 against a fresh, migrated database, and a small
+//! HTTP client that speaks to it over a real socket.
+
+use std::net::SocketAddr;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{HeaderMap, Method, Request, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use muster::Settings;
+use muster_testkit::TestDb;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+pub const PRINCIPALS: [&str; 14] = [
+    "operator",
+    "conn",
+    "shipkeeper",
+    "worker:trawl",
+    "worker:sextant",
+    "worker:assay",
+    "worker:countersign",
+    "worker:waybill",
+    "worker:moldloft",
+    "worker:shakedown",
+    "worker:chartroom",
+    "worker:tidegauge",
+    "worker:bellbuoy",
+    "worker:trawl",
+];
+
+/// Server logs are shown only when `TEST_LOG` is set (e.g. `TEST_LOG=debug`).
+fn init_test_log() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Ok(level) = std::env::var("TEST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(level))
+                .with_test_writer()
+                .try_init();
+        }
+    });
+}
+
+/// The plain token of a principal in tests.
+pub fn token(principal: &str) -> String {
+    format!("test-token-{principal}")
+}
+
+#[derive(Debug)]
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Value,
+}
+
+impl Resp {
+    pub fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub db: TestDb,
+    client: Client<HttpConnector, Full<Bytes>>,
+    shutdown: std::sync::Mutex<Option<oneshot::Sender<()>>>,
+    server: std::sync::Mutex<Option<tokio::task::JoinHandle<anyhow::Result<()>>>>,
+    _dir: TempDir,
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl TestApp {
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(|_| {}).await
+    }
+
+    pub async fn spawn_with(adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        let db = muster_testkit::fresh_db().await;
+        Self::spawn_on(db, adjust).await
+    }
+
+    /// A server on an existing database (a second replica, or a database of a given cluster).
+    pub async fn spawn_on(db: TestDb, adjust: impl FnOnce(&mut Settings)) -> TestApp {
+        init_test_log();
+        let dir =
+            TempDir(std::env::temp_dir().join(format!("muster-test-{}", uuid::Uuid::now_v7())));
+        std::fs::create_dir_all(&dir.0).unwrap();
+        let lines: Vec<String> = PRINCIPALS
+            .iter()
+            .map(|p| {
+                format!(
+                    r#"{{"blake3": "{}", "principal": "{p}"}}"#,
+                    blake3::hash(token(p).as_bytes()).to_hex()
+                )
+            })
+            .collect();
+        let tokens = dir.0.join("tokens.json");
+        std::fs::write(&tokens, format!(r#"{{"tokens": [{}]}}"#, lines.join(","))).unwrap();
+        let mut settings = Settings::new(db.url.clone());
+        settings.tokens = Some(tokens);
+        adjust(&mut settings);
+        let app = muster::build(&settings).expect("build the app");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(muster::serve(app, listener, async move {
+            let _ = rx.await;
+        }));
+        TestApp {
+            addr,
+            db,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            shutdown: std::sync::Mutex::new(Some(tx)),
+            server: std::sync::Mutex::new(Some(server)),
+            _dir: dir,
+        }
+    }
+
+    /// Sends a request with the token of `principal` (if any) and a raw body.
+    pub async fn raw(
+        &self,
+        method: Method,
+        path: &str,
+        principal: Option<&str>,
+        body: Vec<u8>,
+    ) -> Resp {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("http://{}{path}", self.addr))
+            .header("content-type", "application/json");
+        if let Some(p) = principal {
+            req = req.header("authorization", format!("Bearer {}", token(p)));
+        }
+        let res = self
+            .client
+            .request(req.body(Full::new(Bytes::from(body))).unwrap())
+            .await
+            .expect("request");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let bytes = res.into_body().collect().await.unwrap().to_bytes();
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()))
+        };
+        Resp {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn post(&self, path: &str, principal: &str, body: Value) -> Resp {
+        self.raw(
+            Method::POST,
+            path,
+            Some(principal),
+            body.to_string().into_bytes(),
+        )
+        .await
+    }
+
+    pub async fn get(&self, path: &str, principal: &str) -> Resp {
+        self.raw(Method::GET, path, Some(principal), Vec::new())
+            .await
+    }
+
+    /// Enqueues an item as the operator and answers its id.
+    pub async fn enqueue(&self, kind: &str, priority: &str, payload: Value) -> String {
+        let r = self
+            .post(
+                "/v1/items",
+                "operator",
+                serde_json::json!({"kind": kind, "priority": priority, "payload": payload}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+        r.body["item_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Leases one item of `kind` without waiting; `None` on 204.
+    pub async fn lease(&self, kind: &str, worker_id: &str) -> Option<Value> {
+        let r = self
+            .post(
+                "/v1/leases",
+                &format!("worker:{kind}"),
+                serde_json::json!({"worker_id": worker_id, "wait_ms": 0}),
+            )
+            .await;
+        match r.status {
+            StatusCode::OK => Some(r.body),
+            StatusCode::NO_CONTENT => None,
+            other => panic!("lease answered {other}: {:?}", r.body),
+        }
+    }
+
+    /// A single value from the test's database.
+    pub async fn scalar_i64(&self, sql: &str) -> i64 {
+        self.db
+            .client()
+            .await
+            .query_one(sql, &[])
+            .await
+            .unwrap()
+            .get(0)
+    }
+
+    /// Stops the server gracefully and waits for it.
+    pub async fn stop(&self) {
+        if let Some(tx) = self.shutdown.lock().unwrap().take() {
+            let _ = tx.send(());
+        }
+        let server = self.server.lock().unwrap().take();
+        if let Some(h) = server {
+            h.await.unwrap().unwrap();
+        }
+    }
+
+    /// Verifies every ledger chain of the test's database.
+    pub async fn verify_ledger(&self) -> muster_pg::LedgerReport {
+        muster_pg::verify_ledger(&self.db.pool())
+            .await
+            .expect("every ledger chain verifies")
+    }
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.get_mut().unwrap().take() {
+            let _ = tx.send(());
+        }
+    }
+}

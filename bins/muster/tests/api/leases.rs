@@ -1,0 +1,515 @@
+//! The lease protocol of protocol.md, "Items and leases".
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use serde_json::json;
+
+use crate::harness::TestApp;
+
+fn id_of(lease: &serde_json::Value) -> String {
+    lease["item"]["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn leases_hand_out_urgent_then_normal_then_backfill_oldest_first() {
+    let app = TestApp::spawn().await;
+    let a = app.enqueue("trawl", "backfill", json!({"n": "a"})).await;
+    let b = app.enqueue("trawl", "normal", json!({"n": "b"})).await;
+    let c = app.enqueue("trawl", "urgent", json!({"n": "c"})).await;
+    let d = app.enqueue("trawl", "normal", json!({"n": "d"})).await;
+    let e = app.enqueue("trawl", "urgent", json!({"n": "e"})).await;
+    let mut order = Vec::new();
+    while let Some(l) = app.lease("trawl", "w1").await {
+        order.push(id_of(&l));
+    }
+    assert_eq!(order, [c, e, b, d, a]);
+}
+
+#[tokio::test]
+async fn a_lease_carries_the_contracts_fields() {
+    let app = TestApp::spawn().await;
+    let id = app
+        .enqueue("trawl", "urgent", json!({"url": "https://example.org"}))
+        .await;
+    let l = app.lease("trawl", "trawl-7f9c").await.unwrap();
+    assert_eq!(l["fence"], 1);
+    assert_eq!(l["heartbeat_ms"], 10_000);
+    assert_eq!(
+        l["item"],
+        json!({"id": id, "kind": "trawl", "priority": "urgent", "attempt": 1, "payload": {"url": "https://example.org"}})
+    );
+    assert!(l["expires_at"].as_str().unwrap().ends_with('Z'));
+}
+
+#[tokio::test]
+async fn a_worker_only_leases_items_of_its_own_kind() {
+    let app = TestApp::spawn().await;
+    app.enqueue("sextant", "normal", json!({})).await;
+    assert!(app.lease("trawl", "w").await.is_none());
+    assert!(app.lease("sextant", "w").await.is_some());
+}
+
+#[tokio::test]
+async fn thirty_two_concurrent_lease_requests_never_share_an_item() {
+    let app = std::sync::Arc::new(TestApp::spawn().await);
+    for n in 0..20 {
+        app.enqueue("trawl", "normal", json!({ "n": n })).await;
+    }
+    let tasks: Vec<_> = (0..32)
+        .map(|w| {
+            let app = app.clone();
+            tokio::spawn(async move { app.lease("trawl", &format!("w{w}")).await })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for t in tasks {
+        if let Some(l) = t.await.unwrap() {
+            ids.push(id_of(&l));
+        }
+    }
+    let distinct: HashSet<_> = ids.iter().collect();
+    assert_eq!((ids.len(), distinct.len()), (20, 20));
+    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 20);
+}
+
+#[tokio::test]
+async fn a_waiting_lease_request_is_woken_when_work_arrives() {
+    let app = std::sync::Arc::new(TestApp::spawn().await);
+    let waiter = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let r = app
+                .post(
+                    "/v1/leases",
+                    "worker:trawl",
+                    json!({"worker_id": "w", "wait_ms": 20000}),
+                )
+                .await;
+            (r, started.elapsed())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let id = app.enqueue("trawl", "normal", json!({})).await;
+    let (r, waited) = waiter.await.unwrap();
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(id_of(&r.body), id);
+    // Woken by the enqueue, not by the end of the 20 s wait.
+    assert!(waited < Duration::from_secs(10), "waited {waited:?}");
+}
+
+#[tokio::test]
+async fn a_lease_request_with_no_work_answers_204_after_its_wait() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .post(
+            "/v1/leases",
+            "worker:trawl",
+            json!({"worker_id": "w", "wait_ms": 200}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn an_item_retried_with_backoff_is_not_leasable_before_not_before() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let lid = l["lease_id"].as_str().unwrap();
+    let r = app
+        .post(
+            &format!("/v1/leases/{lid}/fail"),
+            "worker:trawl",
+            json!({"error": {"code": "E_FETCH", "message": "timeout"}, "retryable": true}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["state"].as_str()),
+        (StatusCode::OK, Some("queued"))
+    );
+    assert!(r.body["not_before"].is_string());
+    assert!(
+        app.lease("trawl", "w").await.is_none(),
+        "leasable before its backoff ended"
+    );
+    // The default first backoff is 1-2 s; a waiting request picks it up once it passes.
+    let r = app
+        .post(
+            "/v1/leases",
+            "worker:trawl",
+            json!({"worker_id": "w", "wait_ms": 5000}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.body["item"]["attempt"], 2);
+    assert_eq!(r.body["fence"], 2);
+}
+
+#[tokio::test]
+async fn a_superseded_lease_is_fenced_off_and_its_late_result_is_only_recorded() {
+    let app = TestApp::spawn_with(|s| s.lease_ttl_ms = 300).await;
+    let item = app.enqueue("trawl", "normal", json!({})).await;
+    let old = app.lease("trawl", "w-old").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let new = app
+        .lease("trawl", "w-new")
+        .await
+        .expect("the expired lease is re-leasable");
+    assert_eq!(
+        (id_of(&new), new["fence"].as_i64()),
+        (item.clone(), Some(2))
+    );
+    let old_id = old["lease_id"].as_str().unwrap();
+
+    let c = app
+        .post(
+            &format!("/v1/leases/{old_id}/complete"),
+            "worker:trawl",
+            json!({"result": {"late": true}}),
+        )
+        .await;
+    assert_eq!((c.status, c.code()), (StatusCode::CONFLICT, "E_LEASE_LOST"));
+    let h = app
+        .post(
+            &format!("/v1/leases/{old_id}/heartbeat"),
+            "worker:trawl",
+            json!({"worker_id": "w-old"}),
+        )
+        .await;
+    assert_eq!((h.status, h.code()), (StatusCode::CONFLICT, "E_LEASE_LOST"));
+    let f = app
+        .post(
+            &format!("/v1/leases/{old_id}/fail"),
+            "worker:trawl",
+            json!({"error": {"code": "E", "message": "m"}, "retryable": true}),
+        )
+        .await;
+    assert_eq!((f.status, f.code()), (StatusCode::CONFLICT, "E_LEASE_LOST"));
+
+    let view = app.get(&format!("/v1/items/{item}"), "operator").await.body;
+    assert_eq!(
+        (view["state"].as_str(), view["result"].is_null()),
+        (Some("leased"), true)
+    );
+    let events: Vec<&str> = view["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(events, ["enqueued", "leased", "leased", "late_result"]);
+
+    let new_id = new["lease_id"].as_str().unwrap();
+    let ok = app
+        .post(
+            &format!("/v1/leases/{new_id}/complete"),
+            "worker:trawl",
+            json!({"result": {"n": 1}}),
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn an_expired_lease_that_nobody_superseded_can_still_complete() {
+    let app = TestApp::spawn_with(|s| s.lease_ttl_ms = 200).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let lid = l["lease_id"].as_str().unwrap();
+    let r = app
+        .post(
+            &format!("/v1/leases/{lid}/complete"),
+            "worker:trawl",
+            json!({"result": {}}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body["state"].as_str()),
+        (StatusCode::OK, Some("done"))
+    );
+}
+
+#[tokio::test]
+async fn a_heartbeat_extends_the_lease_so_it_is_not_re_leased() {
+    let app = TestApp::spawn_with(|s| s.lease_ttl_ms = 600).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let lid = l["lease_id"].as_str().unwrap();
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let h = app
+            .post(
+                &format!("/v1/leases/{lid}/heartbeat"),
+                "worker:trawl",
+                json!({"worker_id": "w"}),
+            )
+            .await;
+        assert_eq!(h.status, StatusCode::OK);
+    }
+    assert!(app.lease("trawl", "w2").await.is_none());
+}
+
+#[tokio::test]
+async fn the_same_completion_twice_is_replayed_and_enqueues_next_once() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "urgent", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let path = format!("/v1/leases/{}/complete", l["lease_id"].as_str().unwrap());
+    let body =
+        json!({"result": {"pages": 2}, "next": [{"kind": "sextant", "payload": {"doc": 1}}]});
+    let first = app.post(&path, "worker:trawl", body.clone()).await;
+    let second = app.post(&path, "worker:trawl", body).await;
+    assert_eq!(
+        (first.status, first.body["replayed"].as_bool()),
+        (StatusCode::OK, Some(false))
+    );
+    assert_eq!(
+        (second.status, second.body["replayed"].as_bool()),
+        (StatusCode::OK, Some(true))
+    );
+    assert_eq!(first.body["ledger_seq"], second.body["ledger_seq"]);
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'sextant'")
+            .await,
+        1
+    );
+    let next = app.lease("sextant", "s").await.unwrap();
+    assert_eq!(
+        next["item"]["priority"], "urgent",
+        "next inherits the parent's priority"
+    );
+}
+
+#[tokio::test]
+async fn a_different_body_for_a_finished_lease_is_a_conflict() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let path = format!("/v1/leases/{}/complete", l["lease_id"].as_str().unwrap());
+    app.post(&path, "worker:trawl", json!({"result": {"v": 1}}))
+        .await;
+    let r = app
+        .post(&path, "worker:trawl", json!({"result": {"v": 2}}))
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "E_CONFLICT"));
+}
+
+#[tokio::test]
+async fn a_next_step_the_routes_do_not_allow_is_refused_and_nothing_changes() {
+    let app = TestApp::spawn().await;
+    let item = app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let path = format!("/v1/leases/{}/complete", l["lease_id"].as_str().unwrap());
+    let r = app
+        .post(
+            &path,
+            "worker:trawl",
+            json!({"result": {}, "next": [{"kind": "assay", "payload": {}}]}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE")
+    );
+    let view = app.get(&format!("/v1/items/{item}"), "operator").await.body;
+    assert_eq!(view["state"], "leased");
+    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.items").await, 1);
+}
+
+#[tokio::test]
+async fn a_final_failure_fails_the_item_and_an_operator_retry_requeues_it_with_attempts_reset() {
+    let app = TestApp::spawn().await;
+    let item = app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let lid = l["lease_id"].as_str().unwrap();
+    let r = app
+        .post(
+            &format!("/v1/leases/{lid}/fail"),
+            "worker:trawl",
+            json!({"error": {"code": "E_PARSE", "message": "bad"}, "retryable": false}),
+        )
+        .await;
+    assert_eq!(r.body["state"], "failed");
+    let retry = app
+        .post(&format!("/v1/items/{item}/retry"), "operator", json!({}))
+        .await;
+    assert_eq!(
+        (retry.status, retry.body["state"].as_str()),
+        (StatusCode::OK, Some("queued"))
+    );
+    let view = app.get(&format!("/v1/items/{item}"), "operator").await.body;
+    assert_eq!(
+        (view["state"].as_str(), view["attempt"].as_i64()),
+        (Some("queued"), Some(0))
+    );
+}
+
+#[tokio::test]
+async fn attempts_exhausted_by_retryable_failures_end_in_failed() {
+    let dir = std::env::temp_dir().join(format!("muster-pipeline-{}", uuid::Uuid::now_v7()));
+    std::fs::write(
+        &dir,
+        r#"{"retry": {"trawl": {"base_ms": 1, "factor": 1, "cap_ms": 1, "max_attempts": 2}}}"#,
+    )
+    .unwrap();
+    let path = dir.clone();
+    let app = TestApp::spawn_with(move |s| s.pipeline = Some(path)).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let mut states = Vec::new();
+    for _ in 0..2 {
+        let l = loop {
+            if let Some(l) = app.lease("trawl", "w").await {
+                break l;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        };
+        let lid = l["lease_id"].as_str().unwrap();
+        let r = app
+            .post(
+                &format!("/v1/leases/{lid}/fail"),
+                "worker:trawl",
+                json!({"error": {"code": "E", "message": "m"}, "retryable": true}),
+            )
+            .await;
+        states.push(r.body["state"].as_str().unwrap().to_owned());
+    }
+    let _ = std::fs::remove_file(dir);
+    assert_eq!(states, ["queued", "failed"]);
+}
+
+#[tokio::test]
+async fn needs_subtool_parks_the_item_with_the_digest() {
+    let app = TestApp::spawn().await;
+    let item = app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let lid = l["lease_id"].as_str().unwrap();
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let r = app
+        .post(&format!("/v1/leases/{lid}/needs_subtool"), "worker:trawl", json!({"worker_digest": digest, "layout": {"signature": "tbl-v9", "detail": {"cols": 7}}}))
+        .await;
+    assert_eq!(r.body, json!({"item_id": item, "state": "needs_subtool"}));
+    assert!(app.lease("trawl", "w").await.is_none());
+    let parked: String = app
+        .db
+        .client()
+        .await
+        .query_one("SELECT parked_digest FROM core.items", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(parked, digest);
+}
+
+#[tokio::test]
+async fn a_worker_of_another_kind_may_not_touch_a_lease() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let lid = l["lease_id"].as_str().unwrap();
+    let r = app
+        .post(
+            &format!("/v1/leases/{lid}/complete"),
+            "worker:sextant",
+            json!({"result": {}}),
+        )
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "E_FORBIDDEN"));
+}
+
+#[tokio::test]
+async fn reusing_an_idempotency_key_answers_the_first_item_without_a_second() {
+    let app = TestApp::spawn().await;
+    let body =
+        json!({"kind": "trawl", "priority": "normal", "payload": {}, "idempotency_key": "feed-42"});
+    let first = app.post("/v1/items", "conn", body.clone()).await;
+    let again = app.post("/v1/items", "conn", body).await;
+    assert_eq!(
+        (first.status, again.status),
+        (StatusCode::CREATED, StatusCode::OK)
+    );
+    assert_eq!(first.body, again.body);
+    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.items").await, 1);
+}
+
+#[tokio::test]
+async fn an_items_history_lists_every_transition_with_actor_and_fence() {
+    let app = TestApp::spawn().await;
+    let item = app.enqueue("trawl", "normal", json!({"u": 1})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let lid = l["lease_id"].as_str().unwrap();
+    app.post(
+        &format!("/v1/leases/{lid}/complete"),
+        "worker:trawl",
+        json!({"result": {"ok": 1}}),
+    )
+    .await;
+    let view = app.get(&format!("/v1/items/{item}"), "conn").await.body;
+    assert_eq!(view["result"], json!({"ok": 1}));
+    let h: Vec<_> = view["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["event"].as_str().unwrap(),
+                e["from"].clone(),
+                e["to"].clone(),
+                e["actor"].as_str().unwrap(),
+                e["fence"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        h,
+        [
+            (
+                "enqueued",
+                json!(null),
+                json!("queued"),
+                "operator",
+                json!(null)
+            ),
+            (
+                "leased",
+                json!("queued"),
+                json!("leased"),
+                "worker:trawl",
+                json!(1)
+            ),
+            (
+                "completed",
+                json!("leased"),
+                json!("done"),
+                "worker:trawl",
+                json!(1)
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_worker_may_enqueue_only_the_kinds_its_routes_allow() {
+    let app = TestApp::spawn().await;
+    let ok = app
+        .post(
+            "/v1/items",
+            "worker:trawl",
+            json!({"kind": "sextant", "payload": {}}),
+        )
+        .await;
+    let no = app
+        .post(
+            "/v1/items",
+            "worker:trawl",
+            json!({"kind": "assay", "payload": {}}),
+        )
+        .await;
+    assert_eq!(
+        (ok.status, no.status, no.code()),
+        (StatusCode::CREATED, StatusCode::FORBIDDEN, "E_FORBIDDEN")
+    );
+}

@@ -1,0 +1,8 @@
+//! End-to-end suite: the real server on a real socket against a real PostgreSQL.
+
+mod bad_input;
+mod harness;
+mod leases;
+mod ledger;
+mod outage;
+mod shutdown;

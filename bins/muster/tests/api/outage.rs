@@ -1,0 +1,108 @@
+//! PostgreSQL going away: fast 503s, and recovery without a restart.
+
+use std::time::{Duration, Instant};
+
+use hyper::{Method, StatusCode};
+use muster_devdb::{ClusterOptions, StopMode, TempCluster};
+use muster_testkit::TestDb;
+use serde_json::json;
+
+use crate::harness::TestApp;
+
+#[tokio::test]
+async fn with_postgres_down_calls_answer_503_fast_and_service_resumes_when_it_returns() {
+    // A cluster of its own, so stopping it disturbs no other test; durable (fsync and
+    // synchronous commit on), since an immediate stop must not lose committed work.
+    let options = ClusterOptions {
+        fsync: true,
+        ..ClusterOptions::default()
+    };
+    let mut cluster = tokio::task::spawn_blocking(move || TempCluster::start_with(options))
+        .await
+        .unwrap()
+        .expect("start PostgreSQL");
+    let url = cluster.url("postgres");
+    let pool = muster_pg::connect_pool(&url, &muster_pg::PoolSettings::default()).unwrap();
+    muster_pg::migrate(&pool).await.unwrap();
+    pool.close();
+    let db = TestDb {
+        name: "postgres".into(),
+        url,
+    };
+    let app = TestApp::spawn_on(db, |_| {}).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+
+    let mut cluster = tokio::task::spawn_blocking(move || {
+        cluster.stop(StopMode::Immediate).unwrap();
+        cluster
+    })
+    .await
+    .unwrap();
+    for (method, path, body) in [
+        (
+            Method::POST,
+            "/v1/items",
+            json!({"kind": "trawl", "payload": {}}),
+        ),
+        (
+            Method::POST,
+            "/v1/leases",
+            json!({"worker_id": "w", "wait_ms": 0}),
+        ),
+    ] {
+        let who = if path == "/v1/items" {
+            "operator"
+        } else {
+            "worker:trawl"
+        };
+        let started = Instant::now();
+        let r = app
+            .raw(method, path, Some(who), body.to_string().into_bytes())
+            .await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::SERVICE_UNAVAILABLE, "E_UNAVAILABLE"),
+            "{path}"
+        );
+        assert_eq!(
+            r.headers.get("retry-after").map(|v| v.to_str().unwrap()),
+            Some("1")
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{path} took {:?}",
+            started.elapsed()
+        );
+    }
+    let ready = app.raw(Method::GET, "/readyz", None, vec![]).await;
+    assert_eq!(ready.status, StatusCode::SERVICE_UNAVAILABLE);
+
+    cluster = tokio::task::spawn_blocking(move || {
+        cluster.start_again().unwrap();
+        cluster
+    })
+    .await
+    .unwrap();
+    let mut leased = None;
+    for _ in 0..50 {
+        let r = app
+            .post(
+                "/v1/leases",
+                "worker:trawl",
+                json!({"worker_id": "w", "wait_ms": 0}),
+            )
+            .await;
+        if r.status == StatusCode::OK {
+            leased = Some(r.body);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let leased = leased.expect("service did not resume after PostgreSQL returned");
+    assert_eq!(
+        leased["item"]["kind"], "trawl",
+        "the item enqueued before the outage survived it"
+    );
+    drop(app);
+    drop(cluster);
+}

@@ -1,0 +1,54 @@
+//! Graceful shutdown: requests in flight finish, long polls end early, leases stay valid.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hyper::StatusCode;
+use serde_json::json;
+
+use crate::harness::TestApp;
+
+#[tokio::test]
+async fn shutdown_ends_a_waiting_long_poll_with_204_and_returns() {
+    let app = Arc::new(TestApp::spawn().await);
+    let waiter = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            app.post(
+                "/v1/leases",
+                "worker:trawl",
+                json!({"worker_id": "w", "wait_ms": 30000}),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    app.stop().await;
+    let r = waiter.await.unwrap();
+    assert_eq!(r.status, StatusCode::NO_CONTENT);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "drain took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_lease_handed_out_before_a_restart_completes_on_the_next_server() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    app.stop().await;
+    let db = app.db.clone();
+    let next = TestApp::spawn_on(db, |_| {}).await;
+    let lid = l["lease_id"].as_str().unwrap();
+    let r = next
+        .post(
+            &format!("/v1/leases/{lid}/complete"),
+            "worker:trawl",
+            json!({"result": {}}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+}

@@ -1,0 +1,189 @@
+//! These tests start real PostgreSQL clusters from the installed binaries.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
+
+/// Runs `select 1` over TCP with psql and returns what it printed.
+fn select_one(cluster: &TempCluster) -> Result<String, String> {
+    let psql = find_bin("psql").expect("psql is installed");
+    let output = Command::new(psql)
+        .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d"])
+        .arg(cluster.url("postgres"))
+        .args(["-c", "select 1"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).into_owned())
+    }
+}
+
+/// The directory holding the data directory (what `Drop` removes).
+fn base_dir(cluster: &TempCluster) -> PathBuf {
+    cluster
+        .data_dir()
+        .parent()
+        .expect("data dir has a parent")
+        .to_owned()
+}
+
+#[test]
+fn cluster_serves_queries_survives_a_restart_and_is_removed_on_drop() {
+    let mut cluster = TempCluster::start().expect("cluster starts");
+    let base = base_dir(&cluster);
+    assert!(cluster.is_running());
+    assert_eq!(cluster.host(), "127.0.0.1");
+    assert_eq!(
+        cluster.url("muster"),
+        format!("postgresql://postgres@127.0.0.1:{}/muster", cluster.port())
+    );
+    assert_eq!(select_one(&cluster).as_deref(), Ok("1"));
+
+    let port = cluster.port();
+    cluster.stop(StopMode::Fast).expect("fast stop");
+    assert!(!cluster.is_running());
+    assert!(
+        select_one(&cluster).is_err(),
+        "a stopped server answers no query"
+    );
+    cluster
+        .stop(StopMode::Fast)
+        .expect("stopping a stopped cluster is fine");
+
+    cluster.start_again().expect("restart");
+    assert_eq!(cluster.port(), port);
+    assert_eq!(select_one(&cluster).as_deref(), Ok("1"));
+
+    cluster.stop(StopMode::Immediate).expect("immediate stop");
+    cluster.start_again().expect("restart after crash recovery");
+    assert_eq!(select_one(&cluster).as_deref(), Ok("1"));
+
+    drop(cluster);
+    assert!(!base.exists(), "{} is removed on drop", base.display());
+}
+
+#[test]
+fn durable_cluster_keeps_its_log_where_asked() {
+    let log_dir =
+        std::env::temp_dir().join(format!("muster-devdb-test-log-{}", std::process::id()));
+    std::fs::create_dir_all(&log_dir).expect("log dir");
+    let log = log_dir.join("server.log");
+    let cluster = TempCluster::start_with(ClusterOptions {
+        fsync: true,
+        max_connections: 20,
+        log_to: Some(log.clone()),
+    })
+    .expect("cluster starts");
+    assert_eq!(cluster.log_path(), log.as_path());
+    assert_eq!(select_one(&cluster).as_deref(), Ok("1"));
+    drop(cluster);
+    assert!(log.exists(), "an explicit log file outlives the cluster");
+    std::fs::remove_dir_all(&log_dir).expect("clean up the log dir");
+}
+
+const CHILD_ENV: &str = "MUSTER_DEVDB_REAPER_CHILD";
+
+/// Not a test on its own: run by `killed_owner_leaves_no_postmaster_behind` in a
+/// child process, which it then kills with SIGKILL. Writes
+/// "<postmaster pid> <cluster dir>" to the file named by `CHILD_ENV`.
+#[test]
+#[ignore = "helper process of killed_owner_leaves_no_postmaster_behind"]
+fn reaper_child_helper() {
+    let Some(report) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let cluster = TempCluster::start().expect("cluster starts");
+    let pid =
+        std::fs::read_to_string(cluster.data_dir().join("postmaster.pid")).expect("postmaster.pid");
+    let line = format!(
+        "{} {}\n",
+        pid.lines().next().unwrap_or_default(),
+        base_dir(&cluster).display()
+    );
+    let partial = PathBuf::from(&report).with_extension("partial");
+    std::fs::write(&partial, line).expect("write the report");
+    std::fs::rename(&partial, &report).expect("publish the report");
+    loop {
+        std::thread::sleep(Duration::from_secs(60));
+    }
+}
+
+fn process_alive(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name; a zombie is gone.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
+            .unwrap_or(true),
+        Err(_) => false,
+    }
+}
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn killed_owner_leaves_no_postmaster_behind() {
+    let report = std::env::temp_dir().join(format!(
+        "muster-devdb-reaper-test-{}.txt",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&report);
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--ignored",
+            "--exact",
+            "reaper_child_helper",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &report)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let line = loop {
+        if let Ok(line) = std::fs::read_to_string(&report) {
+            break line;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("child exited ({status}) before starting a cluster");
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("child started no cluster in time");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = std::fs::remove_file(&report);
+    let mut fields = line.split_whitespace();
+    let pid = fields.next().expect("postmaster pid").to_owned();
+    let base = PathBuf::from(fields.next().expect("cluster dir"));
+    assert!(process_alive(&pid), "the child's postmaster runs");
+
+    child.kill().expect("SIGKILL the owner");
+    child.wait().expect("reap the owner");
+
+    wait_for(
+        "the postmaster to be reaped",
+        Duration::from_secs(30),
+        || !process_alive(&pid),
+    );
+    wait_for(
+        "the cluster directory to be removed",
+        Duration::from_secs(30),
+        || !base.exists(),
+    );
+}

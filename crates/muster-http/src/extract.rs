@@ -1,0 +1,84 @@
+//! Request extractors: the caller's principal and JSON bodies under a size limit.
+
+use axum::body::Body;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header;
+use axum::http::request::Parts;
+use http_body_util::{BodyExt, Limited};
+use muster_app::auth::AuthError;
+use muster_domain::Principal;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::routes::AppState;
+
+/// The largest JSON body a worker, operator or Shipkeeper call may send.
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// The authenticated caller.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller(pub Principal);
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(ApiError::unauthenticated)?;
+        match state.auth.authenticate(token).await {
+            Ok(Some(p)) => Ok(Caller(p)),
+            Ok(None) => Err(ApiError::unauthenticated()),
+            Err(AuthError::Unavailable) => Err(ApiError::unavailable()),
+        }
+    }
+}
+
+/// A JSON body, read to at most [`BODY_LIMIT`] bytes (refused while reading, never buffered
+/// beyond the limit) and parsed strictly into `T`.
+#[derive(Debug)]
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _state: &AppState) -> Result<Self, ApiError> {
+        if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
+            let ok = ct
+                .to_str()
+                .ok()
+                .and_then(|s| s.split(';').next())
+                .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"));
+            if !ok {
+                return Err(ApiError::bad_request(
+                    "Content-Type must be application/json",
+                ));
+            }
+        }
+        let bytes = read_limited(req.into_body(), BODY_LIMIT).await?;
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
+    }
+}
+
+/// Reads a body up to `limit` bytes; a longer one is refused as soon as it passes the limit.
+pub async fn read_limited(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
+    match Limited::new(body, limit).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e)
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some() =>
+        {
+            Err(ApiError::too_large(limit))
+        }
+        Err(e) => Err(ApiError::bad_request(format!(
+            "could not read the request body: {e}"
+        ))),
+    }
+}

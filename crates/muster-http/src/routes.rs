@@ -1,0 +1,276 @@
+//! Routes: each handler translates HTTP into one use-case call and back.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use muster_app::Muster;
+use muster_app::auth::Authenticator;
+use muster_app::ports::Readiness;
+use muster_app::views::{CompleteRequest, EnqueueRequest, FailRequest, NextStep, ParkRequest};
+use muster_domain::{ItemId, Kind, LeaseId, Priority};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+use crate::extract::{Caller, JsonBody};
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub muster: Muster,
+    pub auth: Arc<dyn Authenticator>,
+    pub readiness: Arc<dyn Readiness>,
+}
+
+/// The whole HTTP surface of Muster.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/v1/items", post(enqueue))
+        .route("/v1/items/{id}", get(item))
+        .route("/v1/items/{id}/retry", post(retry))
+        .route("/v1/leases", post(lease))
+        .route("/v1/leases/{id}/heartbeat", post(heartbeat))
+        .route("/v1/leases/{id}/complete", post(complete))
+        .route("/v1/leases/{id}/fail", post(fail))
+        .route("/v1/leases/{id}/needs_subtool", post(needs_subtool))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+fn ok_json(status: StatusCode, body: &impl serde::Serialize) -> Response {
+    let mut res = (
+        status,
+        serde_json::to_string(body).unwrap_or_else(|_| "{}".into()),
+    )
+        .into_response();
+    res.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    res
+}
+
+async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "E_BAD_REQUEST",
+        "method not allowed on this path",
+    )
+}
+
+async fn healthz() -> Response {
+    ok_json(StatusCode::OK, &json!({"status": "ok"}))
+}
+
+async fn readyz(State(s): State<AppState>) -> Response {
+    match s.readiness.check().await {
+        Ok(()) => ok_json(StatusCode::OK, &json!({"status": "ready"})),
+        Err(reason) => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "E_UNAVAILABLE", reason).into_response()
+        }
+    }
+}
+
+/// An id in a path: anything that is not a UUID names nothing that exists.
+fn path_id(raw: &str, what: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::not_found(format!("no {what} {raw:?}")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnqueueBody {
+    kind: Kind,
+    #[serde(default = "normal")]
+    priority: Priority,
+    payload: Value,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+fn normal() -> Priority {
+    Priority::Normal
+}
+
+async fn enqueue(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    JsonBody(b): JsonBody<EnqueueBody>,
+) -> ApiResult {
+    let req = EnqueueRequest {
+        kind: b.kind,
+        priority: b.priority,
+        payload: b.payload,
+        idempotency_key: b.idempotency_key,
+    };
+    let out = s.muster.enqueue(p, req).await?;
+    let status = if out.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok(ok_json(status, &out))
+}
+
+async fn item(State(s): State<AppState>, Caller(p): Caller, Path(id): Path<String>) -> ApiResult {
+    let id = ItemId(path_id(&id, "item")?);
+    Ok(ok_json(StatusCode::OK, &s.muster.item(p, id).await?))
+}
+
+async fn retry(State(s): State<AppState>, Caller(p): Caller, Path(id): Path<String>) -> ApiResult {
+    let id = ItemId(path_id(&id, "item")?);
+    Ok(ok_json(StatusCode::OK, &s.muster.retry(p, id).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LeaseBody {
+    worker_id: String,
+    #[serde(default)]
+    wait_ms: u64,
+}
+
+async fn lease(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    JsonBody(b): JsonBody<LeaseBody>,
+) -> ApiResult {
+    match s.muster.lease(p, &b.worker_id, b.wait_ms).await? {
+        Some(granted) => Ok(ok_json(StatusCode::OK, &granted)),
+        None => Ok(StatusCode::NO_CONTENT.into_response()),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeartbeatBody {
+    worker_id: String,
+}
+
+async fn heartbeat(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<HeartbeatBody>,
+) -> ApiResult {
+    let id = LeaseId(path_id(&id, "lease")?);
+    Ok(ok_json(
+        StatusCode::OK,
+        &s.muster.heartbeat(p, id, &b.worker_id).await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompleteBody {
+    result: Value,
+    #[serde(default)]
+    next: Vec<NextBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NextBody {
+    kind: Kind,
+    payload: Value,
+    #[serde(default)]
+    priority: Option<Priority>,
+}
+
+async fn complete(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<CompleteBody>,
+) -> ApiResult {
+    let id = LeaseId(path_id(&id, "lease")?);
+    let req = CompleteRequest {
+        result: b.result,
+        next: b
+            .next
+            .into_iter()
+            .map(|n| NextStep {
+                kind: n.kind,
+                payload: n.payload,
+                priority: n.priority,
+            })
+            .collect(),
+    };
+    Ok(ok_json(
+        StatusCode::OK,
+        &s.muster.complete(p, id, req).await?,
+    ))
+}
+
+#[derive(Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+struct WorkerError {
+    code: String,
+    message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FailBody {
+    error: WorkerError,
+    retryable: bool,
+}
+
+async fn fail(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<FailBody>,
+) -> ApiResult {
+    let id = LeaseId(path_id(&id, "lease")?);
+    let req = FailRequest {
+        error: json!({"code": b.error.code, "message": b.error.message}),
+        retryable: b.retryable,
+    };
+    Ok(ok_json(StatusCode::OK, &s.muster.fail(p, id, req).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ParkBody {
+    worker_digest: String,
+    layout: Layout,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Layout {
+    signature: String,
+    #[serde(default)]
+    detail: Value,
+}
+
+async fn needs_subtool(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<ParkBody>,
+) -> ApiResult {
+    let id = LeaseId(path_id(&id, "lease")?);
+    let req = ParkRequest {
+        worker_digest: b.worker_digest,
+        layout: json!({"signature": b.layout.signature, "detail": b.layout.detail}),
+    };
+    Ok(ok_json(
+        StatusCode::OK,
+        &s.muster.needs_subtool(p, id, req).await?,
+    ))
+}

@@ -1,0 +1,97 @@
+use muster_app::ports::StoreError;
+
+/// Errors of the adapter outside the ports (setup, migrations, verification).
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("invalid database URL: {0}")]
+    Url(String),
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    #[error("database error: {0}")]
+    Db(String),
+    #[error("migration {version} was changed after it was applied (checksum differs)")]
+    MigrationChanged { version: i32 },
+    #[error(
+        "the database has migration {0}, which this binary does not know: it is older than the schema"
+    )]
+    UnknownMigration(i32),
+    #[error(transparent)]
+    Chain(#[from] muster_ledger::ChainError),
+}
+
+impl PgError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            PgError::Url(_) => "E_DB_URL",
+            PgError::Unavailable(_) => "E_UNAVAILABLE",
+            PgError::Db(_) => "E_DB",
+            PgError::MigrationChanged { .. } => "E_MIGRATION_CHANGED",
+            PgError::UnknownMigration(_) => "E_MIGRATION_UNKNOWN",
+            PgError::Chain(e) => e.code(),
+        }
+    }
+}
+
+/// Whether a driver error means "the database cannot be reached or is shedding load" rather
+/// than "this statement is wrong".
+pub(crate) fn is_unavailable(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        // 08: connection exception; 53: insufficient resources; 57: operator intervention
+        // (admin shutdown, statement timeout / cancel); 40P01 and 55P03 are transient too.
+        Some(state) => {
+            let c = state.code();
+            c.starts_with("08") || c.starts_with("53") || c.starts_with("57") || c == "55P03"
+        }
+        // No SQLSTATE: an I/O or protocol failure on the connection.
+        None => true,
+    }
+}
+
+/// The driver's own `Display` says only "db error"; this adds the server's message and SQLSTATE.
+pub(crate) fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({}): {}", db.severity(), db.code().code(), db.message()),
+        None => match std::error::Error::source(e) {
+            Some(src) => format!("{e}: {src}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+pub(crate) fn store_err(e: tokio_postgres::Error) -> StoreError {
+    if is_unavailable(&e) {
+        StoreError::Unavailable(describe(&e))
+    } else {
+        StoreError::Internal(describe(&e))
+    }
+}
+
+pub(crate) fn pool_err(e: deadpool_postgres::PoolError) -> StoreError {
+    use deadpool_postgres::PoolError;
+    match e {
+        PoolError::Backend(e) => store_err(e),
+        other => StoreError::Unavailable(other.to_string()),
+    }
+}
+
+impl From<tokio_postgres::Error> for PgError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        if is_unavailable(&e) {
+            PgError::Unavailable(describe(&e))
+        } else {
+            PgError::Db(describe(&e))
+        }
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for PgError {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        match pool_err(e) {
+            StoreError::Unavailable(m) => PgError::Unavailable(m),
+            StoreError::Internal(m) => PgError::Db(m),
+        }
+    }
+}

@@ -1,0 +1,21 @@
+//! The Logbook adapter: Muster's ports on PostgreSQL.
+//!
+//! This crate owns every SQL statement of Muster and the migrations (`/migrations`, embedded at
+//! build time). It knows nothing of HTTP.
+//!
+//! Availability: every pool checkout, connect and statement is bounded in time, and failures to
+//! reach the database surface as [`StoreError::Unavailable`] so callers answer fast; the pool
+//! replaces broken connections by itself, so service resumes when the database returns.
+
+mod error;
+mod logbook;
+mod migrate;
+mod pool;
+mod verify;
+
+pub use error::PgError;
+pub use logbook::PgLogbook;
+pub use migrate::{MIGRATIONS, Migration, SchemaStatus, migrate, schema_status};
+pub use muster_app::ports::StoreError;
+pub use pool::{PoolSettings, connect_pool};
+pub use verify::{LedgerReport, verify_ledger};

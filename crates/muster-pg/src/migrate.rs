@@ -1,0 +1,136 @@
+//! Schema migrations: the SQL files of `/migrations`, embedded at build time, applied in version
+//! order, each in its own transaction, under an advisory lock so that concurrent `muster migrate`
+//! runs cannot interleave. Applied files are remembered with a BLAKE3 checksum; changing an
+//! applied file is refused.
+//!
+//! (A runner such as refinery would do this too, but its tokio-postgres driver pulls a TLS stack
+//! into a service that needs none; the job is small enough to own.)
+
+use deadpool_postgres::Pool;
+
+use crate::PgError;
+
+/// One embedded migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i32,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration this binary knows, in version order.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "core",
+    sql: include_str!("../../../migrations/V1__core.sql"),
+}];
+
+/// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".
+const LOCK_KEY: i64 = 0x6d75_7374_6572_6d69;
+
+const HISTORY_DDL: &str = "CREATE SCHEMA IF NOT EXISTS core;
+CREATE TABLE IF NOT EXISTS core.schema_migrations (
+    version    integer     PRIMARY KEY,
+    name       text        NOT NULL,
+    checksum   bytea       NOT NULL,
+    applied_at timestamptz NOT NULL DEFAULT now()
+)";
+
+fn checksum(m: &Migration) -> Vec<u8> {
+    blake3::hash(m.sql.as_bytes()).as_bytes().to_vec()
+}
+
+/// Applies every pending migration; answers the versions applied now.
+pub async fn migrate(pool: &Pool) -> Result<Vec<i32>, PgError> {
+    let mut client = pool.get().await?;
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
+        .await?;
+    let result = apply_pending(&mut client).await;
+    let unlock = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
+        .await;
+    let applied = result?;
+    unlock?;
+    Ok(applied)
+}
+
+async fn apply_pending(client: &mut deadpool_postgres::Object) -> Result<Vec<i32>, PgError> {
+    client.batch_execute(HISTORY_DDL).await?;
+    let rows = client
+        .query(
+            "SELECT version, checksum FROM core.schema_migrations ORDER BY version",
+            &[],
+        )
+        .await?;
+    let known: Vec<(i32, Vec<u8>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    for (version, sum) in &known {
+        match MIGRATIONS.iter().find(|m| m.version == *version) {
+            Some(m) if checksum(m) == *sum => {}
+            Some(_) => return Err(PgError::MigrationChanged { version: *version }),
+            None => return Err(PgError::UnknownMigration(*version)),
+        }
+    }
+    let mut applied = Vec::new();
+    for m in MIGRATIONS
+        .iter()
+        .filter(|m| !known.iter().any(|(v, _)| *v == m.version))
+    {
+        let tx = client.transaction().await?;
+        tx.batch_execute(m.sql).await?;
+        tx.execute(
+            "INSERT INTO core.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+            &[&m.version, &m.name, &checksum(m)],
+        )
+        .await?;
+        tx.commit().await?;
+        tracing::info!(version = m.version, name = m.name, "migration applied");
+        applied.push(m.version);
+    }
+    Ok(applied)
+}
+
+/// Where the database's schema stands relative to this binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaStatus {
+    Current,
+    /// Migrations are pending: `muster migrate` has not run for this binary yet.
+    Behind {
+        applied: i32,
+        expected: i32,
+    },
+    /// The database has migrations this binary does not know (a newer binary migrated it).
+    Ahead {
+        applied: i32,
+        expected: i32,
+    },
+}
+
+/// Compares the applied migrations with the embedded ones (for `/readyz`).
+pub async fn schema_status(pool: &Pool) -> Result<SchemaStatus, PgError> {
+    let client = pool.get().await?;
+    let expected = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('core.schema_migrations') IS NOT NULL",
+            &[],
+        )
+        .await?
+        .get(0);
+    let applied: i32 = if exists {
+        client
+            .query_one(
+                "SELECT coalesce(max(version), 0) FROM core.schema_migrations",
+                &[],
+            )
+            .await?
+            .get(0)
+    } else {
+        0
+    };
+    Ok(match applied.cmp(&expected) {
+        std::cmp::Ordering::Equal => SchemaStatus::Current,
+        std::cmp::Ordering::Less => SchemaStatus::Behind { applied, expected },
+        std::cmp::Ordering::Greater => SchemaStatus::Ahead { applied, expected },
+    })
+}

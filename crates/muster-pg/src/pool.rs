@@ -1,0 +1,70 @@
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::NoTls;
+
+use crate::PgError;
+
+/// Bounds on waiting for Logbook. Every one of them turns "the database is gone" into a fast
+/// `503 E_UNAVAILABLE` instead of a hang.
+#[derive(Debug, Clone)]
+pub struct PoolSettings {
+    pub max_size: usize,
+    /// Longest wait for a free connection.
+    pub wait_timeout: Duration,
+    /// Longest wait for a new connection to be established.
+    pub connect_timeout: Duration,
+    /// `statement_timeout` of every session.
+    pub statement_timeout: Duration,
+    /// `lock_timeout` of every session.
+    pub lock_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings {
+            max_size: 16,
+            wait_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(2),
+            statement_timeout: Duration::from_secs(5),
+            lock_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Parses a connection URL and applies the session settings Muster relies on.
+pub(crate) fn pg_config(url: &str, s: &PoolSettings) -> Result<tokio_postgres::Config, PgError> {
+    let mut cfg: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e: tokio_postgres::Error| PgError::Url(e.to_string()))?;
+    cfg.connect_timeout(s.connect_timeout);
+    cfg.keepalives(true);
+    cfg.keepalives_idle(Duration::from_secs(10));
+    cfg.application_name("muster");
+    cfg.options(format!(
+        "-c statement_timeout={} -c lock_timeout={} -c idle_in_transaction_session_timeout=30000 -c TimeZone=UTC",
+        s.statement_timeout.as_millis(),
+        s.lock_timeout.as_millis()
+    ));
+    Ok(cfg)
+}
+
+/// A connection pool with every wait bounded.
+pub fn connect_pool(url: &str, s: &PoolSettings) -> Result<Pool, PgError> {
+    let cfg = pg_config(url, s)?;
+    let mgr = Manager::from_config(
+        cfg,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(mgr)
+        .max_size(s.max_size)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(s.wait_timeout))
+        .create_timeout(Some(s.connect_timeout))
+        .recycle_timeout(Some(s.connect_timeout))
+        .build()
+        .map_err(|e| PgError::Db(e.to_string()))
+}

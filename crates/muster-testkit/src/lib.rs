@@ -1,0 +1,149 @@
+//! Test fixtures on a real PostgreSQL.
+//!
+//! The cluster comes from `MUSTER_TEST_DATABASE_URL` (a superuser URL; `cargo xtask test` sets
+//! it to a throwaway cluster it started) or, when that is not set, from a throwaway cluster this
+//! test process starts itself from the installed PostgreSQL binaries (stopped by the devdb
+//! watchdog when the process exits). Each test gets its own database, created from a template
+//! that was migrated once per process by the production migration code.
+
+use std::sync::OnceLock;
+
+use muster_devdb::TempCluster;
+use muster_pg::PoolSettings;
+use tokio::sync::OnceCell;
+use tokio_postgres::NoTls;
+
+static OWN_CLUSTER: OnceLock<TempCluster> = OnceLock::new();
+static TEMPLATE: OnceCell<String> = OnceCell::const_new();
+
+/// A superuser URL of the cluster the tests use, for database `db`.
+pub fn server_url(db: &str) -> String {
+    if let Ok(base) = std::env::var("MUSTER_TEST_DATABASE_URL") {
+        return replace_db(&base, db);
+    }
+    let cluster = OWN_CLUSTER.get_or_init(|| {
+        TempCluster::start()
+            .expect("start a throwaway PostgreSQL (set MUSTER_TEST_DATABASE_URL to use another)")
+    });
+    cluster.url(db)
+}
+
+fn replace_db(url: &str, db: &str) -> String {
+    let (head, query) = match url.split_once('?') {
+        Some((h, q)) => (h, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = head.find("://").map(|i| i + 3).unwrap_or(0);
+    let base = match head[scheme_end..].find('/') {
+        Some(i) => &head[..scheme_end + i],
+        None => head,
+    };
+    match query {
+        Some(q) => format!("{base}/{db}?{q}"),
+        None => format!("{base}/{db}"),
+    }
+}
+
+async fn admin() -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(&server_url("postgres"), NoTls)
+        .await
+        .expect("connect to the test cluster");
+    tokio::spawn(conn);
+    client
+}
+
+async fn template() -> &'static str {
+    TEMPLATE
+        .get_or_init(|| async {
+            let name = format!("muster_tpl_{}", std::process::id());
+            let client = admin().await;
+            for sql in [
+                format!("DROP DATABASE IF EXISTS {name}"),
+                format!("CREATE DATABASE {name}"),
+            ] {
+                client
+                    .batch_execute(&sql)
+                    .await
+                    .expect("create the template database");
+            }
+            let pool = muster_pg::connect_pool(&server_url(&name), &PoolSettings::default())
+                .expect("pool");
+            muster_pg::migrate(&pool)
+                .await
+                .expect("migrate the template database");
+            pool.close();
+            name
+        })
+        .await
+}
+
+/// A fresh, migrated database of its own.
+#[derive(Debug, Clone)]
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+}
+
+impl TestDb {
+    /// A pool on this database with the production settings.
+    pub fn pool(&self) -> deadpool_postgres::Pool {
+        muster_pg::connect_pool(&self.url, &PoolSettings::default()).expect("pool")
+    }
+
+    /// A plain client for assertions made straight on the tables.
+    pub async fn client(&self) -> tokio_postgres::Client {
+        let (client, conn) = tokio_postgres::connect(&self.url, NoTls)
+            .await
+            .expect("connect");
+        tokio::spawn(conn);
+        client
+    }
+}
+
+/// Creates a new database from the migrated template.
+pub async fn fresh_db() -> TestDb {
+    let template = template().await;
+    let name = format!("muster_t_{}", uuid::Uuid::now_v7().simple());
+    let client = admin().await;
+    // The template may still be in use by a closing pool connection for a moment.
+    let mut tries = 0;
+    loop {
+        match client
+            .batch_execute(&format!("CREATE DATABASE {name} TEMPLATE {template}"))
+            .await
+        {
+            Ok(()) => break,
+            Err(e) if tries < 50 => {
+                tries += 1;
+                let _ = e;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("create test database: {e}"),
+        }
+    }
+    TestDb {
+        url: server_url(&name),
+        name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::replace_db;
+
+    #[test]
+    fn the_database_name_of_a_url_is_replaced() {
+        assert_eq!(
+            replace_db("postgresql://u@h:5/a", "b"),
+            "postgresql://u@h:5/b"
+        );
+        assert_eq!(
+            replace_db("postgresql://u@h:5", "b"),
+            "postgresql://u@h:5/b"
+        );
+        assert_eq!(
+            replace_db("postgresql://u@h:5/a?x=1", "b"),
+            "postgresql://u@h:5/b?x=1"
+        );
+    }
+}
