@@ -1,0 +1,523 @@
+//! Project tasks, run as `cargo xtask <task>` (see `.cargo/config.toml`).
+//!
+//! - `test [-- ARGS]`: fmt check, clippy, then the whole test suite against a
+//!   throwaway PostgreSQL cluster. This is the project's test command.
+//! - `up [ARGS]`: run the server locally with a fresh database and dev tokens.
+//! - `migrate [ARGS]`, `ledger-verify [ARGS]`: `muster <task>` against `MUSTER_DATABASE_URL`.
+//! - `db`: a throwaway PostgreSQL cluster until Ctrl-C.
+
+#[cfg(test)]
+mod tidy;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
+
+const USAGE: &str = "\
+usage: cargo xtask <task> [args]
+
+tasks:
+  test [-- ARGS]        cargo fmt --check, clippy -D warnings, then cargo test --workspace
+                        against a throwaway PostgreSQL cluster (ARGS go to cargo test)
+  up [ARGS]             start PostgreSQL (unless MUSTER_DATABASE_URL is set), migrate,
+                        write dev tokens to target/dev/tokens.json and run `muster serve ARGS`
+  migrate [ARGS]        muster migrate against MUSTER_DATABASE_URL
+  ledger-verify [ARGS]  muster ledger-verify against MUSTER_DATABASE_URL
+  db                    a throwaway PostgreSQL cluster until Ctrl-C
+";
+
+/// The ten work kinds; each gets a `worker:<kind>` dev token.
+const WORKER_KINDS: [&str; 10] = [
+    "trawl",
+    "sextant",
+    "assay",
+    "countersign",
+    "waybill",
+    "moldloft",
+    "shakedown",
+    "chartroom",
+    "tidegauge",
+    "bellbuoy",
+];
+
+/// Principals that get a dev token besides the workers.
+const STAFF_PRINCIPALS: [&str; 3] = ["operator", "conn", "shipkeeper"];
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("xtask: error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<ExitCode> {
+    let mut args = std::env::args_os().skip(1);
+    let Some(task) = args.next() else {
+        eprint!("{USAGE}");
+        return Ok(ExitCode::from(2));
+    };
+    let rest: Vec<OsString> = args.collect();
+    match task.to_string_lossy().as_ref() {
+        "test" => test(without_leading_dashes(rest)),
+        "up" => up(without_leading_dashes(rest)),
+        "migrate" => muster_task("migrate", without_leading_dashes(rest)),
+        "ledger-verify" => muster_task("ledger-verify", without_leading_dashes(rest)),
+        "db" => db(),
+        "help" | "-h" | "--help" => {
+            print!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        other => {
+            eprintln!("xtask: unknown task `{other}`\n");
+            eprint!("{USAGE}");
+            Ok(ExitCode::from(2))
+        }
+    }
+}
+
+/// `cargo xtask test -- --foo` and `cargo xtask test --foo` mean the same.
+fn without_leading_dashes(mut args: Vec<OsString>) -> Vec<OsString> {
+    if args.first().is_some_and(|a| a == "--") {
+        args.remove(0);
+    }
+    args
+}
+
+fn workspace_root() -> PathBuf {
+    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(dir) if !dir.is_empty() => root.join(dir),
+        _ => root.join("target"),
+    }
+}
+
+/// `cargo` (the one running us, if any) in the workspace root.
+fn cargo(root: &Path) -> Command {
+    let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(program);
+    cmd.current_dir(root);
+    cmd
+}
+
+fn banner(text: &str) {
+    println!("\n==> {text}");
+}
+
+fn exit_code(status: ExitStatus) -> ExitCode {
+    match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).ok().filter(|c| *c != 0).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    }
+}
+
+/// Prints a banner, runs `cmd` and fails unless it succeeds.
+fn step(title: &str, cmd: &mut Command) -> Result<()> {
+    banner(title);
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not run `{title}`"))?;
+    if !status.success() {
+        bail!("`{title}` failed ({status})");
+    }
+    Ok(())
+}
+
+fn test(extra: Vec<OsString>) -> Result<ExitCode> {
+    let root = workspace_root();
+    step(
+        "cargo fmt --all --check",
+        cargo(&root).args(["fmt", "--all", "--check"]),
+    )?;
+    step(
+        "cargo clippy --workspace --all-targets --locked -- -D warnings",
+        cargo(&root).args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+
+    banner("starting a throwaway PostgreSQL cluster (fsync off)");
+    let mut cluster = TempCluster::start_with(ClusterOptions::default())
+        .context("could not start PostgreSQL for the tests")?;
+    let url = cluster.url("postgres");
+    println!("MUSTER_TEST_DATABASE_URL={url}");
+
+    let shown: Vec<String> = extra
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // `cargo xtask test -- -p muster-pg` tests that package only.
+    let mut args = vec!["test", "--workspace", "--locked"];
+    if names_packages(&shown) {
+        args.retain(|a| *a != "--workspace");
+    }
+    let title = format!("cargo {} {}", args.join(" "), shown.join(" "));
+    let tested = counted_step(
+        title.trim_end(),
+        cargo(&root)
+            .args(&args)
+            .args(&extra)
+            .env("MUSTER_TEST_DATABASE_URL", &url)
+            .env("RUST_BACKTRACE", "1"),
+    );
+
+    banner("stopping the PostgreSQL cluster");
+    if let Err(error) = cluster.stop(StopMode::Fast) {
+        eprintln!("xtask: warning: {error}");
+    }
+    drop(cluster);
+    let totals = tested?;
+    // One closing line over every test binary (cargo prints one `test result:` per binary, the
+    // last of which is often an empty doc-test run).
+    println!(
+        "tests: {} passed, {} failed, {} skipped",
+        totals.passed, totals.failed, totals.ignored
+    );
+    if totals.passed == 0 {
+        bail!("no test ran");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Test counts summed over every `test result:` line cargo printed.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Totals {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl Totals {
+    /// Adds the counts of one `test result: ok. 3 passed; 0 failed; 1 ignored; …` line.
+    fn add_line(&mut self, line: &str) {
+        let Some(rest) = line.trim().strip_prefix("test result: ") else {
+            return;
+        };
+        for part in rest.split(';') {
+            let mut words = part.split_whitespace().rev();
+            let (Some(what), Some(n)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(n) = n.parse::<u64>() else { continue };
+            match what {
+                "passed" => self.passed += n,
+                "failed" => self.failed += n,
+                "ignored" => self.ignored += n,
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Like `step`, streaming the command's stdout through while counting test results.
+fn counted_step(title: &str, cmd: &mut Command) -> Result<Totals> {
+    use std::io::BufRead;
+    banner(title);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("could not run `{title}`"))?;
+    let mut totals = Totals::default();
+    if let Some(out) = child.stdout.take() {
+        for line in std::io::BufReader::new(out).lines() {
+            let line = line.context("read cargo test output")?;
+            println!("{line}");
+            totals.add_line(&line);
+        }
+    }
+    let status = child
+        .wait()
+        .with_context(|| format!("could not run `{title}`"))?;
+    if !status.success() {
+        println!(
+            "tests: {} passed, {} failed, {} skipped",
+            totals.passed, totals.failed, totals.ignored
+        );
+        bail!("`{title}` failed ({status})");
+    }
+    Ok(totals)
+}
+
+#[cfg(test)]
+mod totals_tests {
+    use super::Totals;
+
+    #[test]
+    fn test_result_lines_are_summed() {
+        let mut t = Totals::default();
+        t.add_line("test result: ok. 3 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 0.00s");
+        t.add_line("test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1s");
+        t.add_line("running 3 tests");
+        assert_eq!(
+            t,
+            Totals {
+                passed: 5,
+                failed: 1,
+                ignored: 1
+            }
+        );
+    }
+}
+
+/// Whether cargo arguments select packages (`-p NAME`, `--package NAME`, …)
+/// before any `--` that starts the test binaries' own arguments.
+fn names_packages(args: &[String]) -> bool {
+    args.iter()
+        .take_while(|a| *a != "--")
+        .any(|a| a == "--package" || a.starts_with("--package=") || a.starts_with("-p"))
+}
+
+/// Runs one SQL statement with psql.
+fn psql(url: &str, sql: &str) -> Result<()> {
+    let psql = find_bin("psql").context("psql not found (install the PostgreSQL client)")?;
+    let output = Command::new(&psql)
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("could not run {}", psql.display()))?;
+    if !output.status.success() {
+        bail!(
+            "psql -c '{sql}' failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn required_database_url() -> Result<String> {
+    match std::env::var("MUSTER_DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => Ok(url),
+        _ => bail!(
+            "MUSTER_DATABASE_URL is not set (for a throwaway database run `cargo xtask db` \
+             in another terminal and export the URL it prints)"
+        ),
+    }
+}
+
+/// `cargo run -q -p muster -- <task> ARGS`, with `MUSTER_DATABASE_URL` required.
+fn muster_task(task: &str, extra: Vec<OsString>) -> Result<ExitCode> {
+    required_database_url()?;
+    let root = workspace_root();
+    let status = cargo(&root)
+        .args(["run", "-q", "-p", "muster", "--", task])
+        .args(&extra)
+        .status()
+        .with_context(|| format!("could not run `cargo run -p muster -- {task}`"))?;
+    Ok(exit_code(status))
+}
+
+/// A dev token: `mst_` and 32 random bytes in hex.
+fn new_token() -> String {
+    let bytes: [u8; 32] = rand::random();
+    let mut token = String::with_capacity(4 + 64);
+    token.push_str("mst_");
+    for byte in bytes {
+        token.push_str(&format!("{byte:02x}"));
+    }
+    token
+}
+
+/// Every principal that gets a dev token, in a stable order.
+fn dev_principals() -> Vec<String> {
+    STAFF_PRINCIPALS
+        .iter()
+        .map(|p| (*p).to_owned())
+        .chain(WORKER_KINDS.iter().map(|kind| format!("worker:{kind}")))
+        .collect()
+}
+
+/// `{"tokens": [{"blake3": "<hex of BLAKE3(token)>", "principal": "…"}, …]}`.
+fn tokens_file_json(tokens: &[(String, String)]) -> serde_json::Value {
+    let entries: Vec<serde_json::Value> = tokens
+        .iter()
+        .map(|(principal, token)| {
+            serde_json::json!({
+                "blake3": blake3::hash(token.as_bytes()).to_hex().to_string(),
+                "principal": principal,
+            })
+        })
+        .collect();
+    serde_json::json!({ "tokens": entries })
+}
+
+fn listen_url() -> String {
+    match std::env::var("MUSTER_LISTEN") {
+        Ok(listen) if listen.contains("://") => listen,
+        Ok(listen) if !listen.trim().is_empty() => format!("http://{listen}"),
+        _ => "http://127.0.0.1:8080".to_owned(),
+    }
+}
+
+fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
+    let root = workspace_root();
+    let (database_url, cluster) = match std::env::var("MUSTER_DATABASE_URL") {
+        Ok(url) if !url.trim().is_empty() => {
+            banner("using MUSTER_DATABASE_URL");
+            (url, None)
+        }
+        _ => {
+            banner("starting a PostgreSQL cluster (fsync on)");
+            let cluster = TempCluster::start_with(ClusterOptions {
+                fsync: true,
+                ..ClusterOptions::default()
+            })
+            .context("could not start PostgreSQL")?;
+            psql(&cluster.url("postgres"), "create database muster")?;
+            (cluster.url("muster"), Some(cluster))
+        }
+    };
+
+    step(
+        "cargo build -p muster",
+        cargo(&root).args(["build", "-p", "muster"]),
+    )?;
+    let muster = target_dir(&root).join("debug").join("muster");
+    step(
+        "muster migrate",
+        Command::new(&muster).args(["migrate", "--database-url", &database_url]),
+    )?;
+
+    let tokens: Vec<(String, String)> = dev_principals()
+        .into_iter()
+        .map(|principal| (principal, new_token()))
+        .collect();
+    let dev_dir = target_dir(&root).join("dev");
+    std::fs::create_dir_all(&dev_dir)
+        .with_context(|| format!("could not create {}", dev_dir.display()))?;
+    let tokens_path = dev_dir.join("tokens.json");
+    let json = serde_json::to_string_pretty(&tokens_file_json(&tokens))?;
+    std::fs::write(&tokens_path, json + "\n")
+        .with_context(|| format!("could not write {}", tokens_path.display()))?;
+
+    let listen = listen_url();
+    let token_of = |principal: &str| {
+        tokens
+            .iter()
+            .find(|(p, _)| p == principal)
+            .map(|(_, t)| t.as_str())
+            .unwrap_or_default()
+    };
+    banner("development setup");
+    println!("database:  {database_url}");
+    println!("listening: {listen}");
+    println!(
+        "tokens:    {} (BLAKE3 hashes; the plain tokens are shown only here)",
+        tokens_path.display()
+    );
+    for (principal, token) in &tokens {
+        println!("  {principal:<22} {token}");
+    }
+    println!("\ntry it:");
+    println!("  OPERATOR_TOKEN={}", token_of("operator"));
+    println!("  TRAWL_TOKEN={}", token_of("worker:trawl"));
+    println!(
+        "  curl -sS -X POST {listen}/v1/items -H \"Authorization: Bearer $OPERATOR_TOKEN\" \
+         -H 'content-type: application/json' \
+         -d '{{\"kind\":\"trawl\",\"priority\":\"normal\",\"payload\":{{\"url\":\"https://example.org\"}}}}'"
+    );
+    println!(
+        "  curl -sS -X POST {listen}/v1/leases -H \"Authorization: Bearer $TRAWL_TOKEN\" \
+         -H 'content-type: application/json' -d '{{\"worker_id\":\"trawl-1\",\"wait_ms\":0}}'"
+    );
+    if cluster.is_some() {
+        println!("\nCtrl-C stops the server; the throwaway database goes with it.");
+    }
+
+    banner("muster serve");
+    let served = Command::new(&muster)
+        .arg("serve")
+        .arg("--database-url")
+        .arg(&database_url)
+        .arg("--tokens")
+        .arg(&tokens_path)
+        .args(&serve_args)
+        .status()
+        .with_context(|| format!("could not run {}", muster.display()));
+    // Ctrl-C usually ends us too, before we get here: the cluster's watchdog
+    // then stops PostgreSQL and removes its directory.
+    if let Some(mut cluster) = cluster {
+        let _ = cluster.stop(StopMode::Fast);
+    }
+    Ok(exit_code(served?))
+}
+
+fn db() -> Result<ExitCode> {
+    banner("starting a throwaway PostgreSQL cluster");
+    let cluster = TempCluster::start().context("could not start PostgreSQL")?;
+    let muster_db = match psql(&cluster.url("postgres"), "create database muster") {
+        Ok(()) => Some(cluster.url("muster")),
+        Err(error) => {
+            eprintln!("xtask: warning: database `muster` not created: {error:#}");
+            None
+        }
+    };
+    println!("superuser URL: {}", cluster.url("postgres"));
+    if let Some(url) = &muster_db {
+        println!("export MUSTER_DATABASE_URL={url}");
+    }
+    println!("data dir:      {}", cluster.data_dir().display());
+    println!("server log:    {}", cluster.log_path().display());
+    println!("\nRunning until Ctrl-C; the cluster is removed when this process ends.");
+    while cluster.is_running() {
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    eprintln!(
+        "xtask: PostgreSQL stopped on its own; see {}",
+        cluster.log_path().display()
+    );
+    Ok(ExitCode::FAILURE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn package_arguments_narrow_the_test_run() {
+        let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(names_packages(&args(&["-p", "muster-pg"])));
+        assert!(names_packages(&args(&["--package=muster-pg"])));
+        assert!(!names_packages(&args(&["some_filter"])));
+        assert!(!names_packages(&args(&["--", "-p"])));
+    }
+
+    #[test]
+    fn dev_tokens_cover_staff_and_every_worker_kind() {
+        let principals = dev_principals();
+        assert_eq!(principals.len(), 13);
+        assert!(principals.contains(&"operator".to_owned()));
+        assert!(principals.contains(&"worker:bellbuoy".to_owned()));
+    }
+
+    #[test]
+    fn tokens_file_holds_blake3_hashes_not_tokens() {
+        let token = new_token();
+        assert!(token.starts_with("mst_") && token.len() == 68, "{token}");
+        let json = tokens_file_json(&[("operator".to_owned(), token.clone())]);
+        let entry = &json["tokens"][0];
+        assert_eq!(entry["principal"], "operator");
+        assert_eq!(
+            entry["blake3"],
+            blake3::hash(token.as_bytes()).to_hex().as_str()
+        );
+        assert!(!json.to_string().contains(&token));
+    }
+}
