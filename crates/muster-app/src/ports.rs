@@ -96,6 +96,19 @@ pub trait LogbookTx: Send {
         outcome: &LeaseOutcome,
         at: OffsetDateTime,
     ) -> Result<(), StoreError>;
+    /// Records `digest` as deployed for `kind`, locking the kind's digest row until commit;
+    /// answers the digest recorded before, if any.
+    async fn record_digest(
+        &mut self,
+        kind: Kind,
+        digest: &str,
+        at: OffsetDateTime,
+    ) -> Result<Option<String>, StoreError>;
+    /// The digest deployed for `kind`, share-locked until commit so that a concurrent report
+    /// of a new digest waits for this transaction (and then sees what it parked).
+    async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError>;
+    /// Locks and returns every parked item of `kind` whose parked digest is not `deployed`.
+    async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError>;
     /// Appends sealed entries to the ledger and answers their global sequence numbers in order.
     async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError>;
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;

@@ -465,12 +465,19 @@ impl Muster {
             return serde_json::from_value(response)
                 .map_err(|e| AppError::Internal(format!("stored park unreadable: {e}")));
         }
-        let entry = item.park(&record, actor, &req.worker_digest, &req.layout, now)?;
+        let mut entries = vec![item.park(&record, actor, &req.worker_digest, &req.layout, now)?];
+        // A worker still running an image older than the one already reported as deployed
+        // (a rollout in progress): the deployed image may handle the layout, so the item is
+        // replayed at once rather than waiting for a digest report that already happened.
+        let deployed = tx.deployed_digest(item.kind).await?;
+        if let Some(deployed) = deployed.filter(|d| item.replays_for(d)) {
+            entries.push(item.replay(Principal::Shipkeeper, &deployed, now)?);
+        }
         tx.save_item(&item).await?;
-        tx.append(&[entry]).await?;
+        tx.append(&entries).await?;
         let answer = Parked {
             item_id: item.id.to_string(),
-            state: ItemState::NeedsSubtool,
+            state: item.state,
         };
         let stored = LeaseOutcome {
             kind: OutcomeKind::Parked,
@@ -480,6 +487,55 @@ impl Muster {
         tx.finish_lease(lease_id, &stored, now).await?;
         tx.commit().await?;
         Ok(answer)
+    }
+
+    /// `PUT /v1/workers/{kind}/digest`: Shipkeeper reports the image deployed for a kind. Every
+    /// item of that kind parked under another digest returns to the queue, in the transaction
+    /// that records the digest.
+    pub async fn report_digest(
+        &self,
+        actor: Principal,
+        kind: Kind,
+        digest: &str,
+    ) -> Result<DigestRecorded, AppError> {
+        if actor != Principal::Shipkeeper {
+            return Err(AppError::Forbidden(format!(
+                "{actor} may not report worker digests"
+            )));
+        }
+        if !is_image_digest(digest) {
+            return Err(AppError::BadRequest(
+                "digest must be sha256: followed by 64 lowercase hex digits".into(),
+            ));
+        }
+        let now = self.clock.now();
+        let mut tx = self.logbook.begin().await?;
+        let previous = tx.record_digest(kind, digest, now).await?;
+        if previous.as_deref() == Some(digest) {
+            tx.commit().await?;
+            return Ok(DigestRecorded {
+                kind,
+                digest: digest.to_owned(),
+                replayed: 0,
+            });
+        }
+        let mut parked = tx.lock_parked(kind, digest).await?;
+        let mut entries = Vec::with_capacity(parked.len());
+        for item in &mut parked {
+            entries.push(item.replay(actor, digest, now)?);
+            tx.save_item(item).await?;
+        }
+        tx.append(&entries).await?;
+        tx.commit().await?;
+        if !parked.is_empty() {
+            tracing::info!(kind = %kind, replayed = parked.len(), "parked items replayed for a new worker digest");
+            self.signal.notify(kind);
+        }
+        Ok(DigestRecorded {
+            kind,
+            digest: digest.to_owned(),
+            replayed: parked.len() as u64,
+        })
     }
 
     /// `GET /v1/items/{id}`: operators and Conn.

@@ -144,3 +144,12 @@ pub struct GrantedLease {
     pub item_id: ItemId,
     pub fence: Fence,
 }
+
+/// The answer to a digest report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DigestRecorded {
+    pub kind: Kind,
+    pub digest: String,
+    /// How many parked items went back to the queue.
+    pub replayed: u64,
+}

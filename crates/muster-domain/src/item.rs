@@ -516,6 +516,41 @@ impl Item {
         ))
     }
 
+    /// Whether an item parked with `parked_digest` is replayed when `deployed` is the digest
+    /// now deployed for its kind: any other image may handle the layout.
+    pub fn replays_for(&self, deployed: &str) -> bool {
+        self.state == ItemState::NeedsSubtool && self.parked_digest.as_deref() != Some(deployed)
+    }
+
+    /// A parked item goes back to `queued` because a worker image other than the one that
+    /// could not handle it is deployed. Priority, place in line and attempts are unchanged.
+    pub fn replay(
+        &mut self,
+        actor: Principal,
+        deployed: &str,
+        now: OffsetDateTime,
+    ) -> Result<SealedEntry, TransitionError> {
+        if self.state != ItemState::NeedsSubtool {
+            return Err(TransitionError::InvalidTransition {
+                from: self.state,
+                action: "replayed (only parked items can be)",
+            });
+        }
+        let old = self.parked_digest.take();
+        self.state = ItemState::Queued;
+        self.not_before = None;
+        let data = json!({"old_digest": old, "new_digest": deployed});
+        Ok(self.record(
+            "replayed",
+            Some(ItemState::NeedsSubtool),
+            ItemState::Queued,
+            actor,
+            None,
+            now,
+            data,
+        ))
+    }
+
     /// An operator's retry of a failed item: back to `queued` with its attempts reset.
     pub fn retry(
         &mut self,

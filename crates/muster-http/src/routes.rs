@@ -40,6 +40,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/leases/{id}/complete", post(complete))
         .route("/v1/leases/{id}/fail", post(fail))
         .route("/v1/leases/{id}/needs_subtool", post(needs_subtool))
+        .route(
+            "/v1/workers/{kind}/digest",
+            axum::routing::put(report_digest),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -272,5 +276,26 @@ async fn needs_subtool(
     Ok(ok_json(
         StatusCode::OK,
         &s.muster.needs_subtool(p, id, req).await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DigestBody {
+    digest: String,
+}
+
+async fn report_digest(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(kind): Path<String>,
+    JsonBody(b): JsonBody<DigestBody>,
+) -> ApiResult {
+    let kind: Kind = kind
+        .parse()
+        .map_err(|_| ApiError::not_found(format!("no worker kind {kind:?}")))?;
+    Ok(ok_json(
+        StatusCode::OK,
+        &s.muster.report_digest(p, kind, &b.digest).await?,
     ))
 }

@@ -405,6 +405,45 @@ impl LogbookTx for PgTx {
         Ok(())
     }
 
+    async fn record_digest(
+        &mut self,
+        kind: Kind,
+        digest: &str,
+        at: OffsetDateTime,
+    ) -> Result<Option<String>, StoreError> {
+        let rows = self
+            .query(
+                "WITH previous AS (SELECT digest FROM core.worker_digests WHERE kind = $1 FOR UPDATE)
+                 INSERT INTO core.worker_digests (kind, digest, reported_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (kind) DO UPDATE SET digest = EXCLUDED.digest, reported_at = EXCLUDED.reported_at
+                 RETURNING (SELECT digest FROM previous)",
+                &[&kind.as_str(), &digest, &at],
+            )
+            .await?;
+        Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)))
+    }
+
+    async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError> {
+        let rows = self
+            .query(
+                "SELECT digest FROM core.worker_digests WHERE kind = $1 FOR SHARE",
+                &[&kind.as_str()],
+            )
+            .await?;
+        Ok(rows.first().map(|r| r.get(0)))
+    }
+
+    async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError> {
+        let sql = format!(
+            "SELECT {ITEM_COLS} FROM core.items i
+             WHERE i.kind = $1 AND i.state = 'needs_subtool' AND i.parked_digest IS DISTINCT FROM $2
+             ORDER BY i.id
+             FOR UPDATE"
+        );
+        let rows = self.query(&sql, &[&kind.as_str(), &deployed]).await?;
+        rows.iter().map(|r| item_from_row(r, 0)).collect()
+    }
+
     async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError> {
         if entries.is_empty() {
             return Ok(Vec::new());

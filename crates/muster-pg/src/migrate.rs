@@ -19,11 +19,18 @@ pub struct Migration {
 }
 
 /// Every migration this binary knows, in version order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "core",
-    sql: include_str!("../../../migrations/V1__core.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "core",
+        sql: include_str!("../../../migrations/V1__core.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "worker_digests",
+        sql: include_str!("../../../migrations/V2__worker_digests.sql"),
+    },
+];
 
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".
 const LOCK_KEY: i64 = 0x6d75_7374_6572_6d69;

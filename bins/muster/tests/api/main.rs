@@ -5,4 +5,5 @@ mod harness;
 mod leases;
 mod ledger;
 mod outage;
+mod replay;
 mod shutdown;

@@ -467,3 +467,45 @@ fn image_digests_are_sha256_and_64_lowercase_hex_digits() {
     assert!(!is_image_digest(&format!("sha256:{}", "ab".repeat(31))));
     assert!(!is_image_digest(&format!("sha512:{}", "ab".repeat(32))));
 }
+
+#[test]
+fn a_parked_item_replays_for_any_other_digest_but_not_its_own() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    item.park(&rec, TRAWL, "sha256:old", &json!({}), T0)
+        .unwrap();
+    assert!(!item.replays_for("sha256:old"));
+    assert!(item.replays_for("sha256:new"));
+}
+
+#[test]
+fn replay_requeues_a_parked_item_keeping_priority_and_attempts() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    item.park(&rec, TRAWL, "sha256:old", &json!({}), T0)
+        .unwrap();
+    let entry = item
+        .replay(Principal::Shipkeeper, "sha256:new", T0)
+        .unwrap();
+    assert_eq!(
+        (item.state, item.attempt, item.priority),
+        (ItemState::Queued, 0, Priority::Normal)
+    );
+    assert_eq!(item.parked_digest, None);
+    assert_eq!(
+        entry.entry.data,
+        r#"{"new_digest":"sha256:new","old_digest":"sha256:old"}"#
+    );
+}
+
+#[test]
+fn only_parked_items_can_be_replayed() {
+    let mut item = queued();
+    assert!(matches!(
+        item.replay(Principal::Shipkeeper, "sha256:x", T0),
+        Err(TransitionError::InvalidTransition {
+            from: ItemState::Queued,
+            ..
+        })
+    ));
+}

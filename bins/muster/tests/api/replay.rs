@@ -1,0 +1,315 @@
+//! needs_subtool parking and the automatic replay on a new worker digest.
+
+use std::sync::Arc;
+
+use hyper::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::TestApp;
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+/// Enqueues, leases and parks `n` items of `kind` under `worker_digest`.
+async fn park(
+    app: &TestApp,
+    kind: &str,
+    priority: &str,
+    n: usize,
+    worker_digest: &str,
+) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        app.enqueue(kind, priority, json!({ "i": i })).await;
+        let l = app.lease(kind, "w").await.expect("just enqueued");
+        let lid = l["lease_id"].as_str().unwrap();
+        let r = app
+            .post(
+                &format!("/v1/leases/{lid}/needs_subtool"),
+                &format!("worker:{kind}"),
+                json!({"worker_digest": worker_digest, "layout": {"signature": "tbl-v9"}}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        ids.push(l["item"]["id"].as_str().unwrap().to_owned());
+    }
+    ids
+}
+
+async fn put_digest(app: &TestApp, kind: &str, who: &str, digest: &str) -> crate::harness::Resp {
+    app.raw(
+        Method::PUT,
+        &format!("/v1/workers/{kind}/digest"),
+        Some(who),
+        json!({ "digest": digest }).to_string().into_bytes(),
+    )
+    .await
+}
+
+async fn count(app: &TestApp, sql: &str) -> i64 {
+    app.scalar_i64(sql).await
+}
+
+#[tokio::test]
+async fn a_new_digest_replays_exactly_that_kinds_parked_items_once_while_other_work_goes_on() {
+    let app = Arc::new(TestApp::spawn().await);
+    let old = digest('a');
+    let kinds: [&'static str; 4] = ["trawl", "sextant", "assay", "countersign"];
+    let parkers: Vec<_> = kinds
+        .into_iter()
+        .map(|k| {
+            let app = app.clone();
+            let old = old.clone();
+            tokio::spawn(async move { park(&app, k, "normal", 250, &old).await })
+        })
+        .collect();
+    for p in parkers {
+        p.await.unwrap();
+    }
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM core.items WHERE state = 'needs_subtool'"
+        )
+        .await,
+        1000
+    );
+
+    // Other workers keep leasing and completing waybill items during the report.
+    for i in 0..40 {
+        app.enqueue("waybill", "normal", json!({ "i": i })).await;
+    }
+    let busy = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            let mut done = 0;
+            while let Some(l) = app.lease("waybill", "wb").await {
+                let lid = l["lease_id"].as_str().unwrap();
+                let r = app
+                    .post(
+                        &format!("/v1/leases/{lid}/complete"),
+                        "worker:waybill",
+                        json!({"result": {}}),
+                    )
+                    .await;
+                assert_eq!(r.status, StatusCode::OK);
+                done += 1;
+            }
+            done
+        })
+    };
+    let r = put_digest(&app, "sextant", "shipkeeper", &digest('b')).await;
+    assert_eq!(
+        r.body,
+        json!({"kind": "sextant", "digest": digest('b'), "replayed": 250})
+    );
+    assert_eq!(busy.await.unwrap(), 40);
+
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM core.items WHERE kind = 'sextant' AND state = 'queued'"
+        )
+        .await,
+        250
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM core.items WHERE kind <> 'sextant' AND state = 'needs_subtool'"
+        )
+        .await,
+        750
+    );
+    // One `replayed` ledger row per sextant item, none for any other item.
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(DISTINCT l.subject_id) FROM core.ledger l JOIN core.items i ON i.id::text = l.subject_id
+             WHERE l.event = 'replayed' AND i.kind = 'sextant'"
+        )
+        .await,
+        250
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM core.ledger WHERE event = 'replayed'"
+        )
+        .await,
+        250
+    );
+    app.verify_ledger().await;
+}
+
+#[tokio::test]
+async fn reporting_the_same_digest_again_replays_nothing() {
+    let app = TestApp::spawn().await;
+    park(&app, "trawl", "normal", 2, &digest('a')).await;
+    assert_eq!(
+        put_digest(&app, "trawl", "shipkeeper", &digest('b'))
+            .await
+            .body["replayed"],
+        2
+    );
+    park(&app, "trawl", "normal", 1, &digest('b')).await;
+    assert_eq!(
+        put_digest(&app, "trawl", "shipkeeper", &digest('b'))
+            .await
+            .body["replayed"],
+        0
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM core.items WHERE state = 'needs_subtool'"
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn an_item_parked_by_the_image_already_reported_waits_for_the_next_digest() {
+    let app = TestApp::spawn().await;
+    put_digest(&app, "trawl", "shipkeeper", &digest('a')).await;
+    park(&app, "trawl", "normal", 1, &digest('a')).await;
+    assert!(app.lease("trawl", "w").await.is_none());
+    assert_eq!(
+        put_digest(&app, "trawl", "shipkeeper", &digest('c'))
+            .await
+            .body["replayed"],
+        1
+    );
+}
+
+#[tokio::test]
+async fn an_item_parked_by_an_older_image_than_the_deployed_one_is_replayed_at_once() {
+    let app = TestApp::spawn().await;
+    put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "old-pod").await.unwrap();
+    let lid = l["lease_id"].as_str().unwrap();
+    let r = app
+        .post(
+            &format!("/v1/leases/{lid}/needs_subtool"),
+            "worker:trawl",
+            json!({"worker_digest": digest('a'), "layout": {"signature": "s"}}),
+        )
+        .await;
+    assert_eq!(r.body["state"], "queued");
+    let again = app
+        .lease("trawl", "new-pod")
+        .await
+        .expect("replayed at once");
+    assert_eq!(again["item"]["attempt"], 1, "the park was not charged");
+}
+
+#[tokio::test]
+async fn a_replayed_urgent_item_goes_ahead_of_normal_work() {
+    let app = TestApp::spawn().await;
+    let urgent = park(&app, "trawl", "urgent", 1, &digest('a')).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    assert_eq!(l["item"]["id"].as_str().unwrap(), urgent[0]);
+}
+
+#[tokio::test]
+async fn digest_reports_are_checked() {
+    let app = TestApp::spawn().await;
+    let cases = [
+        (
+            "trawl",
+            "worker:trawl",
+            digest('a'),
+            StatusCode::FORBIDDEN,
+            "E_FORBIDDEN",
+        ),
+        (
+            "plainforge",
+            "shipkeeper",
+            digest('a'),
+            StatusCode::NOT_FOUND,
+            "E_NOT_FOUND",
+        ),
+        (
+            "trawl",
+            "shipkeeper",
+            "sha256:abc".to_owned(),
+            StatusCode::BAD_REQUEST,
+            "E_BAD_REQUEST",
+        ),
+        (
+            "trawl",
+            "shipkeeper",
+            digest('A'),
+            StatusCode::BAD_REQUEST,
+            "E_BAD_REQUEST",
+        ),
+    ];
+    for (kind, who, d, status, code) in cases {
+        let r = put_digest(&app, kind, who, &d).await;
+        assert_eq!((r.status, r.code()), (status, code), "{kind} {who} {d}");
+    }
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM core.worker_digests").await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
+    let app = TestApp::spawn().await;
+    park(&app, "trawl", "normal", 20, &digest('a')).await;
+    // Injected failure: the 11th `replayed` ledger row raises inside PostgreSQL, after the
+    // digest and the items were already updated in the same transaction.
+    app.db
+        .client()
+        .await
+        .batch_execute(
+            "CREATE SEQUENCE core.inject_count;
+             CREATE FUNCTION core.inject_failure() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN IF nextval('core.inject_count') > 10 THEN RAISE EXCEPTION 'injected failure'; END IF;
+                        RETURN NEW; END $$;
+             CREATE TRIGGER inject BEFORE INSERT ON core.ledger FOR EACH ROW
+               WHEN (NEW.event = 'replayed') EXECUTE FUNCTION core.inject_failure();",
+        )
+        .await
+        .unwrap();
+    let r = put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM core.items WHERE state = 'needs_subtool'"
+        )
+        .await,
+        20
+    );
+    assert_eq!(
+        count(&app, "SELECT count(*) FROM core.worker_digests").await,
+        0
+    );
+    assert_eq!(
+        count(
+            &app,
+            "SELECT count(*) FROM core.ledger WHERE event = 'replayed'"
+        )
+        .await,
+        0
+    );
+    app.db
+        .client()
+        .await
+        .batch_execute("DROP TRIGGER inject ON core.ledger")
+        .await
+        .unwrap();
+    assert_eq!(
+        put_digest(&app, "trawl", "shipkeeper", &digest('b'))
+            .await
+            .body["replayed"],
+        20
+    );
+}
