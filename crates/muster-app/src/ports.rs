@@ -9,7 +9,8 @@ use muster_ledger::SealedEntry;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::views::ItemView;
+use crate::views::{HealthView, ItemView};
+use muster_domain::health::KindHealth;
 
 /// A failure of the store. Anything that is not the database being unreachable is internal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,6 +52,15 @@ pub trait Logbook: Send + Sync {
     async fn begin(&self) -> Result<Box<dyn LogbookTx>, StoreError>;
     /// An item with its ledger history, read outside any transaction.
     async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError>;
+    /// Keeps the latest (already redacted) health of each kind in the report: one record per
+    /// kind, its events appended and cut to the newest `MAX_EVENTS_PER_KIND`.
+    async fn store_health(
+        &self,
+        health: &[KindHealth],
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+    /// The latest health of every kind that has reported (for the live feed).
+    async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError>;
 }
 
 /// One Logbook transaction. Every transition of a use case is written through one of these, so

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
+use muster_domain::health::{self, HealthEvent, PodHealth};
 use muster_domain::item::{LeaseResult, LeaseUse};
 use muster_domain::{
     FailOutcome, Item, ItemId, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord, OutcomeKind,
@@ -465,14 +466,28 @@ impl Muster {
             return serde_json::from_value(response)
                 .map_err(|e| AppError::Internal(format!("stored park unreadable: {e}")));
         }
-        let mut entries = vec![item.park(&record, actor, &req.worker_digest, &req.layout, now)?];
-        // A worker still running an image older than the one already reported as deployed
+        // A worker still running an image other than the one already reported as deployed
         // (a rollout in progress): the deployed image may handle the layout, so the item is
         // replayed at once rather than waiting for a digest report that already happened.
-        let deployed = tx.deployed_digest(item.kind).await?;
-        if let Some(deployed) = deployed.filter(|d| item.replays_for(d)) {
-            entries.push(item.replay(Principal::Shipkeeper, &deployed, now)?);
-        }
+        let deployed = tx
+            .deployed_digest(item.kind)
+            .await?
+            .filter(|d| *d != req.worker_digest);
+        let entries = match deployed {
+            Some(deployed) => {
+                let policy = self.config.policy(item.kind);
+                item.park_and_replay(
+                    &record,
+                    actor,
+                    &req.worker_digest,
+                    &deployed,
+                    &req.layout,
+                    &policy,
+                    now,
+                )?
+            }
+            None => vec![item.park(&record, actor, &req.worker_digest, &req.layout, now)?],
+        };
         tx.save_item(&item).await?;
         tx.append(&entries).await?;
         let answer = Parked {
@@ -536,6 +551,38 @@ impl Muster {
             digest: digest.to_owned(),
             replayed: parked.len() as u64,
         })
+    }
+
+    /// `POST /v1/health`: Shipkeeper's pod health and error events, redacted before anything
+    /// is stored, logged or published.
+    pub async fn report_health(
+        &self,
+        actor: Principal,
+        pods: &[PodHealth],
+        events: &[HealthEvent],
+    ) -> Result<HealthAccepted, AppError> {
+        if actor != Principal::Shipkeeper {
+            return Err(AppError::Forbidden(format!(
+                "{actor} may not report health"
+            )));
+        }
+        let (kinds, redacted) = health::sanitize(pods, events);
+        self.logbook.store_health(&kinds, self.clock.now()).await?;
+        if redacted > 0 {
+            tracing::info!(
+                redacted,
+                "addresses or host names redacted from a health report"
+            );
+        }
+        Ok(HealthAccepted {
+            accepted: (pods.len() + events.len()) as u64,
+            redacted: redacted as u64,
+        })
+    }
+
+    /// The latest health per kind (the live feed's source).
+    pub async fn latest_health(&self) -> Result<Vec<HealthView>, AppError> {
+        Ok(self.logbook.latest_health().await?)
     }
 
     /// `GET /v1/items/{id}`: operators and Conn.

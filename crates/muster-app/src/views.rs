@@ -153,3 +153,22 @@ pub struct DigestRecorded {
     /// How many parked items went back to the queue.
     pub replayed: u64,
 }
+
+/// The latest health of one kind, as the live feed publishes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HealthView {
+    pub kind: Kind,
+    pub ready: Option<bool>,
+    pub restarts: u32,
+    pub phase: Option<String>,
+    pub events: Vec<muster_domain::health::HealthEvent>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
+/// The answer to a health report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct HealthAccepted {
+    pub accepted: u64,
+    pub redacted: u64,
+}

@@ -495,10 +495,60 @@ impl Item {
         layout: &Value,
         now: OffsetDateTime,
     ) -> Result<SealedEntry, TransitionError> {
+        self.park_charged(record, actor, digest, layout, now, false)
+    }
+
+    /// A worker running `digest` could not handle the item, but `deployed` — another image —
+    /// is already deployed for its kind (a rollout in progress): park and replay at once.
+    /// This park *is* charged as an attempt, so an item bounced between old pods of a rollout
+    /// that never finishes ends in `failed` through the attempt limit instead of looping.
+    #[allow(clippy::too_many_arguments)]
+    pub fn park_and_replay(
+        &mut self,
+        record: &LeaseRecord,
+        actor: Principal,
+        digest: &str,
+        deployed: &str,
+        layout: &Value,
+        policy: &RetryPolicy,
+        now: OffsetDateTime,
+    ) -> Result<Vec<SealedEntry>, TransitionError> {
+        let parked = self.park_charged(record, actor, digest, layout, now, true)?;
+        let mut entries = vec![parked];
+        if policy.allows_another(self.attempt) {
+            entries.push(self.replay(Principal::Shipkeeper, deployed, now)?);
+        } else {
+            self.state = ItemState::Failed;
+            self.parked_digest = None;
+            let data = json!({"reason": "parked by an outdated image with no attempts left", "deployed_digest": deployed});
+            entries.push(self.record(
+                "failed",
+                Some(ItemState::NeedsSubtool),
+                ItemState::Failed,
+                actor,
+                None,
+                now,
+                data,
+            ));
+        }
+        Ok(entries)
+    }
+
+    fn park_charged(
+        &mut self,
+        record: &LeaseRecord,
+        actor: Principal,
+        digest: &str,
+        layout: &Value,
+        now: OffsetDateTime,
+        charged: bool,
+    ) -> Result<SealedEntry, TransitionError> {
         self.check_current(record)?;
         self.lease = None;
         self.state = ItemState::NeedsSubtool;
-        self.attempt = self.attempt.saturating_sub(1);
+        if !charged {
+            self.attempt = self.attempt.saturating_sub(1);
+        }
         self.parked_digest = Some(digest.to_owned());
         let data = json!({
             "lease_id": record.lease_id.to_string(),

@@ -9,10 +9,12 @@
 //! Time is always an argument. Randomness is always an argument.
 
 pub mod backoff;
+pub mod health;
 pub mod item;
 pub mod kind;
 pub mod principal;
 pub mod priority;
+pub mod redact;
 pub mod routes;
 
 pub use backoff::RetryPolicy;

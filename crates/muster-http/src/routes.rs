@@ -11,6 +11,7 @@ use muster_app::Muster;
 use muster_app::auth::Authenticator;
 use muster_app::ports::Readiness;
 use muster_app::views::{CompleteRequest, EnqueueRequest, FailRequest, NextStep, ParkRequest};
+use muster_domain::health::{HealthEvent, PodHealth};
 use muster_domain::{ItemId, Kind, LeaseId, Priority};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -44,6 +45,7 @@ pub fn router(state: AppState) -> Router {
             "/v1/workers/{kind}/digest",
             axum::routing::put(report_digest),
         )
+        .route("/v1/health", post(report_health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -297,5 +299,61 @@ async fn report_digest(
     Ok(ok_json(
         StatusCode::OK,
         &s.muster.report_digest(p, kind, &b.digest).await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HealthBody {
+    #[serde(default)]
+    pods: Vec<PodBody>,
+    #[serde(default)]
+    events: Vec<EventBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PodBody {
+    kind: Kind,
+    ready: bool,
+    restarts: u32,
+    phase: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EventBody {
+    kind: Kind,
+    reason: String,
+    message: String,
+}
+
+async fn report_health(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    JsonBody(b): JsonBody<HealthBody>,
+) -> ApiResult {
+    let pods: Vec<PodHealth> = b
+        .pods
+        .into_iter()
+        .map(|p| PodHealth {
+            kind: p.kind,
+            ready: p.ready,
+            restarts: p.restarts,
+            phase: p.phase,
+        })
+        .collect();
+    let events: Vec<HealthEvent> = b
+        .events
+        .into_iter()
+        .map(|e| HealthEvent {
+            kind: e.kind,
+            reason: e.reason,
+            message: e.message,
+        })
+        .collect();
+    Ok(ok_json(
+        StatusCode::ACCEPTED,
+        &s.muster.report_health(p, &pods, &events).await?,
     ))
 }

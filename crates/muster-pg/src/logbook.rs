@@ -3,7 +3,8 @@
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
 use muster_app::ports::{Inserted, Logbook, LogbookTx, NewItem, StoreError};
-use muster_app::views::{HistoryEntry, ItemView};
+use muster_app::views::{HealthView, HistoryEntry, ItemView};
+use muster_domain::health::{HealthEvent, KindHealth, MAX_EVENTS_PER_KIND};
 use muster_domain::{
     Fence, Item, ItemId, ItemState, Kind, LeaseGrant, LeaseId, LeaseOutcome, LeaseRecord, Priority,
 };
@@ -157,6 +158,78 @@ impl Logbook for PgLogbook {
             history,
         }))
     }
+
+    async fn store_health(
+        &self,
+        health: &[KindHealth],
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let stmt = client
+            .prepare_cached(
+                "INSERT INTO core.worker_health AS h (kind, pods, ready, restarts, phase, events, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (kind) DO UPDATE SET
+                     pods = CASE WHEN EXCLUDED.pods > 0 THEN EXCLUDED.pods ELSE h.pods END,
+                     ready = coalesce(EXCLUDED.ready, h.ready),
+                     restarts = CASE WHEN EXCLUDED.pods > 0 THEN EXCLUDED.restarts ELSE h.restarts END,
+                     phase = coalesce(EXCLUDED.phase, h.phase),
+                     events = (SELECT coalesce(jsonb_agg(e ORDER BY n), '[]'::jsonb) FROM (
+                                   SELECT e, n FROM jsonb_array_elements(h.events || EXCLUDED.events)
+                                       WITH ORDINALITY AS t(e, n)
+                                   ORDER BY n DESC LIMIT $8) newest),
+                     updated_at = EXCLUDED.updated_at",
+            )
+            .await
+            .map_err(store_err)?;
+        let keep = MAX_EVENTS_PER_KIND as i64;
+        for k in health {
+            let events = Value::Array(k.events.iter().map(health_event_json).collect());
+            client
+                .execute(
+                    &stmt,
+                    &[
+                        &k.kind.as_str(),
+                        &(k.pods as i32),
+                        &k.ready,
+                        &(k.restarts as i32),
+                        &k.phase,
+                        &events,
+                        &at,
+                        &keep,
+                    ],
+                )
+                .await
+                .map_err(store_err)?;
+        }
+        Ok(())
+    }
+
+    async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let rows = client
+            .query("SELECT kind, ready, restarts, phase, events, updated_at FROM core.worker_health ORDER BY kind", &[])
+            .await
+            .map_err(store_err)?;
+        rows.iter()
+            .map(|r| {
+                let kind: String = r.get(0);
+                let events: Value = r.get(4);
+                Ok(HealthView {
+                    kind: kind.parse().map_err(|e| internal(format!("{e}")))?,
+                    ready: r.get(1),
+                    restarts: r.get::<_, i32>(2) as u32,
+                    phase: r.get(3),
+                    events: serde_json::from_value(events).map_err(|e| internal(e.to_string()))?,
+                    at: r.get(5),
+                })
+            })
+            .collect()
+    }
+}
+
+fn health_event_json(e: &HealthEvent) -> Value {
+    serde_json::json!({"kind": e.kind, "reason": e.reason, "message": e.message})
 }
 
 /// One transaction on one pooled connection. Dropped without `commit`, it is rolled back before

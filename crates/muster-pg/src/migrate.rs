@@ -30,6 +30,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "worker_digests",
         sql: include_str!("../../../migrations/V2__worker_digests.sql"),
     },
+    Migration {
+        version: 3,
+        name: "worker_health",
+        sql: include_str!("../../../migrations/V3__worker_health.sql"),
+    },
 ];
 
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".

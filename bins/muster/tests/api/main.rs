@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod harness;
+mod health;
 mod leases;
 mod ledger;
 mod outage;

@@ -203,7 +203,10 @@ async fn an_item_parked_by_an_older_image_than_the_deployed_one_is_replayed_at_o
         .lease("trawl", "new-pod")
         .await
         .expect("replayed at once");
-    assert_eq!(again["item"]["attempt"], 1, "the park was not charged");
+    assert_eq!(
+        again["item"]["attempt"], 2,
+        "a park by an outdated image is charged"
+    );
 }
 
 #[tokio::test]
@@ -312,4 +315,63 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
             .body["replayed"],
         20
     );
+}
+
+#[tokio::test]
+async fn replayed_items_that_keep_failing_end_in_failed_through_the_attempt_limit() {
+    let file = std::env::temp_dir().join(format!("muster-pipeline-{}", uuid::Uuid::now_v7()));
+    std::fs::write(
+        &file,
+        r#"{"retry": {"trawl": {"base_ms": 1, "factor": 1, "cap_ms": 1, "max_attempts": 3}}}"#,
+    )
+    .unwrap();
+    let path = file.clone();
+    let app = TestApp::spawn_with(move |s| s.pipeline = Some(path)).await;
+    park(&app, "trawl", "normal", 1, &digest('a')).await;
+    put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    let mut last = String::new();
+    for _ in 0..3 {
+        let l = loop {
+            if let Some(l) = app.lease("trawl", "w").await {
+                break l;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        };
+        let lid = l["lease_id"].as_str().unwrap();
+        let r = app
+            .post(
+                &format!("/v1/leases/{lid}/fail"),
+                "worker:trawl",
+                json!({"error": {"code": "E", "message": "m"}, "retryable": true}),
+            )
+            .await;
+        last = r.body["state"].as_str().unwrap().to_owned();
+    }
+    let _ = std::fs::remove_file(file);
+    assert_eq!(last, "failed");
+    assert!(app.lease("trawl", "w").await.is_none());
+}
+
+#[tokio::test]
+async fn an_item_bounced_between_outdated_pods_ends_in_failed() {
+    let app = TestApp::spawn().await;
+    put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let mut states = Vec::new();
+    for _ in 0..5 {
+        let l = app
+            .lease("trawl", "old-pod")
+            .await
+            .expect("replayed at once");
+        let lid = l["lease_id"].as_str().unwrap();
+        let r = app
+            .post(
+                &format!("/v1/leases/{lid}/needs_subtool"),
+                "worker:trawl",
+                json!({"worker_digest": digest('a'), "layout": {"signature": "s"}}),
+            )
+            .await;
+        states.push(r.body["state"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(states, ["queued", "queued", "queued", "queued", "failed"]);
 }

@@ -509,3 +509,66 @@ fn only_parked_items_can_be_replayed() {
         })
     ));
 }
+
+#[test]
+fn an_item_bounced_by_outdated_pods_fails_through_the_attempt_limit() {
+    let policy = RetryPolicy {
+        max_attempts: 3,
+        ..RetryPolicy::default()
+    };
+    let mut item = queued();
+    let mut last = Vec::new();
+    for n in 1..=3 {
+        item.lease(lid(n), "old", TRAWL, &policy, TTL, T0).unwrap();
+        let rec = LeaseRecord {
+            lease_id: lid(n),
+            item_id: item.id,
+            fence: item.fence,
+            worker_id: "old".into(),
+            outcome: None,
+        };
+        last = item
+            .park_and_replay(
+                &rec,
+                TRAWL,
+                "sha256:old",
+                "sha256:new",
+                &json!({}),
+                &policy,
+                T0,
+            )
+            .unwrap();
+    }
+    assert_eq!(item.state, ItemState::Failed);
+    assert_eq!(
+        last.iter()
+            .map(|e| e.entry.event.as_str())
+            .collect::<Vec<_>>(),
+        ["parked", "failed"]
+    );
+}
+
+#[test]
+fn park_and_replay_charges_the_attempt_and_requeues() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let entries = item
+        .park_and_replay(
+            &rec,
+            TRAWL,
+            "sha256:old",
+            "sha256:new",
+            &json!({}),
+            &RetryPolicy::default(),
+            T0,
+        )
+        .unwrap();
+    assert_eq!((item.state, item.attempt), (ItemState::Queued, 1));
+    assert_eq!(
+        entries
+            .iter()
+            .map(|e| e.entry.event.as_str())
+            .collect::<Vec<_>>(),
+        ["parked", "replayed"]
+    );
+}

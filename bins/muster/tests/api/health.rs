@@ -1,0 +1,130 @@
+//! Shipkeeper's health intake: redacted before storage, bounded storage.
+
+use hyper::StatusCode;
+use serde_json::json;
+
+use crate::harness::TestApp;
+
+#[tokio::test]
+async fn a_health_report_is_accepted_with_its_addresses_redacted_and_counted() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .post(
+            "/v1/health",
+            "shipkeeper",
+            json!({
+                "pods": [{"kind": "trawl", "ready": false, "restarts": 3, "phase": "CrashLoopBackOff"}],
+                "events": [{"kind": "trawl", "reason": "BackOff",
+                            "message": "dial tcp 10.0.3.7:5432 from ip-10-0-1-23.eu-west-1.compute.internal via [fe80::1]:80"}]
+            }),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.body.clone()),
+        (StatusCode::ACCEPTED, json!({"accepted": 2, "redacted": 3}))
+    );
+    let stored: String = app
+        .db
+        .client()
+        .await
+        .query_one(
+            "SELECT events::text FROM core.worker_health WHERE kind = 'trawl'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    for raw in ["10.0.3.7", "ip-10-0-1-23", "compute.internal", "fe80"] {
+        assert!(!stored.contains(raw), "{raw} stored in {stored}");
+    }
+    assert!(stored.contains("[redacted]"));
+}
+
+#[tokio::test]
+async fn health_storage_keeps_one_record_per_kind_and_the_newest_events() {
+    let app = TestApp::spawn().await;
+    for i in 0..30 {
+        let r = app
+            .post(
+                "/v1/health",
+                "shipkeeper",
+                json!({"pods": [{"kind": "assay", "ready": true, "restarts": i, "phase": "Running"}],
+                       "events": [{"kind": "assay", "reason": format!("r{i}"), "message": "m"}]}),
+            )
+            .await;
+        assert_eq!(r.status, StatusCode::ACCEPTED);
+    }
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.worker_health")
+            .await,
+        1
+    );
+    let (events, first, restarts): (i64, String, i32) = {
+        let row = app
+            .db
+            .client()
+            .await
+            .query_one(
+                "SELECT jsonb_array_length(events)::int8, events->0->>'reason', restarts FROM core.worker_health",
+                &[],
+            )
+            .await
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    assert_eq!((events, first.as_str(), restarts), (20, "r10", 29));
+}
+
+#[tokio::test]
+async fn only_shipkeeper_reports_health() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .post("/v1/health", "conn", json!({"pods": [], "events": []}))
+        .await;
+    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "E_FORBIDDEN"));
+}
+
+#[tokio::test]
+async fn a_health_report_naming_an_unknown_kind_is_refused() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .post("/v1/health", "shipkeeper", json!({"pods": [{"kind": "plainforge", "ready": true, "restarts": 0, "phase": "Running"}]}))
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
+    );
+}
+
+#[tokio::test]
+async fn the_latest_health_per_kind_is_available_to_the_live_feed_port() {
+    use muster_app::ports::Logbook;
+    let app = TestApp::spawn().await;
+    app.post(
+        "/v1/health",
+        "shipkeeper",
+        json!({"pods": [{"kind": "sextant", "ready": true, "restarts": 1, "phase": "Running"}],
+               "events": [{"kind": "sextant", "reason": "Pulled", "message": "on node gke-prod-pool-1-abcd"}]}),
+    )
+    .await;
+    let logbook = muster_pg::PgLogbook::new(app.db.pool());
+    let latest = logbook.latest_health().await.unwrap();
+    assert_eq!(latest.len(), 1);
+    let h = serde_json::to_value(&latest[0]).unwrap();
+    assert_eq!(
+        (
+            h["kind"].clone(),
+            h["ready"].clone(),
+            h["restarts"].clone(),
+            h["phase"].clone(),
+            h["events"].clone()
+        ),
+        (
+            json!("sextant"),
+            json!(true),
+            json!(1),
+            json!("Running"),
+            json!([{"kind": "sextant", "reason": "Pulled", "message": "on node [redacted]"}])
+        )
+    );
+}
