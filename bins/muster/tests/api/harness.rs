@@ -44,6 +44,19 @@ fn init_test_log() {
     });
 }
 
+/// Settings with a pipeline file of fast retries for trawl: 1 ms backoff, `max_attempts`.
+pub fn fast_retries(max_attempts: u32) -> impl FnOnce(&mut Settings) {
+    move |s| {
+        let path =
+            std::env::temp_dir().join(format!("muster-pipeline-{}.json", uuid::Uuid::now_v7()));
+        let text = format!(
+            r#"{{"retry": {{"trawl": {{"base_ms": 1, "factor": 1, "cap_ms": 1, "max_attempts": {max_attempts}}}}}}}"#
+        );
+        std::fs::write(&path, text).unwrap();
+        s.pipeline = Some(path);
+    }
+}
+
 /// The plain token of a principal in tests.
 pub fn token(principal: &str) -> String {
     format!("test-token-{principal}")
@@ -111,6 +124,13 @@ impl TestApp {
         settings.tokens = Some(tokens);
         adjust(&mut settings);
         let app = muster::build(&settings).expect("build the app");
+        if let Some(p) = settings.pipeline.as_ref().filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("muster-pipeline-"))
+        }) {
+            // Read at build time; not needed afterwards.
+            let _ = std::fs::remove_file(p);
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = oneshot::channel::<()>();
@@ -189,6 +209,28 @@ impl TestApp {
             .await;
         assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
         r.body["item_id"].as_str().unwrap().to_owned()
+    }
+
+    /// Leases one item of `kind`, polling until one is leasable (e.g. after a backoff).
+    pub async fn lease_eventually(&self, kind: &str, worker_id: &str) -> Value {
+        for _ in 0..2000 {
+            if let Some(l) = self.lease(kind, worker_id).await {
+                return l;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        panic!("no {kind} item became leasable");
+    }
+
+    /// Reports a failure of the lease `lease` held by a worker of `kind`.
+    pub async fn fail(&self, lease: &Value, kind: &str, retryable: bool) -> Resp {
+        let lid = lease["lease_id"].as_str().unwrap();
+        self.post(
+            &format!("/v1/leases/{lid}/fail"),
+            &format!("worker:{kind}"),
+            serde_json::json!({"error": {"code": "E_TEST", "message": "failed on purpose"}, "retryable": retryable}),
+        )
+        .await
     }
 
     /// Leases one item of `kind` without waiting; `None` on 204.

@@ -350,34 +350,14 @@ async fn a_final_failure_fails_the_item_and_an_operator_retry_requeues_it_with_a
 
 #[tokio::test]
 async fn attempts_exhausted_by_retryable_failures_end_in_failed() {
-    let dir = std::env::temp_dir().join(format!("muster-pipeline-{}", uuid::Uuid::now_v7()));
-    std::fs::write(
-        &dir,
-        r#"{"retry": {"trawl": {"base_ms": 1, "factor": 1, "cap_ms": 1, "max_attempts": 2}}}"#,
-    )
-    .unwrap();
-    let path = dir.clone();
-    let app = TestApp::spawn_with(move |s| s.pipeline = Some(path)).await;
+    let app = TestApp::spawn_with(crate::harness::fast_retries(2)).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let mut states = Vec::new();
     for _ in 0..2 {
-        let l = loop {
-            if let Some(l) = app.lease("trawl", "w").await {
-                break l;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        };
-        let lid = l["lease_id"].as_str().unwrap();
-        let r = app
-            .post(
-                &format!("/v1/leases/{lid}/fail"),
-                "worker:trawl",
-                json!({"error": {"code": "E", "message": "m"}, "retryable": true}),
-            )
-            .await;
+        let l = app.lease_eventually("trawl", "w").await;
+        let r = app.fail(&l, "trawl", true).await;
         states.push(r.body["state"].as_str().unwrap().to_owned());
     }
-    let _ = std::fs::remove_file(dir);
     assert_eq!(states, ["queued", "failed"]);
 }
 

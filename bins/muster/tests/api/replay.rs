@@ -319,35 +319,17 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
 
 #[tokio::test]
 async fn replayed_items_that_keep_failing_end_in_failed_through_the_attempt_limit() {
-    let file = std::env::temp_dir().join(format!("muster-pipeline-{}", uuid::Uuid::now_v7()));
-    std::fs::write(
-        &file,
-        r#"{"retry": {"trawl": {"base_ms": 1, "factor": 1, "cap_ms": 1, "max_attempts": 3}}}"#,
-    )
-    .unwrap();
-    let path = file.clone();
-    let app = TestApp::spawn_with(move |s| s.pipeline = Some(path)).await;
+    let app = TestApp::spawn_with(crate::harness::fast_retries(3)).await;
     park(&app, "trawl", "normal", 1, &digest('a')).await;
     put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
     let mut last = String::new();
     for _ in 0..3 {
-        let l = loop {
-            if let Some(l) = app.lease("trawl", "w").await {
-                break l;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        };
-        let lid = l["lease_id"].as_str().unwrap();
-        let r = app
-            .post(
-                &format!("/v1/leases/{lid}/fail"),
-                "worker:trawl",
-                json!({"error": {"code": "E", "message": "m"}, "retryable": true}),
-            )
-            .await;
-        last = r.body["state"].as_str().unwrap().to_owned();
+        let l = app.lease_eventually("trawl", "w").await;
+        last = app.fail(&l, "trawl", true).await.body["state"]
+            .as_str()
+            .unwrap()
+            .to_owned();
     }
-    let _ = std::fs::remove_file(file);
     assert_eq!(last, "failed");
     assert!(app.lease("trawl", "w").await.is_none());
 }
