@@ -74,6 +74,9 @@ pub struct Settings {
     /// Pipeline file: routes and retry policies per kind (JSON; see docs/operations.md).
     #[arg(long, env = "MUSTER_PIPELINE", global = true)]
     pub pipeline: Option<PathBuf>,
+    /// Live-feed tuning (not a flag: the defaults are the contract's).
+    #[arg(skip)]
+    pub feed: muster_app::feed::FeedSettings,
 }
 
 impl Settings {
@@ -87,6 +90,7 @@ impl Settings {
             lease_ttl_ms: 30_000,
             log_format: LogFormat::Json,
             pipeline: None,
+            feed: muster_app::feed::FeedSettings::default(),
         }
     }
 }

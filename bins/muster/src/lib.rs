@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use muster_app::auth::{Authenticator, TokenTable};
+use muster_app::feed::Feed;
 use muster_app::ports::{Clock, Ids, Jitter};
 use muster_app::signal::WorkSignal;
 use muster_app::{Config, Muster};
@@ -99,16 +100,26 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         config.routes = routes;
         config.retry = retry;
     }
+    let signal = WorkSignal::new();
     let muster = Muster::new(
         Arc::new(logbook.clone()),
         Arc::new(SystemClock),
         Arc::new(V7Ids),
         Arc::new(RandomJitter),
-        WorkSignal::new(),
+        signal.clone(),
         config,
+    );
+    let feed = Feed::new(
+        Arc::new(logbook.clone()),
+        Arc::new(logbook.clone()),
+        Arc::new(SystemClock),
+        Arc::new(RandomJitter),
+        signal,
+        settings.feed.clone(),
     );
     let state = AppState {
         muster,
+        feed,
         auth,
         readiness: Arc::new(logbook.clone()),
     };
@@ -123,6 +134,7 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let signal = app.state.muster.signal().clone();
+    let pump = tokio::spawn(app.state.feed.clone().run());
     let router = muster_http::router(app.state);
     let shutdown = async move {
         shutdown.await;
@@ -130,6 +142,7 @@ pub async fn serve(
         signal.shut_down();
     };
     muster_http::serve(listener, router, ServerSettings::default(), shutdown).await;
+    pump.abort();
     Ok(())
 }
 

@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod feed;
 pub mod ports;
 pub mod service;
 pub mod signal;

@@ -150,7 +150,7 @@ impl Muster {
         match tx.insert_item(&new).await? {
             Inserted::New => {
                 tx.append(&[entry]).await?;
-                tx.commit().await?;
+                self.commit(tx).await?;
                 self.signal.notify(req.kind);
                 Ok(Enqueued {
                     item_id: id.to_string(),
@@ -159,7 +159,7 @@ impl Muster {
                 })
             }
             Inserted::Existing { id, state } => {
-                tx.commit().await?;
+                self.commit(tx).await?;
                 Ok(Enqueued {
                     item_id: id.to_string(),
                     state,
@@ -235,7 +235,7 @@ impl Muster {
                     tx.save_item(&item).await?;
                     tx.insert_lease(&record, kind, now).await?;
                     tx.append(&[entry]).await?;
-                    tx.commit().await?;
+                    self.commit(tx).await?;
                     let expires_at = item.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
                     return Ok(Some(LeaseGranted {
                         lease_id: lease_id.to_string(),
@@ -264,7 +264,7 @@ impl Muster {
                 }
             }
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(None)
     }
 
@@ -281,7 +281,7 @@ impl Muster {
         let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
         let expires_at = item.heartbeat(&record, actor, worker_id, self.config.lease_ttl, now)?;
         tx.save_item(&item).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(HeartbeatAck { expires_at })
     }
 
@@ -323,7 +323,7 @@ impl Muster {
                     response: Value::Null,
                 };
                 tx.finish_lease(lease_id, &outcome, now).await?;
-                tx.commit().await?;
+                self.commit(tx).await?;
                 tracing::info!(%lease_id, item_id = %item.id, "late result recorded; lease was superseded");
                 return Err(AppError::LeaseLost);
             }
@@ -383,7 +383,7 @@ impl Muster {
             response: to_value(&answer)?,
         };
         tx.finish_lease(lease_id, &outcome, now).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         for c in &children {
             self.signal.notify(c.item.kind);
         }
@@ -436,7 +436,7 @@ impl Muster {
             response: to_value(&answer)?,
         };
         tx.finish_lease(lease_id, &stored, now).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(answer)
     }
 
@@ -500,7 +500,7 @@ impl Muster {
             response: to_value(&answer)?,
         };
         tx.finish_lease(lease_id, &stored, now).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(answer)
     }
 
@@ -527,7 +527,7 @@ impl Muster {
         let mut tx = self.logbook.begin().await?;
         let previous = tx.record_digest(kind, digest, now).await?;
         if previous.as_deref() == Some(digest) {
-            tx.commit().await?;
+            self.commit(tx).await?;
             return Ok(DigestRecorded {
                 kind,
                 digest: digest.to_owned(),
@@ -541,7 +541,7 @@ impl Muster {
             tx.save_item(item).await?;
         }
         tx.append(&entries).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         if !parked.is_empty() {
             tracing::info!(kind = %kind, replayed = parked.len(), "parked items replayed for a new worker digest");
             self.signal.notify(kind);
@@ -610,12 +610,21 @@ impl Muster {
         let entry = item.retry(actor, now)?;
         tx.save_item(&item).await?;
         tx.append(&[entry]).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         self.signal.notify(item.kind);
         Ok(Retried {
             item_id: id.to_string(),
             state: item.state,
         })
+    }
+}
+
+impl Muster {
+    /// Commits and tells the live feed that the ledger may have grown.
+    async fn commit(&self, tx: Box<dyn LogbookTx>) -> Result<(), AppError> {
+        tx.commit().await?;
+        self.signal.ledger_changed();
+        Ok(())
     }
 }
 

@@ -18,6 +18,7 @@ use tokio::sync::watch;
 #[derive(Debug, Clone)]
 pub struct WorkSignal {
     kinds: Arc<HashMap<Kind, watch::Sender<u64>>>,
+    ledger: watch::Sender<u64>,
     shutdown: watch::Sender<bool>,
 }
 
@@ -35,6 +36,7 @@ impl WorkSignal {
             .collect();
         WorkSignal {
             kinds: Arc::new(kinds),
+            ledger: watch::channel(0u64).0,
             shutdown: watch::channel(false).0,
         }
     }
@@ -47,6 +49,32 @@ impl WorkSignal {
     /// Work of `kind` may have become leasable.
     pub fn notify(&self, kind: Kind) {
         self.kinds[&kind].send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// This process committed ledger rows: the live feed may read at once.
+    pub fn ledger_changed(&self) {
+        self.ledger.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// Waits until this process commits ledger rows, `timeout` passes, or shutdown.
+    pub async fn wait_ledger(&self, timeout: Duration) {
+        let mut rx = self.ledger.subscribe();
+        rx.mark_unchanged();
+        let mut stop = self.shutdown.subscribe();
+        if *stop.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = rx.changed() => {}
+            _ = stop.wait_for(|s| *s) => {}
+            _ = tokio::time::sleep(timeout) => {}
+        }
+    }
+
+    /// Resolves once shutdown begins.
+    pub async fn shutting_down(&self) {
+        let mut stop = self.shutdown.subscribe();
+        let _ = stop.wait_for(|s| *s).await;
     }
 
     /// Ends every wait at once (shutdown): waiting lease requests answer "no work".

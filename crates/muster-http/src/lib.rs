@@ -9,6 +9,7 @@ pub mod error;
 mod extract;
 mod routes;
 pub mod server;
+mod sse;
 
 pub use routes::{AppState, router};
 pub use server::{ServerSettings, serve};

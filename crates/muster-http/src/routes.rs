@@ -24,6 +24,7 @@ use crate::extract::{Caller, JsonBody};
 #[derive(Clone)]
 pub struct AppState {
     pub muster: Muster,
+    pub feed: muster_app::feed::Feed,
     pub auth: Arc<dyn Authenticator>,
     pub readiness: Arc<dyn Readiness>,
 }
@@ -46,6 +47,8 @@ pub fn router(state: AppState) -> Router {
             axum::routing::put(report_digest),
         )
         .route("/v1/health", post(report_health))
+        .route("/v1/queues", get(queues))
+        .route("/v1/events", get(crate::sse::events))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -356,4 +359,9 @@ async fn report_health(
         StatusCode::ACCEPTED,
         &s.muster.report_health(p, &pods, &events).await?,
     ))
+}
+
+async fn queues(State(s): State<AppState>, Caller(p): Caller) -> ApiResult {
+    crate::sse::may_watch(p)?;
+    Ok(ok_json(StatusCode::OK, &s.feed.queues().await?))
 }

@@ -8,6 +8,7 @@
 //! replaces broken connections by itself, so service resumes when the database returns.
 
 mod error;
+mod feed;
 mod logbook;
 mod migrate;
 mod pool;

@@ -35,6 +35,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "worker_health",
         sql: include_str!("../../../migrations/V3__worker_health.sql"),
     },
+    Migration {
+        version: 4,
+        name: "ledger_feed",
+        sql: include_str!("../../../migrations/V4__ledger_feed.sql"),
+    },
 ];
 
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".

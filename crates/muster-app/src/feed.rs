@@ -1,0 +1,426 @@
+//! The live feed: one pump per process reads the ledger from Logbook in order (never skipping a
+//! late commit, see `muster_domain::feed::Cursor`), keeps queue depths, and publishes events to
+//! subscribers through a bounded broadcast buffer. Every replica runs its own pump on the same
+//! ledger, so every replica serves the same feed.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use muster_domain::feed::{Cursor, Depths, FeedRow};
+use muster_domain::{ItemState, Kind, Priority};
+use serde::Serialize;
+use time::OffsetDateTime;
+use tokio::sync::broadcast;
+
+use crate::AppError;
+use crate::ports::{Clock, FeedSource, Jitter, LedgerEvent, Logbook};
+use crate::signal::WorkSignal;
+use crate::views::HealthView;
+
+/// Tuning of the feed.
+#[derive(Debug, Clone)]
+pub struct FeedSettings {
+    /// Events a subscriber may fall behind before it is disconnected (it resumes with
+    /// Last-Event-ID). The buffer is shared by all subscribers.
+    pub buffer: usize,
+    /// Heartbeat interval per subscriber (the contract: at least every 5 s).
+    pub heartbeat: Duration,
+    /// Least interval between `queues` events.
+    pub queues_every: Duration,
+    /// How often the pump reads the ledger when this process committed nothing (other
+    /// replicas' transitions arrive within this time).
+    pub poll: Duration,
+    /// A resume further back than this many transitions gets `reset`.
+    pub resume_window: i64,
+}
+
+impl Default for FeedSettings {
+    fn default() -> Self {
+        FeedSettings {
+            buffer: 1024,
+            heartbeat: Duration::from_secs(4),
+            queues_every: Duration::from_secs(2),
+            poll: Duration::from_millis(100),
+            resume_window: 10_000,
+        }
+    }
+}
+
+/// A `transition` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Transition {
+    pub seq: i64,
+    pub subject: String,
+    pub id: String,
+    pub kind: Option<Kind>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub actor: String,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
+/// One queue depth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Depth {
+    pub kind: Kind,
+    pub priority: Priority,
+    pub state: ItemState,
+    pub count: i64,
+}
+
+/// The body of `GET /v1/queues` and of the `queues` event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QueuesView {
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    pub depths: Vec<Depth>,
+}
+
+/// What a subscriber receives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum FeedEvent {
+    Transition(Transition),
+    Queues(QueuesView),
+    Health(HealthView),
+    Heartbeat { at: OffsetDateTime, seq: i64 },
+    Reset { reason: String },
+}
+
+struct State {
+    started: bool,
+    position: i64,
+    depths: Depths,
+}
+
+struct Inner {
+    source: Arc<dyn FeedSource>,
+    logbook: Arc<dyn Logbook>,
+    clock: Arc<dyn Clock>,
+    jitter: Arc<dyn Jitter>,
+    signal: WorkSignal,
+    settings: FeedSettings,
+    tx: broadcast::Sender<Arc<FeedEvent>>,
+    state: Mutex<State>,
+    started: tokio::sync::watch::Sender<bool>,
+}
+
+/// The live feed of one process.
+#[derive(Clone)]
+pub struct Feed {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Feed")
+            .field("settings", &self.inner.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+const READ_LIMIT: i64 = 500;
+
+impl Feed {
+    pub fn new(
+        source: Arc<dyn FeedSource>,
+        logbook: Arc<dyn Logbook>,
+        clock: Arc<dyn Clock>,
+        jitter: Arc<dyn Jitter>,
+        signal: WorkSignal,
+        settings: FeedSettings,
+    ) -> Self {
+        let (tx, _) = broadcast::channel(settings.buffer.max(1));
+        Feed {
+            inner: Arc::new(Inner {
+                source,
+                logbook,
+                clock,
+                jitter,
+                signal,
+                settings,
+                tx,
+                state: Mutex::new(State {
+                    started: false,
+                    position: 0,
+                    depths: Depths::default(),
+                }),
+                started: tokio::sync::watch::channel(false).0,
+            }),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The reconnection delay to tell one subscriber: 1 to 3 s, jittered so that a restart
+    /// does not bring every client back in the same instant.
+    pub fn retry_ms(&self) -> u64 {
+        1000 + (self.inner.jitter.sample().clamp(0.0, 1.0) * 2000.0) as u64
+    }
+
+    /// The last ledger sequence this process has published.
+    pub fn position(&self) -> i64 {
+        self.state().position
+    }
+
+    /// The current depths (answered from memory: no query, whatever the backlog).
+    pub async fn queues(&self) -> Result<QueuesView, AppError> {
+        self.wait_started().await?;
+        Ok(self.current_queues())
+    }
+
+    fn current_queues(&self) -> QueuesView {
+        let st = self.state();
+        self.view(&st.depths)
+    }
+
+    /// Waits (briefly) for the pump's first count; a feed that cannot start is unavailable.
+    async fn wait_started(&self) -> Result<(), AppError> {
+        if self.state().started {
+            return Ok(());
+        }
+        let mut rx = self.inner.started.subscribe();
+        match tokio::time::timeout(Duration::from_secs(5), rx.wait_for(|s| *s)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(AppError::Unavailable),
+        }
+    }
+
+    fn view(&self, depths: &Depths) -> QueuesView {
+        QueuesView {
+            at: self.inner.clock.now(),
+            depths: depths
+                .snapshot()
+                .into_iter()
+                .map(|(kind, priority, state, count)| Depth {
+                    kind,
+                    priority,
+                    state,
+                    count,
+                })
+                .collect(),
+        }
+    }
+
+    fn publish(&self, event: FeedEvent) {
+        // No subscriber is not an error.
+        let _ = self.inner.tx.send(Arc::new(event));
+    }
+
+    /// The pump: runs until shutdown. Logbook outages are waited out.
+    pub async fn run(self) {
+        let s = self.inner.clone();
+        let start = loop {
+            if s.signal.is_shut_down() {
+                return;
+            }
+            match s.source.start().await {
+                Ok(start) => break start,
+                Err(e) => {
+                    tracing::warn!(error = %e, "live feed cannot start yet; retrying");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        };
+        let mut cursor = Cursor::after(start.position);
+        {
+            let mut st = self.state();
+            st.depths = Depths::from_counts(start.counts);
+            st.position = start.position;
+            st.started = true;
+        }
+        self.inner.started.send_replace(true);
+        let mut last_queues = self.current_queues().depths;
+        let mut last_health: Vec<HealthView> = Vec::new();
+        let mut next_tick = tokio::time::Instant::now();
+        while !s.signal.is_shut_down() {
+            match s
+                .source
+                .read_after(cursor.position(), &start.snapshot, READ_LIMIT)
+                .await
+            {
+                Ok((rows, horizon)) => {
+                    let full = rows.len() as i64 == READ_LIMIT;
+                    let rows = rows
+                        .into_iter()
+                        .map(|r| FeedRow { seq: r.seq, row: r })
+                        .collect();
+                    for r in cursor.advance(rows, horizon) {
+                        self.deliver(r.row);
+                    }
+                    if full && !cursor.is_waiting() {
+                        continue;
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "live feed read failed; retrying"),
+            }
+            if tokio::time::Instant::now() >= next_tick {
+                next_tick = tokio::time::Instant::now() + s.settings.queues_every;
+                let q = self.current_queues();
+                if q.depths != last_queues {
+                    last_queues = q.depths.clone();
+                    self.publish(FeedEvent::Queues(q));
+                }
+                match s.logbook.latest_health().await {
+                    Ok(health) => {
+                        for h in health.iter().filter(|h| !last_health.contains(h)) {
+                            self.publish(FeedEvent::Health(h.clone()));
+                        }
+                        last_health = health;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "live feed health read failed"),
+                }
+            }
+            let wait = if cursor.is_waiting() {
+                Duration::from_millis(20)
+            } else {
+                s.settings.poll
+            };
+            s.signal.wait_ledger(wait).await;
+        }
+    }
+
+    fn deliver(&self, e: LedgerEvent) {
+        {
+            let mut st = self.state();
+            let counts = !e.counted && e.subject_type == "item";
+            if let (true, Some(kind), Some(priority)) = (counts, e.kind, e.priority) {
+                let from = e.from_state.as_deref().and_then(|s| s.parse().ok());
+                let to = e.to_state.as_deref().and_then(|s| s.parse().ok());
+                st.depths.apply(kind, priority, from, to);
+            }
+            st.position = e.seq;
+        }
+        self.publish(FeedEvent::Transition(transition(e)));
+    }
+
+    /// Subscribes; with `last_event_id`, first replays every transition after it.
+    pub async fn subscribe(&self, last_event_id: Option<i64>) -> Result<Subscription, AppError> {
+        self.wait_started().await?;
+        let rx = self.inner.tx.subscribe();
+        let (position, queues) = {
+            let st = self.state();
+            (st.position, self.view(&st.depths))
+        };
+        let mut first = vec![FeedEvent::Queues(queues)];
+        let mut skip_through = position;
+        if let Some(last) = last_event_id {
+            let newest = self.inner.source.newest_seq().await?;
+            if last > newest || last < 0 {
+                first.push(FeedEvent::Reset {
+                    reason: format!("unknown event id {last}; reload /v1/queues"),
+                });
+            } else if position - last > self.inner.settings.resume_window {
+                first.push(FeedEvent::Reset {
+                    reason: format!(
+                        "event id {last} is older than the retained window; reload /v1/queues"
+                    ),
+                });
+            } else if last < position {
+                let backlog = self.inner.source.backlog(last, position).await?;
+                first.extend(
+                    backlog
+                        .into_iter()
+                        .map(|e| FeedEvent::Transition(transition(e))),
+                );
+            } else {
+                // This replica has not published `last` yet: skip up to it.
+                skip_through = last;
+            }
+        }
+        first.reverse();
+        Ok(Subscription {
+            first,
+            rx,
+            skip_through,
+            feed: self.clone(),
+            heartbeat: tokio::time::interval_at(
+                tokio::time::Instant::now() + self.inner.settings.heartbeat,
+                self.inner.settings.heartbeat,
+            ),
+            finished: false,
+        })
+    }
+}
+
+fn transition(e: LedgerEvent) -> Transition {
+    Transition {
+        seq: e.seq,
+        subject: e.subject_type,
+        id: e.subject_id,
+        kind: e.kind,
+        from: e.from_state,
+        to: e.to_state,
+        actor: e.actor,
+        at: e.at,
+    }
+}
+
+/// Why a subscription ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The subscriber fell further behind than the buffer: it is cut loose and resumes with
+    /// Last-Event-ID.
+    TooSlow,
+    /// The server is shutting down; the final event was sent.
+    Shutdown,
+}
+
+/// One subscriber's stream of events.
+pub struct Subscription {
+    first: Vec<FeedEvent>,
+    rx: broadcast::Receiver<Arc<FeedEvent>>,
+    skip_through: i64,
+    feed: Feed,
+    heartbeat: tokio::time::Interval,
+    finished: bool,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription")
+            .field("skip_through", &self.skip_through)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Subscription {
+    /// The next event, or why the stream ends.
+    pub async fn next(&mut self) -> Result<FeedEvent, End> {
+        if self.finished {
+            return Err(End::Shutdown);
+        }
+        if let Some(e) = self.first.pop() {
+            return Ok(e);
+        }
+        let signal = self.feed.inner.signal.clone();
+        loop {
+            tokio::select! {
+                biased;
+                _ = signal.shutting_down() => {
+                    self.finished = true;
+                    return Ok(FeedEvent::Reset { reason: "server shutting down; reconnect with Last-Event-ID".into() });
+                }
+                r = self.rx.recv() => match r {
+                    Ok(e) => {
+                        let history = matches!(e.as_ref(), FeedEvent::Transition(t) if t.seq <= self.skip_through);
+                        if history {
+                            continue;
+                        }
+                        return Ok(e.as_ref().clone());
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => return Err(End::TooSlow),
+                    Err(broadcast::error::RecvError::Closed) => return Err(End::Shutdown),
+                },
+                _ = self.heartbeat.tick() => {
+                    return Ok(FeedEvent::Heartbeat { at: self.feed.inner.clock.now(), seq: self.feed.position() });
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,176 @@
+//! The feed's subscriber rules, against mockall ports (no database).
+
+use super::*;
+use crate::ports::{MockClock, MockFeedSource, MockJitter, MockLogbook};
+use time::macros::datetime;
+
+const NOW: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
+
+fn event(seq: i64) -> LedgerEvent {
+    LedgerEvent {
+        seq,
+        subject_type: "item".into(),
+        subject_id: format!("item-{seq}"),
+        kind: Some(Kind::Trawl),
+        priority: Some(Priority::Normal),
+        from_state: None,
+        to_state: Some("queued".into()),
+        actor: "operator".into(),
+        at: NOW,
+        counted: false,
+    }
+}
+
+fn feed_with(source: MockFeedSource, settings: FeedSettings) -> (Feed, WorkSignal) {
+    let mut clock = MockClock::new();
+    clock.expect_now().return_const(NOW);
+    let signal = WorkSignal::new();
+    let mut jitter = MockJitter::new();
+    jitter.expect_sample().return_const(0.5);
+    let feed = Feed::new(
+        Arc::new(source),
+        Arc::new(MockLogbook::new()),
+        Arc::new(clock),
+        Arc::new(jitter),
+        signal.clone(),
+        settings,
+    );
+    feed.state().started = true;
+    (feed, signal)
+}
+
+fn seq_of(e: &FeedEvent) -> i64 {
+    match e {
+        FeedEvent::Transition(t) => t.seq,
+        other => panic!("expected a transition, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_subscriber_first_gets_the_queue_depths() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    feed.deliver(event(1));
+    let mut sub = feed.subscribe(None).await.unwrap();
+    match sub.next().await.unwrap() {
+        FeedEvent::Queues(q) => assert_eq!(
+            q.depths,
+            [Depth {
+                kind: Kind::Trawl,
+                priority: Priority::Normal,
+                state: ItemState::Queued,
+                count: 1
+            }]
+        ),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn transitions_after_subscribing_arrive_in_order() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    for s in 1..=3 {
+        feed.deliver(event(s));
+    }
+    let got = [
+        seq_of(&sub.next().await.unwrap()),
+        seq_of(&sub.next().await.unwrap()),
+        seq_of(&sub.next().await.unwrap()),
+    ];
+    assert_eq!(got, [1, 2, 3]);
+}
+
+#[tokio::test]
+async fn a_subscriber_that_falls_behind_the_buffer_is_cut_loose() {
+    let settings = FeedSettings {
+        buffer: 4,
+        ..FeedSettings::default()
+    };
+    let (feed, _) = feed_with(MockFeedSource::new(), settings);
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    for s in 1..=10 {
+        feed.deliver(event(s));
+    }
+    assert_eq!(sub.next().await, Err(End::TooSlow));
+}
+
+#[tokio::test]
+async fn resuming_replays_the_transitions_after_the_last_event_id_then_goes_live() {
+    let mut source = MockFeedSource::new();
+    source.expect_newest_seq().returning(|| Ok(5));
+    source
+        .expect_backlog()
+        .withf(|after, through| (*after, *through) == (2, 5))
+        .returning(|_, _| Ok((3..=5).map(event).collect()));
+    let (feed, _) = feed_with(source, FeedSettings::default());
+    for s in 1..=5 {
+        feed.deliver(event(s));
+    }
+    let mut sub = feed.subscribe(Some(2)).await.unwrap();
+    sub.next().await.unwrap(); // queues
+    feed.deliver(event(6));
+    let mut seqs = Vec::new();
+    for _ in 0..4 {
+        seqs.push(seq_of(&sub.next().await.unwrap()));
+    }
+    assert_eq!(seqs, [3, 4, 5, 6]);
+}
+
+#[tokio::test]
+async fn an_unknown_event_id_gets_a_reset() {
+    let mut source = MockFeedSource::new();
+    source.expect_newest_seq().returning(|| Ok(5));
+    let (feed, _) = feed_with(source, FeedSettings::default());
+    let mut sub = feed.subscribe(Some(99)).await.unwrap();
+    sub.next().await.unwrap();
+    assert!(matches!(sub.next().await, Ok(FeedEvent::Reset { .. })));
+}
+
+#[tokio::test]
+async fn an_event_id_older_than_the_window_gets_a_reset() {
+    let mut source = MockFeedSource::new();
+    source.expect_newest_seq().returning(|| Ok(50));
+    let settings = FeedSettings {
+        resume_window: 10,
+        ..FeedSettings::default()
+    };
+    let (feed, _) = feed_with(source, settings);
+    for s in 1..=50 {
+        feed.deliver(event(s));
+    }
+    let mut sub = feed.subscribe(Some(3)).await.unwrap();
+    sub.next().await.unwrap();
+    assert!(matches!(sub.next().await, Ok(FeedEvent::Reset { .. })));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_quiet_stream_gets_a_heartbeat_with_the_newest_sequence() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    feed.deliver(event(1));
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    let started = tokio::time::Instant::now();
+    assert_eq!(
+        sub.next().await,
+        Ok(FeedEvent::Heartbeat { at: NOW, seq: 1 })
+    );
+    assert!(tokio::time::Instant::now() - started <= Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn shutdown_sends_a_final_event_and_ends_the_stream() {
+    let (feed, signal) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    signal.shut_down();
+    assert!(matches!(sub.next().await, Ok(FeedEvent::Reset { .. })));
+    assert_eq!(sub.next().await, Err(End::Shutdown));
+}
+
+#[test]
+fn the_retry_hint_is_jittered_between_one_and_three_seconds() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    assert_eq!(feed.retry_ms(), 2000);
+}

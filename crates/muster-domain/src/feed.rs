@@ -1,0 +1,155 @@
+//! The live feed's ordering rules and queue depths. Pure.
+//!
+//! # Delivering the ledger in order without skipping late commits
+//!
+//! Ledger sequence numbers are taken when a row is inserted, not when its transaction commits.
+//! A reader that has delivered row 101 may later see row 100 appear, committed late; a reader
+//! that resumes "after 101" would skip it. [`Cursor`] never delivers past a gap it cannot yet
+//! explain. It delivers rows strictly in sequence; at the first missing number it remembers the
+//! reading snapshot's `xmax` (the first transaction id not yet started when the rows were read)
+//! and the highest sequence it saw. The missing row belongs to a transaction that was in progress
+//! at that snapshot (or one that aborted: identity values are not reused). Once a later read
+//! runs under a snapshot whose `xmin` (oldest transaction still running) is at least that
+//! `xmax`, every such transaction has ended: a number up to the remembered highest sequence that
+//! is still missing will never appear, and the cursor moves past it. The wait is as long as the
+//! transactions in flight at the gap, which are short and bounded (statement and idle-in-
+//! transaction timeouts).
+
+use std::collections::BTreeMap;
+
+use crate::{ItemState, Kind, Priority};
+
+/// One ledger row as the feed sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedRow<T> {
+    pub seq: i64,
+    pub row: T,
+}
+
+/// Where a read of the ledger stands: what the reading snapshot knew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadHorizon {
+    /// `pg_snapshot_xmin` of the reading snapshot.
+    pub xmin: u64,
+    /// `pg_snapshot_xmax` of the reading snapshot.
+    pub xmax: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PendingGap {
+    /// Highest sequence seen by the read that found the gap.
+    bound: i64,
+    /// `xmax` of that read's snapshot.
+    xmax: u64,
+}
+
+/// The position of a reader that delivers every ledger row exactly once, in sequence order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    delivered: i64,
+    pending: Option<PendingGap>,
+}
+
+impl Cursor {
+    /// A cursor that has delivered everything up to and including `seq`.
+    pub fn after(seq: i64) -> Self {
+        Cursor {
+            delivered: seq,
+            pending: None,
+        }
+    }
+
+    /// The last sequence delivered.
+    pub fn position(&self) -> i64 {
+        self.delivered
+    }
+
+    /// Whether a gap is waiting for in-flight transactions to end.
+    pub fn is_waiting(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    /// Takes one read — the rows with `seq > position()` visible to a snapshot, in sequence
+    /// order (a prefix of them is fine), and that snapshot's horizon — and answers the rows that
+    /// may be delivered now, in order. Rows held back are read again next time.
+    pub fn advance<T>(&mut self, rows: Vec<FeedRow<T>>, horizon: ReadHorizon) -> Vec<FeedRow<T>> {
+        let highest = rows.last().map(|r| r.seq);
+        let mut out = Vec::with_capacity(rows.len());
+        for r in rows {
+            if r.seq <= self.delivered {
+                continue;
+            }
+            if r.seq != self.delivered + 1 {
+                // Missing: delivered+1 ..= r.seq-1. They can be passed only if a gap was seen
+                // before, every transaction in flight then has ended, and they all lie within
+                // what that earlier read had seen.
+                let passable = self
+                    .pending
+                    .is_some_and(|p| horizon.xmin >= p.xmax && r.seq - 1 <= p.bound);
+                if !passable {
+                    let resolved = self.pending.is_some_and(|p| horizon.xmin >= p.xmax);
+                    if self.pending.is_none() || resolved {
+                        self.pending = Some(PendingGap {
+                            bound: highest.unwrap_or(r.seq),
+                            xmax: horizon.xmax,
+                        });
+                    }
+                    return out;
+                }
+            }
+            self.delivered = r.seq;
+            if self.pending.is_some_and(|p| self.delivered >= p.bound) {
+                self.pending = None;
+            }
+            out.push(r);
+        }
+        out
+    }
+}
+
+/// Item counts per kind, priority and state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Depths {
+    counts: BTreeMap<(Kind, Priority, ItemState), i64>,
+}
+
+impl Depths {
+    pub fn from_counts(
+        counts: impl IntoIterator<Item = ((Kind, Priority, ItemState), i64)>,
+    ) -> Self {
+        Depths {
+            counts: counts.into_iter().collect(),
+        }
+    }
+
+    /// Applies one transition: one item left `from` (if any) and entered `to` (if any).
+    pub fn apply(
+        &mut self,
+        kind: Kind,
+        priority: Priority,
+        from: Option<ItemState>,
+        to: Option<ItemState>,
+    ) {
+        if from == to {
+            return;
+        }
+        if let Some(f) = from {
+            *self.counts.entry((kind, priority, f)).or_default() -= 1;
+        }
+        if let Some(t) = to {
+            *self.counts.entry((kind, priority, t)).or_default() += 1;
+        }
+    }
+
+    /// The non-zero counts, in kind, priority, state order.
+    pub fn snapshot(&self) -> Vec<(Kind, Priority, ItemState, i64)> {
+        self.counts
+            .iter()
+            .filter(|(_, n)| **n != 0)
+            .map(|((k, p, s), n)| (*k, *p, *s, *n))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

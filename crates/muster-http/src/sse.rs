@@ -1,0 +1,85 @@
+//! `GET /v1/events`: the live feed as Server-Sent Events.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::Response;
+use muster_app::AppError;
+use muster_app::feed::{FeedEvent, Subscription};
+use muster_domain::Principal;
+use serde_json::json;
+
+use crate::error::ApiError;
+use crate::extract::Caller;
+use crate::routes::AppState;
+
+/// Conn and operators watch the pipeline.
+pub(crate) fn may_watch(p: Principal) -> Result<(), ApiError> {
+    match p {
+        Principal::Conn | Principal::Operator => Ok(()),
+        other => Err(AppError::Forbidden(format!("{other} may not watch the live feed")).into()),
+    }
+}
+
+/// One SSE frame.
+fn frame(event: &FeedEvent) -> String {
+    let (name, id, data) = match event {
+        FeedEvent::Transition(t) => ("transition", Some(t.seq), serde_json::to_string(t)),
+        FeedEvent::Queues(q) => ("queues", None, serde_json::to_string(q)),
+        FeedEvent::Health(h) => ("health", None, serde_json::to_string(h)),
+        FeedEvent::Heartbeat { at, seq } => (
+            "heartbeat",
+            None,
+            Ok(json!({"at": at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(), "seq": seq}).to_string()),
+        ),
+        FeedEvent::Reset { reason } => ("reset", None, Ok(json!({ "reason": reason }).to_string())),
+    };
+    // serde_json writes one line: no raw newline can break the frame.
+    let data = data.unwrap_or_else(|_| "{}".into());
+    match id {
+        Some(id) => format!("id: {id}\nevent: {name}\ndata: {data}\n\n"),
+        None => format!("event: {name}\ndata: {data}\n\n"),
+    }
+}
+
+fn last_event_id(headers: &HeaderMap) -> Option<i64> {
+    let raw = headers.get("last-event-id")?;
+    // An id we never sent (unparsable) gets a reset, like any unknown id.
+    Some(
+        raw.to_str()
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(-1),
+    )
+}
+
+pub(crate) async fn events(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    may_watch(p)?;
+    let subscription = s.feed.subscribe(last_event_id(&headers)).await?;
+    let retry = format!("retry: {}\n\n", s.feed.retry_ms());
+    let head = futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(retry) });
+    let events = futures_util::stream::unfold(subscription, |mut sub: Subscription| async move {
+        match sub.next().await {
+            Ok(e) => Some((Ok::<_, std::convert::Infallible>(frame(&e)), sub)),
+            Err(end) => {
+                tracing::debug!(?end, "live feed subscription ended");
+                None
+            }
+        }
+    });
+    let body = Body::from_stream(futures_util::StreamExt::chain(head, events));
+    let mut res = Response::new(body);
+    *res.status_mut() = StatusCode::OK;
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    Ok(res)
+}
