@@ -120,6 +120,8 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let state = AppState {
         muster,
         feed,
+        logbook_metrics: Arc::new(logbook.clone()),
+        http_metrics: muster_http::metrics::HttpMetrics::default(),
         auth,
         readiness: Arc::new(logbook.clone()),
     };

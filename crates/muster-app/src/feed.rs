@@ -160,6 +160,11 @@ impl Feed {
         1000 + (self.inner.jitter.sample().clamp(0.0, 1.0) * 2000.0) as u64
     }
 
+    /// Open subscriptions.
+    pub fn subscribers(&self) -> usize {
+        self.inner.tx.receiver_count()
+    }
+
     /// The last ledger sequence this process has published.
     pub fn position(&self) -> i64 {
         self.state().position

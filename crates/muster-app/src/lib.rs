@@ -11,6 +11,7 @@ pub mod feed;
 pub mod ports;
 pub mod service;
 pub mod signal;
+pub mod stats;
 pub mod views;
 
 pub use error::AppError;

@@ -61,6 +61,22 @@ pub trait Logbook: Send + Sync {
     ) -> Result<(), StoreError>;
     /// The latest health of every kind that has reported (for the live feed).
     async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError>;
+    /// When the oldest queued item of each kind and priority was enqueued (for metrics); one
+    /// index probe per pair, whatever the backlog.
+    async fn oldest_queued(
+        &self,
+    ) -> Result<Vec<(Kind, muster_domain::Priority, OffsetDateTime)>, StoreError>;
+    /// Connections of the pool: open, idle, and the configured maximum.
+    fn pool_status(&self) -> PoolStatus;
+}
+
+/// Connection pool figures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PoolStatus {
+    pub open: u64,
+    pub idle: u64,
+    pub max: u64,
+    pub waiting: u64,
 }
 
 /// One Logbook transaction. Every transition of a use case is written through one of these, so

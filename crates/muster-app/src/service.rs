@@ -16,6 +16,7 @@ use time::Duration;
 use crate::error::AppError;
 use crate::ports::{Clock, Ids, Inserted, Jitter, Logbook, LogbookTx, NewItem};
 use crate::signal::WorkSignal;
+use crate::stats::Stats;
 use crate::views::*;
 
 /// The longest a lease request may wait for work.
@@ -70,6 +71,7 @@ pub struct Muster {
     jitter: Arc<dyn Jitter>,
     signal: WorkSignal,
     config: Arc<Config>,
+    stats: Arc<Stats>,
 }
 
 impl std::fmt::Debug for Muster {
@@ -96,6 +98,7 @@ impl Muster {
             jitter,
             signal,
             config: Arc::new(config),
+            stats: Arc::new(Stats::default()),
         }
     }
 
@@ -105,6 +108,11 @@ impl Muster {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// What the use cases counted since start.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
     }
 
     /// `POST /v1/items`: operators, Conn, and workers whose routes allow the kind.
@@ -151,6 +159,7 @@ impl Muster {
             Inserted::New => {
                 tx.append(&[entry]).await?;
                 self.commit(tx).await?;
+                self.stats.enqueued.add(req.kind, 1);
                 self.signal.notify(req.kind);
                 Ok(Enqueued {
                     item_id: id.to_string(),
@@ -211,6 +220,7 @@ impl Muster {
         let policy = self.config.policy(kind);
         let now = self.clock.now();
         let mut tx = self.logbook.begin().await?;
+        let mut exhausted = 0;
         for _ in 0..MAX_CANDIDATES {
             let Some((mut item, payload)) = tx.lock_next_leasable(kind, now).await? else {
                 break;
@@ -236,6 +246,7 @@ impl Muster {
                     tx.insert_lease(&record, kind, now).await?;
                     tx.append(&[entry]).await?;
                     self.commit(tx).await?;
+                    self.stats.leased.add(kind, 1);
                     let expires_at = item.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
                     return Ok(Some(LeaseGranted {
                         lease_id: lease_id.to_string(),
@@ -255,6 +266,7 @@ impl Muster {
                     tracing::info!(item_id = %item.id, kind = %kind, "expired lease had no attempts left; item failed");
                     tx.save_item(&item).await?;
                     tx.append(&[entry]).await?;
+                    exhausted += 1;
                 }
                 Err(e) => {
                     return Err(AppError::Internal(format!(
@@ -265,6 +277,7 @@ impl Muster {
             }
         }
         self.commit(tx).await?;
+        self.stats.failed_final.add(kind, exhausted);
         Ok(None)
     }
 
@@ -324,6 +337,7 @@ impl Muster {
                 };
                 tx.finish_lease(lease_id, &outcome, now).await?;
                 self.commit(tx).await?;
+                self.stats.late_results.add(item.kind, 1);
                 tracing::info!(%lease_id, item_id = %item.id, "late result recorded; lease was superseded");
                 return Err(AppError::LeaseLost);
             }
@@ -384,7 +398,9 @@ impl Muster {
         };
         tx.finish_lease(lease_id, &outcome, now).await?;
         self.commit(tx).await?;
+        self.stats.completed.add(item.kind, 1);
         for c in &children {
+            self.stats.enqueued.add(c.item.kind, 1);
             self.signal.notify(c.item.kind);
         }
         Ok(answer)
@@ -437,6 +453,10 @@ impl Muster {
         };
         tx.finish_lease(lease_id, &stored, now).await?;
         self.commit(tx).await?;
+        self.stats.failed.add(item.kind, 1);
+        if item.state == ItemState::Failed {
+            self.stats.failed_final.add(item.kind, 1);
+        }
         Ok(answer)
     }
 
@@ -501,6 +521,12 @@ impl Muster {
         };
         tx.finish_lease(lease_id, &stored, now).await?;
         self.commit(tx).await?;
+        self.stats.parked.add(item.kind, 1);
+        match item.state {
+            ItemState::Queued => self.stats.replayed.add(item.kind, 1),
+            ItemState::Failed => self.stats.failed_final.add(item.kind, 1),
+            _ => {}
+        }
         Ok(answer)
     }
 
@@ -542,6 +568,7 @@ impl Muster {
         }
         tx.append(&entries).await?;
         self.commit(tx).await?;
+        self.stats.replayed.add(kind, parked.len() as u64);
         if !parked.is_empty() {
             tracing::info!(kind = %kind, replayed = parked.len(), "parked items replayed for a new worker digest");
             self.signal.notify(kind);

@@ -87,6 +87,8 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        res.extensions_mut()
+            .insert(crate::metrics::ErrorCode(self.code));
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -7,6 +7,7 @@
 
 pub mod error;
 mod extract;
+pub mod metrics;
 mod routes;
 pub mod server;
 mod sse;

@@ -25,6 +25,9 @@ use crate::extract::{Caller, JsonBody};
 pub struct AppState {
     pub muster: Muster,
     pub feed: muster_app::feed::Feed,
+    /// Logbook, for the figures `/metrics` reads at scrape time.
+    pub logbook_metrics: Arc<dyn muster_app::ports::Logbook>,
+    pub http_metrics: crate::metrics::HttpMetrics,
     pub auth: Arc<dyn Authenticator>,
     pub readiness: Arc<dyn Readiness>,
 }
@@ -34,6 +37,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::metrics::metrics))
         .route("/v1/items", post(enqueue))
         .route("/v1/items/{id}", get(item))
         .route("/v1/items/{id}/retry", post(retry))
@@ -51,6 +55,10 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/events", get(crate::sse::events))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.http_metrics.clone(),
+            crate::metrics::track,
+        ))
         .with_state(state)
 }
 

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
-use muster_app::ports::{Inserted, Logbook, LogbookTx, NewItem, StoreError};
+use muster_app::ports::{Inserted, Logbook, LogbookTx, NewItem, PoolStatus, StoreError};
 use muster_app::views::{HealthView, HistoryEntry, ItemView};
 use muster_domain::health::{HealthEvent, KindHealth, MAX_EVENTS_PER_KIND};
 use muster_domain::{
@@ -203,6 +203,44 @@ impl Logbook for PgLogbook {
                 .map_err(store_err)?;
         }
         Ok(())
+    }
+
+    async fn oldest_queued(&self) -> Result<Vec<(Kind, Priority, OffsetDateTime)>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        let stmt = client
+            .prepare_cached(
+                "SELECT k, p, (SELECT i.enqueued_at FROM core.items i
+                               WHERE i.kind = k AND i.priority = p AND i.state = 'queued'
+                               ORDER BY i.enqueued_at LIMIT 1)
+                 FROM unnest($1::text[]) AS k CROSS JOIN unnest('{0,1,2}'::int2[]) AS p",
+            )
+            .await
+            .map_err(store_err)?;
+        let rows = client.query(&stmt, &[&kinds]).await.map_err(store_err)?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let Some(at) = r.get::<_, Option<OffsetDateTime>>(2) else {
+                continue;
+            };
+            let kind: Kind = r
+                .get::<_, String>(0)
+                .parse()
+                .map_err(|e| internal(format!("{e}")))?;
+            let priority = Priority::from_rank(r.get(1)).ok_or_else(|| internal("bad priority"))?;
+            out.push((kind, priority, at));
+        }
+        Ok(out)
+    }
+
+    fn pool_status(&self) -> PoolStatus {
+        let s = self.pool.status();
+        PoolStatus {
+            open: s.size as u64,
+            idle: s.available as u64,
+            max: s.max_size as u64,
+            waiting: s.waiting as u64,
+        }
     }
 
     async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError> {

@@ -6,6 +6,7 @@ mod harness;
 mod health;
 mod leases;
 mod ledger;
+mod metrics;
 mod outage;
 mod replay;
 mod shutdown;

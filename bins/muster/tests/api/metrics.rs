@@ -1,0 +1,76 @@
+//! `/metrics`: what an operator graphs.
+
+use std::time::Duration;
+
+use hyper::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::TestApp;
+
+async fn scrape(app: &TestApp) -> String {
+    let r = app.raw(Method::GET, "/metrics", None, vec![]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    r.body.as_str().expect("metrics are text").to_owned()
+}
+
+fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    text.lines().find(|l| l.starts_with(prefix))
+}
+
+#[tokio::test]
+async fn metrics_count_the_work_and_the_answers_without_a_token() {
+    let app = TestApp::spawn().await;
+    for _ in 0..2 {
+        app.enqueue("trawl", "urgent", json!({})).await;
+    }
+    let l = app.lease("trawl", "w").await.unwrap();
+    let lid = l["lease_id"].as_str().unwrap();
+    app.post(
+        &format!("/v1/leases/{lid}/complete"),
+        "worker:trawl",
+        json!({"result": {}}),
+    )
+    .await;
+    app.post(
+        &format!("/v1/leases/{lid}/heartbeat"),
+        "worker:trawl",
+        json!({"worker_id": "w"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let m = scrape(&app).await;
+    assert_eq!(
+        line(&m, r#"muster_leases_granted_total{kind="trawl"}"#),
+        Some(r#"muster_leases_granted_total{kind="trawl"} 1"#)
+    );
+    assert_eq!(
+        line(&m, r#"muster_completions_total{kind="trawl"}"#),
+        Some(r#"muster_completions_total{kind="trawl"} 1"#)
+    );
+    assert_eq!(
+        line(
+            &m,
+            r#"muster_queue_depth{kind="trawl",priority="urgent",state="queued"}"#
+        ),
+        Some(r#"muster_queue_depth{kind="trawl",priority="urgent",state="queued"} 1"#)
+    );
+    assert!(
+        m.contains(r#"muster_http_requests_total{route="/v1/leases/{id}/heartbeat",method="POST",status="409",code="E_LEASE_LOST"} 1"#),
+        "{m}"
+    );
+    assert!(
+        line(
+            &m,
+            r#"muster_oldest_queued_age_seconds{kind="trawl",priority="urgent"}"#
+        )
+        .is_some()
+    );
+    assert!(line(&m, "muster_db_pool_max ").is_some());
+    assert!(
+        line(
+            &m,
+            r#"muster_http_request_duration_seconds_count{route="/v1/leases",method="POST"}"#
+        )
+        .is_some()
+    );
+}

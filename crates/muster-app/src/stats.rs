@@ -1,0 +1,40 @@
+//! Counters of what the use cases did, per worker kind. Plain atomics: the transport exports
+//! them (Prometheus), this crate knows no exporter.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use muster_domain::Kind;
+
+/// One counter per kind.
+#[derive(Debug, Default)]
+pub struct PerKind([AtomicU64; 10]);
+
+impl PerKind {
+    fn index(kind: Kind) -> usize {
+        Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0)
+    }
+
+    pub fn add(&self, kind: Kind, n: u64) {
+        self.0[Self::index(kind)].fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub fn get(&self, kind: Kind) -> u64 {
+        self.0[Self::index(kind)].load(Ordering::Relaxed)
+    }
+}
+
+/// What the use cases counted since the process started.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub enqueued: PerKind,
+    pub leased: PerKind,
+    pub completed: PerKind,
+    /// Failures reported by workers (re-queued or final).
+    pub failed: PerKind,
+    /// Items that reached `failed` (attempts exhausted or final failure).
+    pub failed_final: PerKind,
+    pub parked: PerKind,
+    pub replayed: PerKind,
+    /// Completions delivered under a superseded lease (recorded, not applied).
+    pub late_results: PerKind,
+}

@@ -1,0 +1,268 @@
+//! `GET /metrics`: Prometheus exposition (OpenMetrics text) through prometheus-client.
+//!
+//! Request counts and latency come from a middleware on every route; what the use cases did,
+//! queue depths, subscribers, pool usage and the age of the oldest queued item are read at
+//! scrape time (a collector over a snapshot), so nothing is kept twice.
+
+use std::time::Instant;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use muster_app::feed::Depth;
+use muster_app::ports::PoolStatus;
+use muster_domain::{Kind, Priority};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::routes::AppState;
+
+type Labels = Vec<(&'static str, String)>;
+
+fn latency_histogram() -> Histogram {
+    // 0.5 ms .. ~8 s
+    Histogram::new(exponential_buckets(0.0005, 2.0, 15))
+}
+
+/// The error code of an answer, left on the response by `ApiError` for the metrics layer.
+#[derive(Debug, Clone, Copy)]
+pub struct ErrorCode(pub &'static str);
+
+/// Metrics the transport keeps itself.
+#[derive(Debug, Clone)]
+pub struct HttpMetrics {
+    requests: Family<Labels, Counter>,
+    latency: Family<Labels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for HttpMetrics {
+    fn default() -> Self {
+        HttpMetrics {
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+        }
+    }
+}
+
+/// Middleware: counts every answer by route, method, status and error code, and times it.
+pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let method = req.method().as_str().to_owned();
+    let started = Instant::now();
+    let res = next.run(req).await;
+    let code = res
+        .extensions()
+        .get::<ErrorCode>()
+        .map(|c| c.0)
+        .unwrap_or("");
+    m.requests
+        .get_or_create(&vec![
+            ("route", route.clone()),
+            ("method", method.clone()),
+            ("status", res.status().as_u16().to_string()),
+            ("code", code.to_owned()),
+        ])
+        .inc();
+    // The live feed's duration is how long a client watched, not a latency.
+    if route != "/v1/events" {
+        m.latency
+            .get_or_create(&vec![("route", route), ("method", method)])
+            .observe(started.elapsed().as_secs_f64());
+    }
+    res
+}
+
+/// A counter per kind: name, help, values.
+type PerKindCounter = (&'static str, &'static str, Vec<(Kind, u64)>);
+
+/// Figures read at scrape time.
+#[derive(Debug)]
+struct Snapshot {
+    counters: Vec<PerKindCounter>,
+    depths: Vec<Depth>,
+    subscribers: u64,
+    pool: PoolStatus,
+    oldest: Vec<(Kind, Priority, f64)>,
+}
+
+fn kind_label(k: Kind) -> Labels {
+    vec![("kind", k.as_str().to_owned())]
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for (name, help, values) in &self.counters {
+            let mut fam = encoder.encode_descriptor(
+                name,
+                help,
+                None,
+                prometheus_client::metrics::MetricType::Counter,
+            )?;
+            for (kind, v) in values {
+                ConstCounter::new(*v).encode(fam.encode_family(&kind_label(*kind))?)?;
+            }
+        }
+        let mut fam = encoder.encode_descriptor(
+            "muster_queue_depth",
+            "Items per kind, priority and state",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for d in &self.depths {
+            let labels: Labels = vec![
+                ("kind", d.kind.as_str().to_owned()),
+                ("priority", d.priority.as_str().to_owned()),
+                ("state", d.state.as_str().to_owned()),
+            ];
+            ConstGauge::new(d.count).encode(fam.encode_family(&labels)?)?;
+        }
+        let mut fam = encoder.encode_descriptor(
+            "muster_oldest_queued_age_seconds",
+            "Age of the oldest queued item per kind and priority",
+            None,
+            prometheus_client::metrics::MetricType::Gauge,
+        )?;
+        for (kind, priority, age) in &self.oldest {
+            let labels: Labels = vec![
+                ("kind", kind.as_str().to_owned()),
+                ("priority", priority.as_str().to_owned()),
+            ];
+            ConstGauge::new(*age).encode(fam.encode_family(&labels)?)?;
+        }
+        let gauges: [(&str, &str, i64); 5] = [
+            (
+                "muster_sse_subscribers",
+                "Open live-feed subscriptions",
+                self.subscribers as i64,
+            ),
+            (
+                "muster_db_pool_connections",
+                "Open Logbook connections",
+                self.pool.open as i64,
+            ),
+            (
+                "muster_db_pool_idle",
+                "Idle Logbook connections",
+                self.pool.idle as i64,
+            ),
+            (
+                "muster_db_pool_max",
+                "Logbook connection limit",
+                self.pool.max as i64,
+            ),
+            (
+                "muster_db_pool_waiting",
+                "Requests waiting for a Logbook connection",
+                self.pool.waiting as i64,
+            ),
+        ];
+        for (name, help, v) in gauges {
+            let m = ConstGauge::new(v);
+            m.encode(encoder.encode_descriptor(name, help, None, m.metric_type())?)?;
+        }
+        Ok(())
+    }
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(s): State<AppState>) -> Response {
+    let stats = s.muster.stats();
+    let per_kind = |c: &muster_app::stats::PerKind| {
+        Kind::ALL
+            .iter()
+            .map(|k| (*k, c.get(*k)))
+            .collect::<Vec<_>>()
+    };
+    let now = time::OffsetDateTime::now_utc();
+    let oldest = match s.logbook_metrics.oldest_queued().await {
+        Ok(v) => v
+            .into_iter()
+            .map(|(k, p, at)| (k, p, (now - at).as_seconds_f64().max(0.0)))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
+            Vec::new()
+        }
+    };
+    let snapshot = Snapshot {
+        counters: vec![
+            (
+                "muster_items_enqueued",
+                "Items enqueued (including next steps)",
+                per_kind(&stats.enqueued),
+            ),
+            (
+                "muster_leases_granted",
+                "Leases handed out",
+                per_kind(&stats.leased),
+            ),
+            (
+                "muster_completions",
+                "Items completed",
+                per_kind(&stats.completed),
+            ),
+            (
+                "muster_failures_reported",
+                "Failures reported by workers",
+                per_kind(&stats.failed),
+            ),
+            (
+                "muster_items_failed",
+                "Items that ended in failed",
+                per_kind(&stats.failed_final),
+            ),
+            (
+                "muster_items_parked",
+                "needs_subtool reports",
+                per_kind(&stats.parked),
+            ),
+            (
+                "muster_items_replayed",
+                "Parked items replayed",
+                per_kind(&stats.replayed),
+            ),
+            (
+                "muster_late_results",
+                "Completions under a superseded lease (recorded, not applied)",
+                per_kind(&stats.late_results),
+            ),
+        ],
+        depths: s.feed.queues().await.map(|q| q.depths).unwrap_or_default(),
+        subscribers: s.feed.subscribers() as u64,
+        pool: s.logbook_metrics.pool_status(),
+        oldest,
+    };
+    let mut registry = Registry::default();
+    registry.register(
+        "muster_http_requests",
+        "HTTP answers by route, method, status and error code",
+        s.http_metrics.requests.clone(),
+    );
+    registry.register(
+        "muster_http_request_duration_seconds",
+        "HTTP request latency by route",
+        s.http_metrics.latency.clone(),
+    );
+    registry.register_collector(Box::new(snapshot));
+    let mut body = String::new();
+    if prometheus_client::encoding::text::encode(&mut body, &registry).is_err() {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "metrics encoding failed").into_response();
+    }
+    let mut res = (StatusCode::OK, body).into_response();
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
+    );
+    res
+}
