@@ -7,6 +7,8 @@
 //! - `db`: a throwaway PostgreSQL cluster until Ctrl-C.
 
 #[cfg(test)]
+mod deploy_check;
+#[cfg(test)]
 mod tidy;
 
 use std::ffi::OsString;

@@ -685,9 +685,12 @@ impl muster_app::ports::Readiness for PgLogbook {
             crate::SchemaStatus::Behind { applied, expected } => Err(format!(
                 "the schema is at migration {applied}, this binary needs {expected}: run `muster migrate`"
             )),
-            crate::SchemaStatus::Ahead { applied, expected } => Err(format!(
-                "the schema is at migration {applied}, newer than this binary's {expected}"
-            )),
+            // Migrations only ever add (expand before contract), so a binary one release behind
+            // keeps serving while the new release rolls out, and a rollback stays possible.
+            crate::SchemaStatus::Ahead { applied, expected } => {
+                tracing::warn!(applied, expected, "the schema is newer than this binary; serving (migrations are additive)");
+                Ok(())
+            }
         }
     }
 }
