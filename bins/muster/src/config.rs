@@ -77,6 +77,9 @@ pub struct Settings {
     /// Live-feed tuning (not a flag: the defaults are the contract's).
     #[arg(skip)]
     pub feed: muster_app::feed::FeedSettings,
+    /// Server timeouts and drain (not flags: the defaults match the deployment's grace period).
+    #[arg(skip)]
+    pub server: muster_http::ServerSettings,
 }
 
 impl Settings {
@@ -91,6 +94,7 @@ impl Settings {
             log_format: LogFormat::Json,
             pipeline: None,
             feed: muster_app::feed::FeedSettings::default(),
+            server: muster_http::ServerSettings::default(),
         }
     }
 }

@@ -60,6 +60,7 @@ impl Jitter for RandomJitter {
 pub struct App {
     pub state: AppState,
     pub logbook: PgLogbook,
+    pub server: ServerSettings,
 }
 
 pub fn database_url(settings: &Settings) -> anyhow::Result<&str> {
@@ -125,7 +126,11 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         auth,
         readiness: Arc::new(logbook.clone()),
     };
-    Ok(App { state, logbook })
+    Ok(App {
+        state,
+        logbook,
+        server: settings.server.clone(),
+    })
 }
 
 /// Serves until `shutdown` resolves: stops accepting, ends long polls (they answer 204), lets
@@ -143,7 +148,7 @@ pub async fn serve(
         tracing::info!("shutdown requested: draining");
         signal.shut_down();
     };
-    muster_http::serve(listener, router, ServerSettings::default(), shutdown).await;
+    muster_http::serve(listener, router, app.server, shutdown).await;
     pump.abort();
     Ok(())
 }

@@ -2,12 +2,14 @@
 //! graceful shutdown that drains requests in flight.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode};
-use axum::response::IntoResponse;
+use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -25,6 +27,10 @@ pub struct ServerSettings {
     pub request_timeout: Duration,
     /// After shutdown is requested, requests in flight get this long to finish.
     pub drain_timeout: Duration,
+    /// After shutdown is requested and before idle connections are closed, every answer
+    /// carries `Connection: close` for this long, so that busy keep-alive clients close their
+    /// connections themselves instead of racing a request against the server's close.
+    pub lame_duck: Duration,
 }
 
 impl Default for ServerSettings {
@@ -33,7 +39,22 @@ impl Default for ServerSettings {
             header_read_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(45),
             drain_timeout: Duration::from_secs(25),
+            lame_duck: Duration::from_secs(1),
         }
+    }
+}
+
+/// Runs a request under the request timeout. The timeout covers producing the response head:
+/// a streaming body (the live feed) is not cut by it.
+async fn timed(req: Request<Body>, next: axum::middleware::Next, limit: Duration) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(res) => res,
+        Err(_) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "E_UNAVAILABLE",
+            "the request timed out",
+        )
+        .into_response(),
     }
 }
 
@@ -46,16 +67,18 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
 ) {
     let request_timeout = settings.request_timeout;
+    let draining = Arc::new(AtomicBool::new(false));
+    let closing = draining.clone();
     let router = router.layer(axum::middleware::from_fn(
-        move |req: Request<Body>, next: axum::middleware::Next| async move {
-            match tokio::time::timeout(request_timeout, next.run(req)).await {
-                Ok(res) => res,
-                Err(_) => ApiError::new(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "E_UNAVAILABLE",
-                    "the request timed out",
-                )
-                .into_response(),
+        move |req: Request<Body>, next: axum::middleware::Next| {
+            let closing = closing.clone();
+            async move {
+                let mut res = timed(req, next, request_timeout).await;
+                if closing.load(Ordering::Relaxed) {
+                    res.headers_mut()
+                        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+                }
+                res
             }
         },
     ));
@@ -93,6 +116,9 @@ pub async fn serve(
         }
     }
     drop(listener);
+    // Lame duck: answers now close their connections; then idle connections are closed.
+    draining.store(true, Ordering::Relaxed);
+    tokio::time::sleep(settings.lame_duck).await;
     tokio::select! {
         () = graceful.shutdown() => tracing::info!("all connections drained"),
         () = tokio::time::sleep(settings.drain_timeout) => tracing::warn!("drain timeout passed; closing remaining connections"),

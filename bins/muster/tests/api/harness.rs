@@ -57,6 +57,22 @@ pub fn fast_retries(max_attempts: u32) -> impl FnOnce(&mut Settings) {
     }
 }
 
+/// Writes a token file for every test principal into `dir` and answers its path.
+pub fn write_tokens(dir: &std::path::Path) -> std::path::PathBuf {
+    let lines: Vec<String> = PRINCIPALS
+        .iter()
+        .map(|p| {
+            format!(
+                r#"{{"blake3": "{}", "principal": "{p}"}}"#,
+                blake3::hash(token(p).as_bytes()).to_hex()
+            )
+        })
+        .collect();
+    let tokens = dir.join("tokens.json");
+    std::fs::write(&tokens, format!(r#"{{"tokens": [{}]}}"#, lines.join(","))).unwrap();
+    tokens
+}
+
 /// The plain token of a principal in tests.
 pub fn token(principal: &str) -> String {
     format!("test-token-{principal}")
@@ -109,17 +125,7 @@ impl TestApp {
         let dir =
             TempDir(std::env::temp_dir().join(format!("muster-test-{}", uuid::Uuid::now_v7())));
         std::fs::create_dir_all(&dir.0).unwrap();
-        let lines: Vec<String> = PRINCIPALS
-            .iter()
-            .map(|p| {
-                format!(
-                    r#"{{"blake3": "{}", "principal": "{p}"}}"#,
-                    blake3::hash(token(p).as_bytes()).to_hex()
-                )
-            })
-            .collect();
-        let tokens = dir.0.join("tokens.json");
-        std::fs::write(&tokens, format!(r#"{{"tokens": [{}]}}"#, lines.join(","))).unwrap();
+        let tokens = write_tokens(&dir.0);
         let mut settings = Settings::new(db.url.clone());
         settings.tokens = Some(tokens);
         adjust(&mut settings);

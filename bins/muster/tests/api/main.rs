@@ -10,3 +10,4 @@ mod metrics;
 mod outage;
 mod replay;
 mod shutdown;
+mod sigterm;
