@@ -80,6 +80,9 @@ pub struct Settings {
     /// Server timeouts and drain (not flags: the defaults match the deployment's grace period).
     #[arg(skip)]
     pub server: muster_http::ServerSettings,
+    /// Edit-intake tuning (difficulty, daily cap; not flags).
+    #[arg(skip)]
+    pub intake: muster_app::intake::IntakeSettings,
 }
 
 impl Settings {
@@ -95,6 +98,7 @@ impl Settings {
             pipeline: None,
             feed: muster_app::feed::FeedSettings::default(),
             server: muster_http::ServerSettings::default(),
+            intake: muster_app::intake::IntakeSettings::default(),
         }
     }
 }

@@ -6,11 +6,14 @@ pub mod pipeline;
 use std::sync::Arc;
 
 use anyhow::Context;
+use muster_antispam::OwnershipMap;
 use muster_app::auth::{Authenticator, TokenTable};
 use muster_app::feed::Feed;
+use muster_app::intake::{Intake, Ownership};
 use muster_app::ports::{Clock, Ids, Jitter};
 use muster_app::signal::WorkSignal;
 use muster_app::{Config, Muster};
+use muster_domain::edit::EditId;
 use muster_domain::{ItemId, LeaseId};
 use muster_http::{AppState, ServerSettings};
 use muster_pg::{PgLogbook, PoolSettings};
@@ -44,6 +47,13 @@ impl Ids for V7Ids {
     fn lease_id(&self) -> LeaseId {
         LeaseId(uuid::Uuid::now_v7())
     }
+    fn edit_id(&self) -> EditId {
+        EditId(uuid::Uuid::now_v7())
+    }
+    fn random32(&self) -> [u8; 32] {
+        // ThreadRng: a cryptographically secure generator seeded from the OS.
+        rand::random()
+    }
 }
 
 /// Thread-local randomness for backoff jitter.
@@ -61,6 +71,8 @@ pub struct App {
     pub state: AppState,
     pub logbook: PgLogbook,
     pub server: ServerSettings,
+    /// The ownership map's file, watched for changes while serving.
+    pub ownership_file: Option<std::path::PathBuf>,
 }
 
 pub fn database_url(settings: &Settings) -> anyhow::Result<&str> {
@@ -102,6 +114,27 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         config.retry = retry;
     }
     let signal = WorkSignal::new();
+    let ownership = Ownership::default();
+    if let Some(path) = &settings.ownership_map {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("read ownership map {}", path.display()))?;
+        let map = OwnershipMap::from_json(&text)
+            .with_context(|| format!("ownership map {}", path.display()))?;
+        tracing::info!(targets = map.len(), "ownership map loaded");
+        ownership.set(map);
+    } else {
+        tracing::warn!(
+            "no ownership map given (--ownership-map): every edit proposal will be refused with E_TARGET"
+        );
+    }
+    let intake = Intake::new(
+        Arc::new(logbook.clone()),
+        Arc::new(SystemClock),
+        Arc::new(V7Ids),
+        signal.clone(),
+        settings.intake.clone(),
+        ownership,
+    );
     let muster = Muster::new(
         Arc::new(logbook.clone()),
         Arc::new(SystemClock),
@@ -120,6 +153,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     );
     let state = AppState {
         muster,
+        intake,
         feed,
         logbook_metrics: Arc::new(logbook.clone()),
         http_metrics: muster_http::metrics::HttpMetrics::default(),
@@ -130,6 +164,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         state,
         logbook,
         server: settings.server.clone(),
+        ownership_file: settings.ownership_map.clone(),
     })
 }
 
@@ -142,6 +177,10 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let signal = app.state.muster.signal().clone();
     let pump = tokio::spawn(app.state.feed.clone().run());
+    let housekeeping = tokio::spawn(housekeeping(
+        app.state.intake.clone(),
+        app.ownership_file.clone(),
+    ));
     let router = muster_http::router(app.state);
     let shutdown = async move {
         shutdown.await;
@@ -150,7 +189,52 @@ pub async fn serve(
     };
     muster_http::serve(listener, router, app.server, shutdown).await;
     pump.abort();
+    housekeeping.abort();
     Ok(())
+}
+
+/// Background chores: load the proof-of-work key early, reload the ownership map when its file
+/// changes (a broken file keeps the last good map), and delete the intake's expired salts,
+/// counters and spent challenges.
+async fn housekeeping(intake: Intake, ownership_file: Option<std::path::PathBuf>) {
+    if let Err(e) = intake.key().await {
+        tracing::warn!(error = %e, "proof-of-work key not loaded yet; will load on first use");
+    }
+    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let mut seen = ownership_file.as_deref().and_then(modified);
+    let mut ticks: u64 = 0;
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+        ticks += 1;
+        if let Some(path) = ownership_file.as_deref() {
+            let now = modified(path);
+            if now != seen {
+                seen = now;
+                match std::fs::read_to_string(path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|t| OwnershipMap::from_json(&t).map_err(|e| e.to_string()))
+                {
+                    Ok(map) => {
+                        tracing::info!(targets = map.len(), "ownership map reloaded");
+                        intake.ownership().set(map);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, path = %path.display(), "ownership map not reloaded: keeping the last good one")
+                    }
+                }
+            }
+        }
+        if ticks.is_multiple_of(30) {
+            match intake.purge().await {
+                Ok(n) if n > 0 => tracing::info!(
+                    rows = n,
+                    "expired intake salts, counters and challenges deleted"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "intake purge failed; will retry"),
+            }
+        }
+    }
 }
 
 /// Applies pending migrations.

@@ -18,6 +18,12 @@ pub enum AppError {
     Conflict(String),
     #[error("{0}")]
     Route(String),
+    #[error("{0}")]
+    Pow(String),
+    #[error("{0}")]
+    Target(String),
+    #[error("the daily submission limit for this client is reached")]
+    RateLimited { retry_after_secs: u64 },
     #[error("Logbook is unavailable, try again shortly")]
     Unavailable,
     #[error("internal error")]
@@ -34,6 +40,9 @@ impl AppError {
             AppError::LeaseLost => "E_LEASE_LOST",
             AppError::Conflict(_) => "E_CONFLICT",
             AppError::Route(_) => "E_ROUTE",
+            AppError::Pow(_) => "E_POW",
+            AppError::Target(_) => "E_TARGET",
+            AppError::RateLimited { .. } => "E_RATE_LIMITED",
             AppError::Unavailable => "E_UNAVAILABLE",
             AppError::Internal(_) => "E_INTERNAL",
         }

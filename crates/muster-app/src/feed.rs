@@ -77,6 +77,16 @@ pub struct QueuesView {
     pub depths: Vec<Depth>,
 }
 
+/// An `edit` event: an edit proposal changed state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EditEvent {
+    pub edit_id: String,
+    pub target: Option<String>,
+    pub state: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+}
+
 /// What a subscriber receives.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FeedEvent {
@@ -84,6 +94,7 @@ pub enum FeedEvent {
     Queues(QueuesView),
     Health(HealthView),
     Heartbeat { at: OffsetDateTime, seq: i64 },
+    Edit(EditEvent),
     Reset { reason: String },
 }
 
@@ -298,7 +309,16 @@ impl Feed {
             }
             st.position = e.seq;
         }
+        let edit = (e.subject_type == "edit").then(|| EditEvent {
+            edit_id: e.subject_id.clone(),
+            target: e.target.clone(),
+            state: e.to_state.clone(),
+            at: e.at,
+        });
         self.publish(FeedEvent::Transition(transition(e)));
+        if let Some(edit) = edit {
+            self.publish(FeedEvent::Edit(edit));
+        }
     }
 
     /// Subscribes; with `last_event_id`, first replays every transition after it.

@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod error;
 pub mod feed;
+pub mod intake;
 pub mod ports;
 pub mod service;
 pub mod signal;

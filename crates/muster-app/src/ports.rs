@@ -9,7 +9,8 @@ use muster_ledger::SealedEntry;
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::views::{HealthView, ItemView};
+use crate::views::{EditView, HealthView, ItemView};
+use muster_domain::edit::{Edit, EditId, EditState};
 use muster_domain::health::KindHealth;
 
 /// A failure of the store. Anything that is not the database being unreachable is internal.
@@ -68,6 +69,19 @@ pub trait Logbook: Send + Sync {
     ) -> Result<Vec<(Kind, muster_domain::Priority, OffsetDateTime)>, StoreError>;
     /// Connections of the pool: open, idle, and the configured maximum.
     fn pool_status(&self) -> PoolStatus;
+    /// The proof-of-work MAC key shared by every replica, created from `candidate` on first use.
+    async fn pow_key(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError>;
+    /// Edit proposals in `state`, oldest first, after `after`, at most `limit`.
+    async fn list_edits(
+        &self,
+        state: EditState,
+        after: Option<EditId>,
+        limit: i64,
+    ) -> Result<Vec<EditView>, StoreError>;
+    /// Deletes salts and counters of days before `today` and challenges expired at `now`;
+    /// answers how many rows went.
+    async fn purge_intake(&self, today: time::Date, now: OffsetDateTime)
+    -> Result<u64, StoreError>;
 }
 
 /// Connection pool figures.
@@ -135,6 +149,37 @@ pub trait LogbookTx: Send {
     async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError>;
     /// Locks and returns every parked item of `kind` whose parked digest is not `deployed`.
     async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError>;
+    /// The salt of UTC day `day`, created from `candidate` if the day has none yet.
+    async fn day_salt(
+        &mut self,
+        day: time::Date,
+        candidate: [u8; 32],
+    ) -> Result<[u8; 32], StoreError>;
+    /// Counts one submission of `client_hash` on `day` if it has fewer than `limit`; answers
+    /// whether it was counted.
+    async fn count_submission(
+        &mut self,
+        day: time::Date,
+        client_hash: [u8; 32],
+        limit: u32,
+    ) -> Result<bool, StoreError>;
+    /// Spends a proof-of-work challenge; answers false if it was spent before.
+    async fn spend_challenge(
+        &mut self,
+        spend_key: [u8; 32],
+        expires_at: OffsetDateTime,
+    ) -> Result<bool, StoreError>;
+    /// Stores a new edit proposal with its (plain-text) body.
+    async fn insert_edit(
+        &mut self,
+        edit: &Edit,
+        body: &str,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+    /// Locks and returns an edit proposal.
+    async fn lock_edit(&mut self, id: EditId) -> Result<Option<Edit>, StoreError>;
+    /// Writes back an edit's state after a decision.
+    async fn save_edit(&mut self, edit: &Edit, at: OffsetDateTime) -> Result<(), StoreError>;
     /// Appends sealed entries to the ledger and answers their global sequence numbers in order.
     async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError>;
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
@@ -146,11 +191,14 @@ pub trait Clock: Send + Sync {
     fn now(&self) -> OffsetDateTime;
 }
 
-/// Fresh ids (UUIDv7 in production).
+/// Fresh ids (UUIDv7 in production) and secret random bytes.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 pub trait Ids: Send + Sync {
     fn item_id(&self) -> ItemId;
     fn lease_id(&self) -> LeaseId;
+    fn edit_id(&self) -> EditId;
+    /// 32 bytes from a cryptographically secure source (salts, keys, challenge seeds).
+    fn random32(&self) -> [u8; 32];
 }
 
 /// Uniform random numbers in `[0, 1)` for backoff jitter.
@@ -181,6 +229,8 @@ pub struct LedgerEvent {
     pub at: OffsetDateTime,
     /// Whether the row was already counted in the queue-depth snapshot the feed started from.
     pub counted: bool,
+    /// For edit proposals: the target.
+    pub target: Option<String>,
 }
 
 /// Where the feed starts: depths counted in one snapshot, and a ledger position before which

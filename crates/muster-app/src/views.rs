@@ -172,3 +172,15 @@ pub struct HealthAccepted {
     pub accepted: u64,
     pub redacted: u64,
 }
+
+/// An edit proposal as Countersign and operators see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EditView {
+    pub edit_id: String,
+    pub target: String,
+    pub owner: String,
+    pub body: String,
+    pub state: muster_domain::edit::EditState,
+    #[serde(with = "time::serde::rfc3339")]
+    pub submitted_at: OffsetDateTime,
+}

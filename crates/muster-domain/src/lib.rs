@@ -9,6 +9,7 @@
 //! Time is always an argument. Randomness is always an argument.
 
 pub mod backoff;
+pub mod edit;
 pub mod feed;
 pub mod health;
 pub mod item;

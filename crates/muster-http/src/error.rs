@@ -12,6 +12,8 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// `Retry-After` in seconds, when the caller should wait.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -20,6 +22,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -63,7 +66,9 @@ impl From<AppError> for ApiError {
             AppError::Forbidden(_) => StatusCode::FORBIDDEN,
             AppError::NotFound(_) => StatusCode::NOT_FOUND,
             AppError::LeaseLost | AppError::Conflict(_) => StatusCode::CONFLICT,
-            AppError::Route(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Route(_) | AppError::Target(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            AppError::Pow(_) => StatusCode::BAD_REQUEST,
+            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             AppError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -75,7 +80,11 @@ impl From<AppError> for ApiError {
             }
             other => other.to_string(),
         };
-        ApiError::new(status, e.code(), message)
+        let mut api = ApiError::new(status, e.code(), message);
+        if let AppError::RateLimited { retry_after_secs } = e {
+            api.retry_after = Some(retry_after_secs);
+        }
+        api
     }
 }
 
@@ -89,9 +98,10 @@ impl IntoResponse for ApiError {
         );
         res.extensions_mut()
             .insert(crate::metrics::ErrorCode(self.code));
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+        let unavailable = self.status == StatusCode::SERVICE_UNAVAILABLE;
+        if let Some(secs) = self.retry_after.or(unavailable.then_some(1)) {
             res.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         res
     }
@@ -120,6 +130,14 @@ mod tests {
         assert_eq!(mapped(AppError::LeaseLost), (409, "E_LEASE_LOST"));
         assert_eq!(mapped(AppError::Conflict("x".into())), (409, "E_CONFLICT"));
         assert_eq!(mapped(AppError::Route("x".into())), (422, "E_ROUTE"));
+        assert_eq!(mapped(AppError::Target("x".into())), (422, "E_TARGET"));
+        assert_eq!(mapped(AppError::Pow("x".into())), (400, "E_POW"));
+        assert_eq!(
+            mapped(AppError::RateLimited {
+                retry_after_secs: 5
+            }),
+            (429, "E_RATE_LIMITED")
+        );
         assert_eq!(mapped(AppError::Unavailable), (503, "E_UNAVAILABLE"));
         assert_eq!(mapped(AppError::Internal("x".into())), (500, "E_INTERNAL"));
     }

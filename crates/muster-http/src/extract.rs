@@ -39,12 +39,12 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// A JSON body, read to at most [`BODY_LIMIT`] bytes (refused while reading, never buffered
-/// beyond the limit) and parsed strictly into `T`.
+/// A JSON body, read to at most `LIMIT` bytes (refused while reading, never buffered beyond
+/// the limit) and parsed strictly into `T`.
 #[derive(Debug)]
-pub struct JsonBody<T>(pub T);
+pub struct JsonBody<T, const LIMIT: usize = BODY_LIMIT>(pub T);
 
-impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
+impl<T: DeserializeOwned, const LIMIT: usize> FromRequest<AppState> for JsonBody<T, LIMIT> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _state: &AppState) -> Result<Self, ApiError> {
@@ -60,7 +60,7 @@ impl<T: DeserializeOwned> FromRequest<AppState> for JsonBody<T> {
                 ));
             }
         }
-        let bytes = read_limited(req.into_body(), BODY_LIMIT).await?;
+        let bytes = read_limited(req.into_body(), LIMIT).await?;
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))

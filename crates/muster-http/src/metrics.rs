@@ -93,6 +93,7 @@ struct Snapshot {
     depths: Vec<Depth>,
     subscribers: u64,
     pool: PoolStatus,
+    intake: Vec<(&'static str, u64)>,
     oldest: Vec<(Kind, Priority, f64)>,
 }
 
@@ -139,6 +140,16 @@ impl Collector for Snapshot {
                 ("priority", priority.as_str().to_owned()),
             ];
             ConstGauge::new(*age).encode(fam.encode_family(&labels)?)?;
+        }
+        let mut fam = encoder.encode_descriptor(
+            "muster_edit_submissions",
+            "Edit submissions by outcome: accepted, or the layer that refused them",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (outcome, n) in &self.intake {
+            let labels: Labels = vec![("outcome", (*outcome).to_owned())];
+            ConstCounter::new(*n).encode(fam.encode_family(&labels)?)?;
         }
         let gauges: [(&str, &str, i64); 5] = [
             (
@@ -241,6 +252,18 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
         depths: s.feed.queues().await.map(|q| q.depths).unwrap_or_default(),
         subscribers: s.feed.subscribers() as u64,
         pool: s.logbook_metrics.pool_status(),
+        intake: {
+            let i = s.intake.stats();
+            let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+            vec![
+                ("accepted", n(&i.accepted)),
+                ("honeypot", n(&i.honeypot)),
+                ("pow", n(&i.pow)),
+                ("target", n(&i.target)),
+                ("rate_limited", n(&i.rate_limited)),
+                ("spent_challenge", n(&i.spent)),
+            ]
+        },
         oldest,
     };
     let mut registry = Registry::default();

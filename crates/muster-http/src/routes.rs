@@ -24,6 +24,7 @@ use crate::extract::{Caller, JsonBody};
 #[derive(Clone)]
 pub struct AppState {
     pub muster: Muster,
+    pub intake: muster_app::intake::Intake,
     pub feed: muster_app::feed::Feed,
     /// Logbook, for the figures `/metrics` reads at scrape time.
     pub logbook_metrics: Arc<dyn muster_app::ports::Logbook>,
@@ -52,6 +53,12 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/v1/health", post(report_health))
         .route("/v1/queues", get(queues))
+        .route("/v1/edits/challenge", post(crate::edits::challenge))
+        .route(
+            "/v1/edits",
+            post(crate::edits::submit).get(crate::edits::list),
+        )
+        .route("/v1/edits/{id}/decision", post(crate::edits::decide))
         .route("/v1/events", get(crate::sse::events))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -62,9 +69,9 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-type ApiResult = Result<Response, ApiError>;
+pub(crate) type ApiResult = Result<Response, ApiError>;
 
-fn ok_json(status: StatusCode, body: &impl serde::Serialize) -> Response {
+pub(crate) fn ok_json(status: StatusCode, body: &impl serde::Serialize) -> Response {
     let mut res = (
         status,
         serde_json::to_string(body).unwrap_or_else(|_| "{}".into()),
@@ -103,7 +110,7 @@ async fn readyz(State(s): State<AppState>) -> Response {
 }
 
 /// An id in a path: anything that is not a UUID names nothing that exists.
-fn path_id(raw: &str, what: &str) -> Result<Uuid, ApiError> {
+pub(crate) fn path_id(raw: &str, what: &str) -> Result<Uuid, ApiError> {
     Uuid::parse_str(raw).map_err(|_| ApiError::not_found(format!("no {what} {raw:?}")))
 }
 

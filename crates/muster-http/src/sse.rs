@@ -27,6 +27,7 @@ fn frame(event: &FeedEvent) -> String {
         FeedEvent::Transition(t) => ("transition", Some(t.seq), serde_json::to_string(t)),
         FeedEvent::Queues(q) => ("queues", None, serde_json::to_string(q)),
         FeedEvent::Health(h) => ("health", None, serde_json::to_string(h)),
+        FeedEvent::Edit(e) => ("edit", None, serde_json::to_string(e)),
         FeedEvent::Heartbeat { at, seq } => (
             "heartbeat",
             None,

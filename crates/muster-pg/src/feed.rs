@@ -11,7 +11,8 @@ use tokio_postgres::Row;
 use crate::PgLogbook;
 use crate::error::{pool_err, store_err};
 
-const EVENT_COLS: &str = "l.seq, l.subject_type, l.subject_id, l.kind, l.priority, l.from_state, l.to_state, l.actor, l.at";
+const EVENT_COLS: &str = "l.seq, l.subject_type, l.subject_id, l.kind, l.priority, l.from_state, l.to_state, l.actor, l.at, \
+     CASE WHEN l.subject_type = 'edit' THEN l.data END";
 
 fn event_from_row(r: &Row, at: usize, counted: bool) -> LedgerEvent {
     let kind: Option<String> = r.get(at + 3);
@@ -27,6 +28,10 @@ fn event_from_row(r: &Row, at: usize, counted: bool) -> LedgerEvent {
         actor: r.get(at + 7),
         at: r.get(at + 8),
         counted,
+        target: r
+            .get::<_, Option<String>>(at + 9)
+            .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
+            .and_then(|d| d["target"].as_str().map(str::to_owned)),
     }
 }
 
@@ -131,7 +136,7 @@ impl FeedSource for PgLogbook {
         let events = rows
             .iter()
             .filter(|r| r.get::<_, Option<i64>>(2).is_some())
-            .map(|r| event_from_row(r, 2, r.get(11)))
+            .map(|r| event_from_row(r, 2, r.get(12)))
             .collect();
         Ok((events, horizon))
     }

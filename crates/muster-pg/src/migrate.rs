@@ -40,6 +40,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "ledger_feed",
         sql: include_str!("../../../migrations/V4__ledger_feed.sql"),
     },
+    Migration {
+        version: 5,
+        name: "edit_intake",
+        sql: include_str!("../../../migrations/V5__edit_intake.sql"),
+    },
 ];
 
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".

@@ -168,6 +168,11 @@ impl TestApp {
         if let Some(p) = principal {
             req = req.header("authorization", format!("Bearer {}", token(p)));
         }
+        self.send(req, body).await
+    }
+
+    /// Sends a prepared request with a raw body.
+    pub async fn send(&self, req: hyper::http::request::Builder, body: Vec<u8>) -> Resp {
         let res = self
             .client
             .request(req.body(Full::new(Bytes::from(body))).unwrap())

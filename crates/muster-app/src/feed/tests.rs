@@ -18,6 +18,7 @@ fn event(seq: i64) -> LedgerEvent {
         actor: "operator".into(),
         at: NOW,
         counted: false,
+        target: None,
     }
 }
 

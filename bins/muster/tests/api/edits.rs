@@ -1,0 +1,378 @@
+//! Anonymous edit intake: the five layers and the review gate, on a real PostgreSQL.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use crate::harness::{Resp, TestApp};
+
+const MAP: &str = r#"{"version": 1, "targets": {"docs/intro": {"owner": "alice", "title": "Intro"},
+                                                 "docs/faq": {"owner": "bob", "title": "FAQ"}}}"#;
+
+/// A server with an ownership map, a quick proof of work and a daily cap of `cap`.
+async fn intake_app(cap: u32) -> (TestApp, std::path::PathBuf) {
+    let map = std::env::temp_dir().join(format!("muster-map-{}.json", uuid::Uuid::now_v7()));
+    std::fs::write(&map, MAP).unwrap();
+    let path = map.clone();
+    let app = TestApp::spawn_with(move |s| {
+        s.ownership_map = Some(path);
+        s.intake.difficulty = 8;
+        s.intake.daily_limit = cap;
+    })
+    .await;
+    (app, map)
+}
+
+async fn solved_pow(app: &TestApp) -> Value {
+    let c = app.post("/v1/edits/challenge", "conn", json!({})).await;
+    assert_eq!(c.status, StatusCode::OK, "{:?}", c.body);
+    let token = c.body["challenge"].as_str().unwrap().to_owned();
+    let nonce = muster_antispam::solve(
+        &token,
+        c.body["difficulty"].as_u64().unwrap() as u8,
+        10_000_000,
+    )
+    .unwrap();
+    json!({"challenge": token, "nonce": nonce})
+}
+
+async fn submit(app: &TestApp, ip: Option<&str>, body: Value) -> Resp {
+    let mut req = hyper::Request::builder()
+        .method(Method::POST)
+        .uri(format!("http://{}/v1/edits", app.addr))
+        .header(
+            "authorization",
+            format!("Bearer {}", crate::harness::token("conn")),
+        )
+        .header("content-type", "application/json");
+    if let Some(ip) = ip {
+        req = req.header("x-client-ip", ip);
+    }
+    app.send(req, body.to_string().into_bytes()).await
+}
+
+async fn proposal(app: &TestApp, text: &str) -> Value {
+    json!({"target": "docs/intro", "body": text, "website": "", "pow": solved_pow(app).await})
+}
+
+#[tokio::test]
+async fn a_valid_proposal_is_held_for_review_as_plain_text_and_announced_on_the_feed() {
+    let (app, _map) = intake_app(10).await;
+    let mut feed = app.events("conn", None).await;
+    let body = proposal(
+        &app,
+        "<p>Better <b>wording</b><script>alert(1)</script> &amp; more</p>",
+    )
+    .await;
+    let r = submit(&app, Some("203.0.113.7"), body).await;
+    assert_eq!(
+        (r.status, r.body["state"].as_str()),
+        (StatusCode::ACCEPTED, Some("pending_approval"))
+    );
+    let id = r.body["edit_id"].as_str().unwrap().to_owned();
+    let list = app
+        .get("/v1/edits?state=pending_approval", "worker:countersign")
+        .await;
+    assert_eq!(list.status, StatusCode::OK);
+    let e = &list.body["edits"][0];
+    assert_eq!(
+        (
+            e["edit_id"].as_str(),
+            e["target"].as_str(),
+            e["owner"].as_str(),
+            e["body"].as_str(),
+            e["state"].as_str()
+        ),
+        (
+            Some(id.as_str()),
+            Some("docs/intro"),
+            Some("alice"),
+            Some("Better wording & more"),
+            Some("pending_approval")
+        )
+    );
+    let ev = feed
+        .next_named("edit", Duration::from_secs(5))
+        .await
+        .expect("an edit event");
+    assert_eq!(
+        (
+            ev.data["edit_id"].as_str(),
+            ev.data["target"].as_str(),
+            ev.data["state"].as_str()
+        ),
+        (
+            Some(id.as_str()),
+            Some("docs/intro"),
+            Some("pending_approval")
+        )
+    );
+    app.verify_ledger().await;
+}
+
+#[tokio::test]
+async fn the_same_challenge_submitted_twice_at_once_is_accepted_exactly_once() {
+    let (app, _map) = intake_app(10).await;
+    let app = Arc::new(app);
+    let body = proposal(&app, "text").await;
+    let tasks: Vec<_> = (0..2)
+        .map(|i| {
+            let (app, body) = (app.clone(), body.clone());
+            tokio::spawn(
+                async move { submit(&app, Some(&format!("203.0.113.{}", 10 + i)), body).await },
+            )
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for t in tasks {
+        let r = t.await.unwrap();
+        statuses.push((r.status.as_u16(), r.code().to_owned()));
+    }
+    statuses.sort();
+    assert_eq!(statuses, [(202, String::new()), (400, "E_POW".to_owned())]);
+    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.edits").await, 1);
+}
+
+#[tokio::test]
+async fn a_filled_honeypot_gets_an_ordinary_answer_and_nothing_is_stored() {
+    let (app, _map) = intake_app(10).await;
+    let mut body = proposal(&app, "buy now").await;
+    body["website"] = json!("http://spam.example");
+    let r = submit(&app, Some("203.0.113.7"), body).await;
+    assert_eq!(
+        (r.status, r.body["state"].as_str()),
+        (StatusCode::ACCEPTED, Some("pending_approval"))
+    );
+    assert!(r.body["edit_id"].is_string());
+    for table in [
+        "core.edits",
+        "core.intake_counts",
+        "core.pow_spent",
+        "core.ledger",
+    ] {
+        assert_eq!(
+            app.scalar_i64(&format!("SELECT count(*) FROM {table}"))
+                .await,
+            0,
+            "{table}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn each_bad_submission_gets_its_contract_error() {
+    let (app, _map) = intake_app(10).await;
+    let big = json!({"target": "docs/intro", "body": "x".repeat(5000), "website": "", "pow": {"challenge": "c", "nonce": "1"}});
+    let r = submit(&app, Some("203.0.113.7"), big).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "E_TOO_LARGE")
+    );
+    let r = submit(&app, None, proposal(&app, "t").await).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
+    );
+    let r = submit(&app, Some("not-an-ip"), proposal(&app, "t").await).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
+    );
+    let mut wrong = proposal(&app, "t").await;
+    wrong["target"] = json!("docs/nowhere");
+    let r = submit(&app, Some("203.0.113.7"), wrong).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "E_TARGET")
+    );
+    let mut lazy = proposal(&app, "t").await;
+    lazy["pow"]["nonce"] = json!("99999999999999999999");
+    let r = submit(&app, Some("203.0.113.7"), lazy).await;
+    assert_eq!((r.status, r.code()), (StatusCode::BAD_REQUEST, "E_POW"));
+    let r = submit(&app, Some("203.0.113.7"), json!({"target": "docs/intro", "body": "t", "pow": {"challenge": "c", "nonce": "1"}, "extra": 1})).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
+    );
+    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.edits").await, 0);
+}
+
+#[tokio::test]
+async fn the_daily_cap_holds_across_two_processes_and_an_ipv6_64_counts_as_one_client() {
+    let (a, map) = intake_app(3).await;
+    let path = map.clone();
+    let b = TestApp::spawn_on(a.db.clone(), move |s| {
+        s.ownership_map = Some(path);
+        s.intake.difficulty = 8;
+        s.intake.daily_limit = 3;
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for (i, app) in [&a, &b, &a, &b].into_iter().enumerate() {
+        let ip = format!("2001:db8:1:2::{}", i + 1);
+        let r = submit(app, Some(&ip), proposal(app, "t").await).await;
+        statuses.push(r.status.as_u16());
+        if r.status == StatusCode::TOO_MANY_REQUESTS {
+            assert_eq!(r.code(), "E_RATE_LIMITED");
+            let retry: u64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+            assert!((1..=86_400).contains(&retry));
+        }
+    }
+    assert_eq!(statuses, [202, 202, 202, 429]);
+    let other = submit(&b, Some("2001:db8:1:3::1"), proposal(&b, "t").await).await;
+    assert_eq!(
+        other.status,
+        StatusCode::ACCEPTED,
+        "another /64 is another client"
+    );
+}
+
+#[tokio::test]
+async fn an_over_limit_client_burns_no_challenge() {
+    let (app, _map) = intake_app(1).await;
+    submit(&app, Some("198.51.100.1"), proposal(&app, "t").await).await;
+    let body = proposal(&app, "t").await;
+    let refused = submit(&app, Some("198.51.100.1"), body.clone()).await;
+    assert_eq!(refused.status, StatusCode::TOO_MANY_REQUESTS);
+    let other = submit(&app, Some("198.51.100.2"), body).await;
+    assert_eq!(
+        other.status,
+        StatusCode::ACCEPTED,
+        "the refused request spent the challenge"
+    );
+}
+
+#[tokio::test]
+async fn only_the_targets_owner_decides_and_nothing_changes_without_a_decision() {
+    let (app, _map) = intake_app(10).await;
+    let r = submit(&app, Some("203.0.113.7"), proposal(&app, "t").await).await;
+    let id = r.body["edit_id"].as_str().unwrap().to_owned();
+    let path = format!("/v1/edits/{id}/decision");
+    let wrong = app
+        .post(
+            &path,
+            "worker:countersign",
+            json!({"decision": "approve", "owner": "bob"}),
+        )
+        .await;
+    assert_eq!(
+        (wrong.status, wrong.code()),
+        (StatusCode::FORBIDDEN, "E_FORBIDDEN")
+    );
+    let not_countersign = app
+        .post(
+            &path,
+            "operator",
+            json!({"decision": "approve", "owner": "alice"}),
+        )
+        .await;
+    assert_eq!(not_countersign.status, StatusCode::FORBIDDEN);
+    let pending = app
+        .get("/v1/edits?state=pending_approval", "operator")
+        .await;
+    assert_eq!(pending.body["edits"].as_array().unwrap().len(), 1);
+    let ok = app
+        .post(
+            &path,
+            "worker:countersign",
+            json!({"decision": "approve", "owner": "alice"}),
+        )
+        .await;
+    assert_eq!(ok.body, json!({"edit_id": id, "state": "approved"}));
+    let again = app
+        .post(
+            &path,
+            "worker:countersign",
+            json!({"decision": "reject", "owner": "alice"}),
+        )
+        .await;
+    assert_eq!(
+        (again.status, again.code()),
+        (StatusCode::CONFLICT, "E_CONFLICT")
+    );
+    let approved = app.get("/v1/edits?state=approved", "operator").await;
+    assert_eq!(approved.body["edits"][0]["edit_id"], json!(id));
+    app.verify_ledger().await;
+}
+
+#[tokio::test]
+async fn no_client_ip_reaches_the_database() {
+    let (app, _map) = intake_app(1000).await;
+    let ips: Vec<String> = (1..=60)
+        .map(|i| format!("198.51.100.{i}"))
+        .chain((1..=20).map(|i| format!("2001:db8:77:{i:x}::9")))
+        .collect();
+    for ip in &ips {
+        let r = submit(&app, Some(ip), proposal(&app, "t").await).await;
+        assert_eq!(r.status, StatusCode::ACCEPTED);
+    }
+    let pg_dump = muster_devdb::find_bin("pg_dump").expect("pg_dump");
+    let out = std::process::Command::new(pg_dump)
+        .args(["--data-only", "-d", &app.db.url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dump = String::from_utf8_lossy(&out.stdout);
+    assert!(dump.contains("docs/intro"), "the dump holds the proposals");
+    for ip in &ips {
+        assert!(
+            !dump.contains(ip.as_str()),
+            "{ip} found in the database dump"
+        );
+    }
+}
+
+#[tokio::test]
+async fn expired_salts_counters_and_challenges_are_purged_at_the_day_boundary() {
+    use muster_app::ports::Logbook;
+    let app = TestApp::spawn().await;
+    let c = app.db.client().await;
+    c.batch_execute(
+        "INSERT INTO core.intake_salts VALUES ('2026-12-01', decode(repeat('01', 32), 'hex')), ('2026-12-02', decode(repeat('02', 32), 'hex'));
+         INSERT INTO core.intake_counts VALUES ('2026-12-01', decode(repeat('0a', 32), 'hex'), 3), ('2026-12-02', decode(repeat('0b', 32), 'hex'), 1);
+         INSERT INTO core.pow_spent VALUES (decode(repeat('0c', 32), 'hex'), '2026-12-02 00:04:00+00'), (decode(repeat('0d', 32), 'hex'), '2026-12-02 00:06:00+00');",
+    )
+    .await
+    .unwrap();
+    let logbook = muster_pg::PgLogbook::new(app.db.pool());
+    let now = time::macros::datetime!(2026-12-02 00:05:00 UTC);
+    let purged = logbook.purge_intake(now.date(), now).await.unwrap();
+    assert_eq!(purged, 3);
+    let days: Vec<String> = c.query("SELECT day::text FROM core.intake_salts UNION ALL SELECT day::text FROM core.intake_counts", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(days, ["2026-12-02", "2026-12-02"]);
+}
+
+#[tokio::test]
+async fn a_changed_ownership_map_is_picked_up_and_a_broken_one_keeps_the_last_good_map() {
+    let (app, map) = intake_app(10).await;
+    std::fs::write(&map, "{ not json").unwrap();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = submit(&app, Some("203.0.113.7"), proposal(&app, "t").await).await;
+    assert_eq!(
+        r.status,
+        StatusCode::ACCEPTED,
+        "the last good map stays in force"
+    );
+    std::fs::write(
+        &map,
+        r#"{"version": 1, "targets": {"docs/new": {"owner": "carol", "title": "New"}}}"#,
+    )
+    .unwrap();
+    let mut accepted = false;
+    for _ in 0..50 {
+        let mut body = proposal(&app, "t").await;
+        body["target"] = json!("docs/new");
+        if submit(&app, Some("203.0.113.8"), body).await.status == StatusCode::ACCEPTED {
+            accepted = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(accepted, "the new map was not picked up");
+}

@@ -1,0 +1,157 @@
+//! The intake's layer order against mockall ports: spam is refused before any transaction.
+
+use super::*;
+use crate::ports::{MockClock, MockIds, MockLogbook};
+use time::macros::datetime;
+use uuid::Uuid;
+
+const NOW: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
+const KEY: [u8; 32] = [7; 32];
+
+/// A logbook that hands out the key once and must never open a transaction.
+fn no_transactions() -> MockLogbook {
+    let mut lb = MockLogbook::new();
+    lb.expect_pow_key().times(1).returning(|_| Ok(KEY));
+    lb.expect_begin().never();
+    lb
+}
+
+fn intake(lb: MockLogbook) -> Intake {
+    let mut clock = MockClock::new();
+    clock.expect_now().return_const(NOW);
+    let mut ids = MockIds::new();
+    ids.expect_edit_id()
+        .returning(|| EditId(Uuid::from_u128(9)));
+    ids.expect_random32().return_const([1u8; 32]);
+    let ownership = Ownership::default();
+    ownership.set(
+        OwnershipMap::from_json(
+            r#"{"version": 1, "targets": {"docs/intro": {"owner": "alice", "title": "Intro"}}}"#,
+        )
+        .unwrap(),
+    );
+    Intake::new(
+        Arc::new(lb),
+        Arc::new(clock),
+        Arc::new(ids),
+        WorkSignal::new(),
+        IntakeSettings {
+            difficulty: 4,
+            daily_limit: 10,
+        },
+        ownership,
+    )
+}
+
+fn solved(i: &Intake) -> (String, String) {
+    let c = spam::pow::issue(&ChallengeKey::from_bytes(KEY), NOW, 4, [3; 16]);
+    let nonce = spam::solve(&c.token, 4, 1_000_000).unwrap();
+    let _ = i;
+    (c.token, nonce)
+}
+
+fn submission(challenge: String, nonce: String) -> Submission {
+    Submission {
+        target: "docs/intro".into(),
+        body: "<b>better</b> wording".into(),
+        website: String::new(),
+        challenge,
+        nonce,
+    }
+}
+
+#[tokio::test]
+async fn a_honeypot_hit_looks_accepted_and_touches_no_table() {
+    let mut lb = MockLogbook::new();
+    lb.expect_pow_key().never();
+    lb.expect_begin().never();
+    let i = intake(lb);
+    let mut s = submission("x".into(), "1".into());
+    s.website = "http://spam.example".into();
+    let r = i
+        .submit(Principal::Conn, Some("203.0.113.9"), s)
+        .await
+        .unwrap();
+    assert_eq!(r.state, EditState::PendingApproval);
+    assert_eq!(
+        i.stats()
+            .honeypot
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_proof_of_work_is_refused_without_a_transaction() {
+    let i = intake(no_transactions());
+    let (token, _) = solved(&i);
+    let r = i
+        .submit(
+            Principal::Conn,
+            Some("203.0.113.9"),
+            submission(token, "0".into()),
+        )
+        .await;
+    assert_eq!(r.unwrap_err().code(), "E_POW");
+}
+
+#[tokio::test]
+async fn a_tampered_challenge_is_refused_without_a_transaction() {
+    let i = intake(no_transactions());
+    let (mut token, nonce) = solved(&i);
+    token.replace_range(5..6, if &token[5..6] == "0" { "1" } else { "0" });
+    let r = i
+        .submit(
+            Principal::Conn,
+            Some("203.0.113.9"),
+            submission(token, nonce),
+        )
+        .await;
+    assert_eq!(r.unwrap_err().code(), "E_POW");
+}
+
+#[tokio::test]
+async fn an_unknown_target_is_refused_without_a_transaction() {
+    let i = intake(no_transactions());
+    let (token, nonce) = solved(&i);
+    let mut s = submission(token, nonce);
+    s.target = "docs/nowhere".into();
+    assert_eq!(
+        i.submit(Principal::Conn, Some("203.0.113.9"), s)
+            .await
+            .unwrap_err()
+            .code(),
+        "E_TARGET"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_or_unparsable_client_ip_is_a_bad_request() {
+    let mut lb = MockLogbook::new();
+    lb.expect_begin().never();
+    let i = intake(lb);
+    for ip in [None, Some("10.0.0.1:80"), Some("")] {
+        let r = i
+            .submit(Principal::Conn, ip, submission("x".into(), "1".into()))
+            .await;
+        assert_eq!(r.unwrap_err().code(), "E_BAD_REQUEST", "{ip:?}");
+    }
+}
+
+#[tokio::test]
+async fn only_conn_submits() {
+    let i = intake(MockLogbook::new());
+    let r = i
+        .submit(
+            Principal::Operator,
+            Some("203.0.113.9"),
+            submission("x".into(), "1".into()),
+        )
+        .await;
+    assert_eq!(r.unwrap_err().code(), "E_FORBIDDEN");
+}
+
+#[test]
+fn the_daily_cap_resets_at_the_next_utc_midnight() {
+    assert_eq!(until_midnight(datetime!(2026-12-02 23:59:00 UTC)), 60);
+}

@@ -1,0 +1,121 @@
+//! The anonymous edit intake routes (Conn) and the review gate (Countersign).
+
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use muster_app::intake::Submission;
+use muster_domain::edit::{Decision, EditId, EditState};
+use serde::Deserialize;
+
+use crate::error::ApiError;
+use crate::extract::{Caller, JsonBody};
+use crate::routes::{ApiResult, AppState, ok_json, path_id};
+
+/// The contract's limit on an edit submission, enforced while the body is read.
+pub const EDIT_BODY_LIMIT: usize = 4096;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NoBody {}
+
+pub(crate) async fn challenge(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    body: axum::body::Bytes,
+) -> ApiResult {
+    // The request carries nothing; an empty body or `{}` is fine, anything else is refused.
+    if !body.is_empty() {
+        serde_json::from_slice::<NoBody>(&body)
+            .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
+    }
+    Ok(ok_json(StatusCode::OK, &s.intake.challenge(p).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SubmitBody {
+    target: String,
+    body: String,
+    #[serde(default)]
+    website: String,
+    pow: PowBody,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PowBody {
+    challenge: String,
+    nonce: String,
+}
+
+pub(crate) async fn submit(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    headers: HeaderMap,
+    JsonBody(b): JsonBody<SubmitBody, EDIT_BODY_LIMIT>,
+) -> ApiResult {
+    let ip = headers
+        .get("x-client-ip")
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    let sub = Submission {
+        target: b.target,
+        body: b.body,
+        website: b.website,
+        challenge: b.pow.challenge,
+        nonce: b.pow.nonce,
+    };
+    Ok(ok_json(
+        StatusCode::ACCEPTED,
+        &s.intake.submit(p, ip, sub).await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    state: EditState,
+    #[serde(default = "fifty")]
+    limit: i64,
+    #[serde(default)]
+    after: Option<uuid::Uuid>,
+}
+
+fn fifty() -> i64 {
+    50
+}
+
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+    let edits = s
+        .intake
+        .list(p, q.state, q.after.map(EditId), q.limit)
+        .await?;
+    Ok(ok_json(
+        StatusCode::OK,
+        &serde_json::json!({ "edits": edits }),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecisionBody {
+    decision: Decision,
+    owner: String,
+}
+
+pub(crate) async fn decide(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    JsonBody(b): JsonBody<DecisionBody>,
+) -> ApiResult {
+    let id = EditId(path_id(&id, "edit")?);
+    Ok(ok_json(
+        StatusCode::OK,
+        &s.intake.decide(p, id, b.decision, &b.owner).await?,
+    ))
+}
