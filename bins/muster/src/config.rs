@@ -24,6 +24,14 @@ pub enum Command {
     Serve,
     /// Apply pending migrations to Logbook and exit.
     Migrate,
+    /// Solve an edit-intake proof-of-work challenge and print the nonce (the reference solver).
+    Solve {
+        /// The challenge token from `POST /v1/edits/challenge`.
+        challenge: String,
+        /// Leading zero bits required.
+        #[arg(long, default_value_t = muster_antispam::DEFAULT_DIFFICULTY)]
+        difficulty: u8,
+    },
     /// Verify every hash chain of the ledger and exit (non-zero when one is broken).
     LedgerVerify,
 }
@@ -80,9 +88,23 @@ pub struct Settings {
     /// Server timeouts and drain (not flags: the defaults match the deployment's grace period).
     #[arg(skip)]
     pub server: muster_http::ServerSettings,
-    /// Edit-intake tuning (difficulty, daily cap; not flags).
-    #[arg(skip)]
-    pub intake: muster_app::intake::IntakeSettings,
+    /// Proof-of-work difficulty of edit-intake challenges (leading zero bits).
+    #[arg(long, env = "MUSTER_POW_DIFFICULTY", default_value_t = muster_antispam::DEFAULT_DIFFICULTY, global = true,
+          value_parser = clap::value_parser!(u8).range(0..=32))]
+    pub pow_difficulty: u8,
+    /// Edit proposals accepted per client (salted IP hash, IPv6 by /64) per UTC day.
+    #[arg(long, env = "MUSTER_EDIT_DAILY_LIMIT", default_value_t = muster_antispam::ip::DEFAULT_DAILY_LIMIT, global = true)]
+    pub edit_daily_limit: u32,
+}
+
+impl Settings {
+    /// The edit intake's settings.
+    pub fn intake(&self) -> muster_app::intake::IntakeSettings {
+        muster_app::intake::IntakeSettings {
+            difficulty: self.pow_difficulty,
+            daily_limit: self.edit_daily_limit,
+        }
+    }
 }
 
 impl Settings {
@@ -98,7 +120,8 @@ impl Settings {
             pipeline: None,
             feed: muster_app::feed::FeedSettings::default(),
             server: muster_http::ServerSettings::default(),
-            intake: muster_app::intake::IntakeSettings::default(),
+            pow_difficulty: muster_antispam::DEFAULT_DIFFICULTY,
+            edit_daily_limit: muster_antispam::ip::DEFAULT_DAILY_LIMIT,
         }
     }
 }

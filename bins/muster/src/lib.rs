@@ -132,7 +132,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         Arc::new(SystemClock),
         Arc::new(V7Ids),
         signal.clone(),
-        settings.intake.clone(),
+        settings.intake(),
         ownership,
     );
     let muster = Muster::new(

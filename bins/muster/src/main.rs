@@ -32,6 +32,14 @@ async fn main() -> anyhow::Result<()> {
             let applied = muster::migrate(&cli.settings).await?;
             tracing::info!(?applied, "migrations done");
         }
+        Command::Solve {
+            challenge,
+            difficulty,
+        } => {
+            let nonce = muster_antispam::solve(&challenge, difficulty, u64::MAX)
+                .context("no nonce found")?;
+            println!("{nonce}");
+        }
         Command::LedgerVerify => {
             let report = muster::ledger_verify(&cli.settings).await?;
             println!(

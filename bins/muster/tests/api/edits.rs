@@ -18,8 +18,8 @@ async fn intake_app(cap: u32) -> (TestApp, std::path::PathBuf) {
     let path = map.clone();
     let app = TestApp::spawn_with(move |s| {
         s.ownership_map = Some(path);
-        s.intake.difficulty = 8;
-        s.intake.daily_limit = cap;
+        s.pow_difficulty = 8;
+        s.edit_daily_limit = cap;
     })
     .await;
     (app, map)
@@ -205,8 +205,8 @@ async fn the_daily_cap_holds_across_two_processes_and_an_ipv6_64_counts_as_one_c
     let path = map.clone();
     let b = TestApp::spawn_on(a.db.clone(), move |s| {
         s.ownership_map = Some(path);
-        s.intake.difficulty = 8;
-        s.intake.daily_limit = 3;
+        s.pow_difficulty = 8;
+        s.edit_daily_limit = 3;
     })
     .await;
     let mut statuses = Vec::new();
@@ -297,20 +297,65 @@ async fn only_the_targets_owner_decides_and_nothing_changes_without_a_decision()
     app.verify_ledger().await;
 }
 
-#[tokio::test]
-async fn no_client_ip_reaches_the_database() {
-    let (app, _map) = intake_app(1000).await;
-    let ips: Vec<String> = (1..=60)
-        .map(|i| format!("198.51.100.{i}"))
-        .chain((1..=20).map(|i| format!("2001:db8:77:{i:x}::9")))
+/// Several hundred submissions from as many addresses through a real `muster` process with
+/// debug logging: neither a full dump of Logbook nor the process's whole log holds any address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_client_ip_reaches_the_database_or_the_log() {
+    let db = muster_testkit::fresh_db().await;
+    let dir = crate::harness::TempDir(
+        std::env::temp_dir().join(format!("muster-ips-{}", uuid::Uuid::now_v7())),
+    );
+    std::fs::create_dir_all(&dir.0).unwrap();
+    let map = dir.0.join("ownership_map.json");
+    std::fs::write(&map, MAP).unwrap();
+    let log = dir.0.join("muster.log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
+        .env("MUSTER_DATABASE_URL", &db.url)
+        .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
+        .env("MUSTER_TOKENS", crate::harness::write_tokens(&dir.0))
+        .env("MUSTER_OWNERSHIP_MAP", &map)
+        .env("MUSTER_POW_DIFFICULTY", "8")
+        .env("MUSTER_EDIT_DAILY_LIMIT", "2")
+        .env("RUST_LOG", "debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("start muster");
+    let app = TestApp::attach(db, format!("127.0.0.1:{port}").parse().unwrap()).await;
+    let ips: Vec<String> = (0..300)
+        .map(|i| {
+            if i % 3 == 0 {
+                format!("2001:db8:{:x}:{:x}::{:x}", i / 7, i, i + 1)
+            } else {
+                format!("198.51.{}.{}", i / 200, i % 200 + 1)
+            }
+        })
         .collect();
-    for ip in &ips {
-        let r = submit(&app, Some(ip), proposal(&app, "t").await).await;
-        assert_eq!(r.status, StatusCode::ACCEPTED);
+    for (i, ip) in ips.iter().enumerate() {
+        let mut body = proposal(&app, &format!("proposal {i}")).await;
+        match i % 10 {
+            0 => body["website"] = json!("bot"),
+            1 => body["pow"]["nonce"] = json!("1"),
+            _ => {}
+        }
+        let r = submit(&app, Some(ip), body.clone()).await;
+        assert!(matches!(r.status.as_u16(), 202 | 400), "{ip}: {:?}", r.body);
+        if i % 10 == 2 {
+            // Over the daily cap of 2: the third from the same address is refused.
+            submit(&app, Some(ip), proposal(&app, "again").await).await;
+            let r = submit(&app, Some(ip), proposal(&app, "and again").await).await;
+            assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+        }
     }
+    assert!(app.scalar_i64("SELECT count(*) FROM core.edits").await >= 200);
     let pg_dump = muster_devdb::find_bin("pg_dump").expect("pg_dump");
     let out = std::process::Command::new(pg_dump)
-        .args(["--data-only", "-d", &app.db.url])
+        .args(["-d", &app.db.url])
         .output()
         .unwrap();
     assert!(
@@ -318,12 +363,25 @@ async fn no_client_ip_reaches_the_database() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let dump = String::from_utf8_lossy(&out.stdout);
-    assert!(dump.contains("docs/intro"), "the dump holds the proposals");
+    let dump = String::from_utf8_lossy(&out.stdout).into_owned();
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        dump.contains("proposal 5") && logged.contains("muster serving"),
+        "the dump and the log are real"
+    );
     for ip in &ips {
         assert!(
             !dump.contains(ip.as_str()),
             "{ip} found in the database dump"
+        );
+        assert!(
+            !logged.contains(ip.as_str()),
+            "{ip} found in the server log"
         );
     }
 }

@@ -153,6 +153,27 @@ impl TestApp {
         }
     }
 
+    /// A client for a server running elsewhere (a real `muster` process) on `db`.
+    pub async fn attach(db: TestDb, addr: SocketAddr) -> TestApp {
+        let app = TestApp {
+            addr,
+            db,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            shutdown: std::sync::Mutex::new(None),
+            server: std::sync::Mutex::new(None),
+            _dir: TempDir(
+                std::env::temp_dir().join(format!("muster-attach-{}", uuid::Uuid::now_v7())),
+            ),
+        };
+        for _ in 0..200 {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return app;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("no server answered at {addr}");
+    }
+
     /// Sends a request with the token of `principal` (if any) and a raw body.
     pub async fn raw(
         &self,
