@@ -102,6 +102,8 @@ struct State {
     started: bool,
     position: i64,
     depths: Depths,
+    /// Since when the cursor has been waiting at a gap, if it is.
+    waiting_since: Option<tokio::time::Instant>,
 }
 
 struct Inner {
@@ -155,6 +157,7 @@ impl Feed {
                     started: false,
                     position: 0,
                     depths: Depths::default(),
+                    waiting_since: None,
                 }),
                 started: tokio::sync::watch::channel(false).0,
             }),
@@ -169,6 +172,33 @@ impl Feed {
     /// does not bring every client back in the same instant.
     pub fn retry_ms(&self) -> u64 {
         1000 + (self.inner.jitter.sample().clamp(0.0, 1.0) * 2000.0) as u64
+    }
+
+    /// How long the feed has been held back at a gap (a transaction still open that holds an
+    /// earlier ledger number); zero when it is not.
+    pub fn gap_wait(&self) -> Duration {
+        self.state()
+            .waiting_since
+            .map(|t| t.elapsed())
+            .unwrap_or_default()
+    }
+
+    fn note_waiting(&self, waiting: bool) {
+        let mut st = self.state();
+        match (waiting, st.waiting_since) {
+            (true, None) => st.waiting_since = Some(tokio::time::Instant::now()),
+            (true, Some(since)) => {
+                let held = since.elapsed();
+                if held > Duration::from_secs(10) && held.as_millis() % 10_000 < 25 {
+                    tracing::warn!(
+                        position = st.position,
+                        held_ms = held.as_millis() as u64,
+                        "live feed held back: a transaction holding an earlier ledger number is still open"
+                    );
+                }
+            }
+            (false, _) => st.waiting_since = None,
+        }
     }
 
     /// Open subscriptions.
@@ -289,6 +319,7 @@ impl Feed {
                     Err(e) => tracing::warn!(error = %e, "live feed health read failed"),
                 }
             }
+            self.note_waiting(cursor.is_waiting());
             let wait = if cursor.is_waiting() {
                 Duration::from_millis(20)
             } else {

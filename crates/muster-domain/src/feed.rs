@@ -5,15 +5,18 @@
 //! Ledger sequence numbers are taken when a row is inserted, not when its transaction commits.
 //! A reader that has delivered row 101 may later see row 100 appear, committed late; a reader
 //! that resumes "after 101" would skip it. [`Cursor`] never delivers past a gap it cannot yet
-//! explain. It delivers rows strictly in sequence; at the first missing number it remembers the
-//! reading snapshot's `xmax` (the first transaction id not yet started when the rows were read)
-//! and the highest sequence it saw. The missing row belongs to a transaction that was in progress
-//! at that snapshot (or one that aborted: identity values are not reused). Once a later read
-//! runs under a snapshot whose `xmin` (oldest transaction still running) is at least that
-//! `xmax`, every such transaction has ended: a number up to the remembered highest sequence that
-//! is still missing will never appear, and the cursor moves past it. The wait is as long as the
-//! transactions in flight at the gap, which are short and bounded (statement and idle-in-
-//! transaction timeouts).
+//! explain. It delivers rows strictly in sequence; at the first missing number it remembers a
+//! *fence* — a transaction id greater than every id assigned before the read (the reader takes
+//! one with `pg_current_xact_id()` right after reading; a snapshot's `xmax` is NOT such a fence:
+//! it is the newest finished id + 1, and running transactions above it are not listed) — and
+//! the highest sequence it saw. The missing number is held by a transaction that took its id
+//! before the read (or by one that aborted: identity values are not reused). Once a later read
+//! runs under a snapshot whose `xmin` (oldest transaction still running) is at least the fence,
+//! every such transaction has ended: a number up to the remembered highest sequence that is
+//! still missing will never appear, and the cursor moves past it. The wait is as long as the
+//! transactions in flight at the gap. Those of Muster are short and bounded (statement and
+//! idle-in-transaction timeouts); a long transaction elsewhere in the cluster holds the feed
+//! back for as long as it stays open (see the operations runbook).
 
 use std::collections::BTreeMap;
 
@@ -31,7 +34,8 @@ pub struct FeedRow<T> {
 pub struct ReadHorizon {
     /// `pg_snapshot_xmin` of the reading snapshot.
     pub xmin: u64,
-    /// `pg_snapshot_xmax` of the reading snapshot.
+    /// A transaction id above every id assigned before the read (see the module doc); only
+    /// consulted when the read shows a gap.
     pub xmax: u64,
 }
 
@@ -39,7 +43,7 @@ pub struct ReadHorizon {
 struct PendingGap {
     /// Highest sequence seen by the read that found the gap.
     bound: i64,
-    /// `xmax` of that read's snapshot.
+    /// The fence of that read.
     xmax: u64,
 }
 

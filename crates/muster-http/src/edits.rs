@@ -21,9 +21,10 @@ pub(crate) struct NoBody {}
 pub(crate) async fn challenge(
     State(s): State<AppState>,
     Caller(p): Caller,
-    body: axum::body::Bytes,
+    body: axum::body::Body,
 ) -> ApiResult {
     // The request carries nothing; an empty body or `{}` is fine, anything else is refused.
+    let body = crate::extract::read_limited(body, EDIT_BODY_LIMIT).await?;
     if !body.is_empty() {
         serde_json::from_slice::<NoBody>(&body)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;

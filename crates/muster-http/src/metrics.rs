@@ -94,6 +94,7 @@ struct Snapshot {
     subscribers: u64,
     pool: PoolStatus,
     intake: Vec<(&'static str, u64)>,
+    feed_gap_wait: f64,
     oldest: Vec<(Kind, Priority, f64)>,
 }
 
@@ -151,6 +152,13 @@ impl Collector for Snapshot {
             let labels: Labels = vec![("outcome", (*outcome).to_owned())];
             ConstCounter::new(*n).encode(fam.encode_family(&labels)?)?;
         }
+        let held = ConstGauge::new(self.feed_gap_wait);
+        held.encode(encoder.encode_descriptor(
+            "muster_feed_gap_wait_seconds",
+            "How long the live feed has been held back waiting for an open transaction (0 when not)",
+            None,
+            held.metric_type(),
+        )?)?;
         let gauges: [(&str, &str, i64); 5] = [
             (
                 "muster_sse_subscribers",
@@ -252,6 +260,7 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
         depths: s.feed.queues().await.map(|q| q.depths).unwrap_or_default(),
         subscribers: s.feed.subscribers() as u64,
         pool: s.logbook_metrics.pool_status(),
+        feed_gap_wait: s.feed.gap_wait().as_secs_f64(),
         intake: {
             let i = s.intake.stats();
             let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);

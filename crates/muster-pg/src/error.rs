@@ -40,13 +40,26 @@ pub(crate) fn is_unavailable(e: &tokio_postgres::Error) -> bool {
     }
     match e.code() {
         // 08: connection exception; 53: insufficient resources; 57: operator intervention
-        // (admin shutdown, statement timeout / cancel); 40P01 and 55P03 are transient too.
+        // (admin shutdown, statement timeout / cancel); 55P03 (lock timeout) is transient too.
         Some(state) => {
             let c = state.code();
             c.starts_with("08") || c.starts_with("53") || c.starts_with("57") || c == "55P03"
         }
-        // No SQLSTATE: an I/O or protocol failure on the connection.
-        None => true,
+        // No SQLSTATE: unavailable only if the connection itself failed (I/O, connect,
+        // timeout); a type conversion or row-count error is a bug, not an outage.
+        None => {
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                if s.is::<std::io::Error>() {
+                    return true;
+                }
+                source = s.source();
+            }
+            let text = e.to_string();
+            text.starts_with("error connecting")
+                || text.contains("timeout")
+                || text.contains("timed out")
+        }
     }
 }
 

@@ -39,23 +39,35 @@ fn internal(msg: impl Into<String>) -> StoreError {
     StoreError::Internal(msg.into())
 }
 
+/// A transaction id greater than every id assigned before this call (it assigns one).
+async fn xact_fence(client: &deadpool_postgres::Object) -> Result<u64, StoreError> {
+    let id: i64 = client
+        .query_one("SELECT pg_current_xact_id()::text::int8", &[])
+        .await
+        .map_err(store_err)?
+        .get(0);
+    Ok(id as u64)
+}
+
 #[async_trait]
 impl FeedSource for PgLogbook {
     async fn start(&self) -> Result<FeedStart, StoreError> {
         let mut client = self.pool().get().await.map_err(pool_err)?;
-        // 1. A position: the newest row visible now, and the transactions in flight now.
-        let row = client
+        // 1. A position: the newest row visible now.
+        let position: i64 = client
             .query_one(
-                "SELECT coalesce((SELECT max(seq) FROM core.ledger), 0),
-                        pg_snapshot_xmax(pg_current_snapshot())::text::int8",
+                "SELECT coalesce((SELECT max(seq) FROM core.ledger), 0)",
                 &[],
             )
             .await
-            .map_err(store_err)?;
-        let position: i64 = row.get(0);
-        let xmax: i64 = row.get(1);
-        // 2. Wait until every transaction in flight then has ended: then every row up to
+            .map_err(store_err)?
+            .get(0);
+        // 2. Wait until every transaction that may hold a number up to `position` has ended:
+        //    they all got their transaction id before `fence` (assigned after the read), so
+        //    once the oldest running transaction is at least `fence`, every row up to
         //    `position` is settled (committed, or never to appear).
+        let fence = xact_fence(&client).await?;
+        let mut settled = false;
         for _ in 0..3000 {
             let xmin: i64 = client
                 .query_one(
@@ -65,10 +77,17 @@ impl FeedSource for PgLogbook {
                 .await
                 .map_err(store_err)?
                 .get(0);
-            if xmin >= xmax {
+            if xmin as u64 >= fence {
+                settled = true;
                 break;
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        if !settled {
+            return Err(StoreError::Unavailable(
+                "a transaction has been open for over 30 s; the live feed waits for it to end"
+                    .into(),
+            ));
         }
         // 3. Count in one snapshot, and keep that snapshot to tell counted rows apart later.
         let tx = client
@@ -133,11 +152,22 @@ impl FeedSource for PgLogbook {
             xmin: first.get::<_, i64>(0) as u64,
             xmax: first.get::<_, i64>(1) as u64,
         };
-        let events = rows
+        let events: Vec<LedgerEvent> = rows
             .iter()
             .filter(|r| r.get::<_, Option<i64>>(2).is_some())
             .map(|r| event_from_row(r, 2, r.get(12)))
             .collect();
+        // A gap: its holder got its transaction id before this read; a fence taken now is
+        // above it. (The snapshot's own xmax is not: it is the newest *finished* id + 1, and
+        // a transaction still running above it is not listed at all.)
+        let contiguous = events
+            .iter()
+            .enumerate()
+            .all(|(i, e)| e.seq == after + 1 + i as i64);
+        let mut horizon = horizon;
+        if !contiguous {
+            horizon.xmax = xact_fence(&client).await?;
+        }
         Ok((events, horizon))
     }
 

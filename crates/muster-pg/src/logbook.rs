@@ -105,10 +105,17 @@ fn fence_i64(f: Fence) -> Result<i64, StoreError> {
 impl Logbook for PgLogbook {
     async fn begin(&self) -> Result<Box<dyn LogbookTx>, StoreError> {
         let client = self.pool.get().await.map_err(pool_err)?;
-        client.batch_execute("BEGIN").await.map_err(store_err)?;
-        Ok(Box::new(PgTx {
+        // The guard exists before BEGIN is sent: if this future is dropped mid-BEGIN, the
+        // guard's Drop rolls back (or discards the connection) instead of pooling it in a
+        // transaction.
+        let tx = PgTx {
             client: Some(client),
-        }))
+        };
+        tx.client()
+            .batch_execute("BEGIN")
+            .await
+            .map_err(store_err)?;
+        Ok(Box::new(tx))
     }
 
     async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError> {
@@ -508,7 +515,7 @@ impl LogbookTx for PgTx {
                     {ITEM_COLS}
              FROM core.leases l JOIN core.items i ON i.id = l.item_id
              WHERE l.id = $1
-             FOR UPDATE OF i"
+             FOR UPDATE OF i, l"
         );
         let rows = self.query(&sql, &[&id.0]).await?;
         let Some(row) = rows.first() else {
@@ -696,6 +703,13 @@ impl LogbookTx for PgTx {
         digest: &str,
         at: OffsetDateTime,
     ) -> Result<Option<String>, StoreError> {
+        // Exclusive against parks of the kind (which take the shared form), also before the
+        // kind's first report, when there is no digest row to lock yet.
+        self.query(
+            "SELECT pg_advisory_xact_lock(hashtext('muster-digest:' || $1))::text",
+            &[&kind.as_str()],
+        )
+        .await?;
         let rows = self
             .query(
                 "WITH previous AS (SELECT digest FROM core.worker_digests WHERE kind = $1 FOR UPDATE)
@@ -711,11 +725,14 @@ impl LogbookTx for PgTx {
     async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError> {
         let rows = self
             .query(
-                "SELECT digest FROM core.worker_digests WHERE kind = $1 FOR SHARE",
+                // The shared advisory lock orders a park against a concurrent digest report even
+                // before the kind's first report, when there is no digest row to lock.
+                "SELECT d.digest FROM (SELECT pg_advisory_xact_lock_shared(hashtext('muster-digest:' || $1))::text) g
+                 LEFT JOIN core.worker_digests d ON d.kind = $1",
                 &[&kind.as_str()],
             )
             .await?;
-        Ok(rows.first().map(|r| r.get(0)))
+        Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)))
     }
 
     async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError> {

@@ -157,6 +157,47 @@ async fn a_transaction_that_commits_late_is_not_skipped_and_keeps_the_order() {
     assert_eq!(got[1].0, 2);
 }
 
+/// The late transaction took its transaction id *after* the one that commits first: a reader
+/// that trusted the snapshot's xmax would pass the gap while it is still running.
+#[tokio::test]
+async fn a_late_commit_by_a_younger_transaction_is_not_skipped() {
+    let app = TestApp::spawn().await;
+    let mut s = app.events("conn", None).await;
+    s.next_named("queues", WAIT).await.unwrap();
+    let insert = |subject: &str| {
+        format!(
+            "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+             VALUES ('item', '{subject}', 1, 'test', 'operator', now(), '{{}}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))"
+        )
+    };
+    let older = app.db.client().await;
+    let younger = app.db.client().await;
+    older
+        .batch_execute("BEGIN; SELECT pg_current_xact_id();")
+        .await
+        .unwrap();
+    younger
+        .batch_execute(&format!("BEGIN; {};", insert("younger")))
+        .await
+        .unwrap();
+    older
+        .batch_execute(&format!("{}; COMMIT;", insert("older")))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.next_named("transition", Duration::from_millis(800)).await,
+        None,
+        "2 was delivered while the younger transaction holding 1 was still running"
+    );
+    younger.batch_execute("COMMIT").await.unwrap();
+    let got: Vec<(i64, String)> = transitions(&mut s, 2)
+        .await
+        .iter()
+        .map(|e| (e.id.unwrap(), e.data["id"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(got, [(1, "younger".to_owned()), (2, "older".to_owned())]);
+}
+
 #[tokio::test]
 async fn a_gap_left_by_a_rolled_back_transaction_does_not_stall_the_feed() {
     let app = TestApp::spawn().await;

@@ -8,6 +8,7 @@ mod health;
 mod leases;
 mod ledger;
 mod metrics;
+mod openapi;
 mod outage;
 mod replay;
 mod shutdown;

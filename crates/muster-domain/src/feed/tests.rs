@@ -93,6 +93,8 @@ fn depths_move_one_item_from_state_to_state() {
 
 /// A model of PostgreSQL for the cursor: transactions take an xid when they start, a sequence
 /// number when they insert their ledger row, and commit or abort later, in any interleaving.
+/// A read's fence is the next xid to assign (what `pg_current_xact_id()` after the read gives:
+/// above every xid assigned before it); its xmin is the oldest running xid.
 #[derive(Debug, Clone)]
 enum Step {
     Start,
