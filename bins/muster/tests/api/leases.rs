@@ -493,3 +493,40 @@ async fn a_worker_may_enqueue_only_the_kinds_its_routes_allow() {
         (StatusCode::CREATED, StatusCode::FORBIDDEN, "E_FORBIDDEN")
     );
 }
+
+#[tokio::test]
+async fn identical_completions_racing_each_other_apply_once_and_both_answer_200() {
+    let app = std::sync::Arc::new(TestApp::spawn().await);
+    for round in 0..10 {
+        app.enqueue("trawl", "normal", json!({ "round": round }))
+            .await;
+        let l = app.lease("trawl", "w").await.unwrap();
+        let path = format!("/v1/leases/{}/complete", l["lease_id"].as_str().unwrap());
+        let body =
+            json!({"result": {"round": round}, "next": [{"kind": "sextant", "payload": {}}]});
+        let racers: Vec<_> = (0..2)
+            .map(|_| {
+                let (app, path, body) = (app.clone(), path.clone(), body.clone());
+                tokio::spawn(async move { app.post(&path, "worker:trawl", body).await })
+            })
+            .collect();
+        let mut replayed = Vec::new();
+        for r in racers {
+            let r = r.await.unwrap();
+            assert_eq!(r.status, StatusCode::OK, "round {round}: {:?}", r.body);
+            replayed.push(r.body["replayed"].as_bool().unwrap());
+        }
+        replayed.sort();
+        assert_eq!(replayed, [false, true], "round {round}");
+    }
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'sextant'")
+            .await,
+        10
+    );
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.ledger WHERE event = 'late_result'")
+            .await,
+        0
+    );
+}
