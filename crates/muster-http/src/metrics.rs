@@ -51,26 +51,50 @@ impl Default for HttpMetrics {
     }
 }
 
-/// Middleware: counts every answer by route, method, status and error code, and times it.
+/// Middleware: gives every request an id (`X-Request-Id`, the caller's if it sent a sane one),
+/// logs one line per answer under a span carrying that id (never a token or a client address),
+/// counts every answer by route, method, status and error code, and times it.
 pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next) -> Response {
+    use tracing::Instrument;
     let route = req
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_else(|| "unmatched".to_owned());
     let method = req.method().as_str().to_owned();
+    let request_id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 64 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let span = tracing::info_span!("request", id = %request_id, method = %method, route = %route);
     let started = Instant::now();
-    let res = next.run(req).await;
+    let mut res = next.run(req).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
     let code = res
         .extensions()
         .get::<ErrorCode>()
         .map(|c| c.0)
         .unwrap_or("");
+    let status = res.status().as_u16();
+    span.in_scope(|| {
+        tracing::info!(
+            status,
+            code,
+            latency_ms = elapsed.as_secs_f64() * 1e3,
+            "answered"
+        );
+    });
+    if let Ok(v) = HeaderValue::from_str(&request_id) {
+        res.headers_mut().insert("x-request-id", v);
+    }
     m.requests
         .get_or_create(&vec![
             ("route", route.clone()),
             ("method", method.clone()),
-            ("status", res.status().as_u16().to_string()),
+            ("status", status.to_string()),
             ("code", code.to_owned()),
         ])
         .inc();
@@ -78,7 +102,7 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
     if route != "/v1/events" {
         m.latency
             .get_or_create(&vec![("route", route), ("method", method)])
-            .observe(started.elapsed().as_secs_f64());
+            .observe(elapsed.as_secs_f64());
     }
     res
 }

@@ -255,3 +255,20 @@ async fn the_health_endpoints_need_no_token() {
     let r = app.raw(Method::GET, "/readyz", None, vec![]).await;
     assert_eq!((h.status, r.status), (StatusCode::OK, StatusCode::OK));
 }
+
+#[tokio::test]
+async fn every_answer_carries_a_request_id_and_a_sane_caller_id_is_kept() {
+    let app = TestApp::spawn().await;
+    let r = app.raw(Method::GET, "/healthz", None, vec![]).await;
+    let generated = r.headers["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(
+        uuid::Uuid::parse_str(&generated).map(|u| u.get_version_num()),
+        Ok(7)
+    );
+    let req = hyper::Request::builder()
+        .method(Method::GET)
+        .uri(format!("http://{}/healthz", app.addr))
+        .header("x-request-id", "conn-4711");
+    let r = app.send(req, vec![]).await;
+    assert_eq!(r.headers["x-request-id"], "conn-4711");
+}
