@@ -434,3 +434,23 @@ async fn a_changed_ownership_map_is_picked_up_and_a_broken_one_keeps_the_last_go
     }
     assert!(accepted, "the new map was not picked up");
 }
+
+#[tokio::test]
+async fn a_restart_does_not_reset_the_daily_cap() {
+    let (first, map) = intake_app(1).await;
+    let r = submit(&first, Some("192.0.2.44"), proposal(&first, "t").await).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    first.stop().await;
+    let path = map.clone();
+    let again = TestApp::spawn_on(first.db.clone(), move |s| {
+        s.ownership_map = Some(path);
+        s.pow_difficulty = 8;
+        s.edit_daily_limit = 1;
+    })
+    .await;
+    let r = submit(&again, Some("192.0.2.44"), proposal(&again, "t").await).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::TOO_MANY_REQUESTS, "E_RATE_LIMITED")
+    );
+}
