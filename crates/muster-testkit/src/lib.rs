@@ -1,9 +1,12 @@
 //! Test fixtures on a real PostgreSQL.
 //!
-//! The cluster comes from `MUSTER_TEST_DATABASE_URL` (a superuser URL; `cargo xtask test` sets
-//! it to a throwaway cluster it started) or, when that is not set, from a throwaway cluster this
-//! test process starts itself from the installed PostgreSQL binaries (stopped by the devdb
-//! watchdog when the process exits). Each test gets its own database, created from a template
+//! The cluster comes from, in this order:
+//! 1. `MUSTER_TEST_DATABASE_URL` (a superuser URL; `cargo xtask test` sets it to a throwaway
+//!    cluster it started);
+//! 2. with the `docker` feature, when a Docker engine answers: a PostgreSQL 15 container started
+//!    through testcontainers (removed by a watchdog when the test process exits);
+//! 3. a throwaway cluster this test process starts itself from the installed PostgreSQL
+//!    binaries (stopped by the devdb watchdog when the process exits). Each test gets its own database, created from a template
 //! that was migrated once per process by the production migration code.
 
 use std::sync::OnceLock;
@@ -21,11 +24,63 @@ pub fn server_url(db: &str) -> String {
     if let Ok(base) = std::env::var("MUSTER_TEST_DATABASE_URL") {
         return replace_db(&base, db);
     }
+    #[cfg(feature = "docker")]
+    {
+        static CONTAINER: OnceLock<Option<String>> = OnceLock::new();
+        if let Some(base) = CONTAINER.get_or_init(docker::start) {
+            return replace_db(base, db);
+        }
+    }
     let cluster = OWN_CLUSTER.get_or_init(|| {
         TempCluster::start()
             .expect("start a throwaway PostgreSQL (set MUSTER_TEST_DATABASE_URL to use another)")
     });
     cluster.url(db)
+}
+
+#[cfg(feature = "docker")]
+mod docker {
+    use std::process::{Command, Stdio};
+
+    /// Starts a PostgreSQL container if a Docker engine answers; its superuser URL.
+    pub fn start() -> Option<String> {
+        let engine = Command::new("docker")
+            .args(["info", "--format", "{{.ServerVersion}}"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !engine {
+            return None;
+        }
+        // The blocking runner makes its own runtime: keep it off the test's runtime thread.
+        std::thread::spawn(|| {
+            use testcontainers_modules::postgres::Postgres;
+            use testcontainers_modules::testcontainers::ImageExt;
+            use testcontainers_modules::testcontainers::runners::SyncRunner;
+            let container = Postgres::default().with_tag("15-alpine").start().ok()?;
+            let port = container.get_host_port_ipv4(5432).ok()?;
+            let id = container.id().to_owned();
+            // The container outlives this handle (statics are not dropped); a watchdog removes it
+            // once the test process is gone.
+            let watchdog = format!(
+                "while kill -0 {} 2>/dev/null; do sleep 1; done; docker rm -f {id} >/dev/null 2>&1",
+                std::process::id()
+            );
+            Command::new("sh")
+                .args(["-c", &watchdog])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .ok()?;
+            std::mem::forget(container);
+            Some(format!("postgresql://postgres:postgres@127.0.0.1:{port}/postgres"))
+        })
+        .join()
+        .ok()
+        .flatten()
+    }
 }
 
 fn replace_db(url: &str, db: &str) -> String {
