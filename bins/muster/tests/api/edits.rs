@@ -314,18 +314,20 @@ async fn no_client_ip_reaches_the_database_or_the_log() {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
-        .env("MUSTER_DATABASE_URL", &db.url)
-        .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
-        .env("MUSTER_TOKENS", crate::harness::write_tokens(&dir.0))
-        .env("MUSTER_OWNERSHIP_MAP", &map)
-        .env("MUSTER_POW_DIFFICULTY", "8")
-        .env("MUSTER_EDIT_DAILY_LIMIT", "2")
-        .env("RUST_LOG", "debug")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("start muster");
+    let mut child = crate::harness::KillOnDrop(Some(
+        std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
+            .env("MUSTER_DATABASE_URL", &db.url)
+            .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
+            .env("MUSTER_TOKENS", crate::harness::write_tokens(&dir.0))
+            .env("MUSTER_OWNERSHIP_MAP", &map)
+            .env("MUSTER_POW_DIFFICULTY", "8")
+            .env("MUSTER_EDIT_DAILY_LIMIT", "2")
+            .env("RUST_LOG", "debug")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start muster"),
+    ));
     let app = TestApp::attach(db, format!("127.0.0.1:{port}").parse().unwrap()).await;
     let ips: Vec<String> = (0..300)
         .map(|i| {
@@ -368,7 +370,7 @@ async fn no_client_ip_reaches_the_database_or_the_log() {
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
-    assert!(child.wait().unwrap().success());
+    assert!(child.take().wait().unwrap().success());
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(
         dump.contains("proposal 5") && logged.contains("muster serving"),

@@ -100,6 +100,29 @@ pub struct TestApp {
     _dir: TempDir,
 }
 
+/// A child process killed (SIGKILL) when dropped, so a failing test leaks no server.
+pub struct KillOnDrop(pub Option<std::process::Child>);
+
+impl KillOnDrop {
+    /// Takes the child out (to signal and wait for it); it is then no longer killed on drop.
+    pub fn take(&mut self) -> std::process::Child {
+        self.0.take().expect("child already taken")
+    }
+
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
 /// A temporary directory removed on drop.
 pub struct TempDir(pub std::path::PathBuf);
 

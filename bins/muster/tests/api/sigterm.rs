@@ -61,15 +61,17 @@ async fn sigterm_under_load_fails_no_request_and_loses_no_lease() {
         .unwrap()
         .port();
     let base = format!("http://127.0.0.1:{port}");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_muster"))
-        .arg("serve")
-        .env("MUSTER_DATABASE_URL", &db.url)
-        .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
-        .env("MUSTER_TOKENS", write_tokens(&dir.0))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start muster");
+    let mut child = crate::harness::KillOnDrop(Some(
+        Command::new(env!("CARGO_BIN_EXE_muster"))
+            .arg("serve")
+            .env("MUSTER_DATABASE_URL", &db.url)
+            .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
+            .env("MUSTER_TOKENS", write_tokens(&dir.0))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start muster"),
+    ));
     let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
     let mut up = false;
     for _ in 0..200 {
@@ -176,7 +178,7 @@ async fn sigterm_under_load_fails_no_request_and_loses_no_lease() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let exit = tokio::task::spawn_blocking(move || child.wait())
+    let exit = tokio::task::spawn_blocking(move || child.take().wait())
         .await
         .unwrap()
         .unwrap();
