@@ -6,8 +6,10 @@
 //! 2. with the `docker` feature, when a Docker engine answers: a PostgreSQL 15 container started
 //!    through testcontainers (removed by a watchdog when the test process exits);
 //! 3. a throwaway cluster this test process starts itself from the installed PostgreSQL
-//!    binaries (stopped by the devdb watchdog when the process exits). Each test gets its own database, created from a template
-//! that was migrated once per process by the production migration code.
+//!    binaries (stopped by the devdb watchdog when the process exits).
+//!
+//! Each test gets its own database, created from a template that was migrated once per process
+//! by the production migration code.
 
 use std::sync::OnceLock;
 
