@@ -5,6 +5,9 @@
 //! - `up [ARGS]`: run the server locally with a fresh database and dev tokens.
 //! - `migrate [ARGS]`, `ledger-verify [ARGS]`: `muster <task>` against `MUSTER_DATABASE_URL`.
 //! - `db`: a throwaway PostgreSQL cluster until Ctrl-C.
+//! - `bench`: the benchmark harness (see `bench.rs` and docs/benchmarks.md).
+
+mod bench;
 
 #[cfg(test)]
 mod deploy_check;
@@ -30,6 +33,8 @@ tasks:
   migrate [ARGS]        muster migrate against MUSTER_DATABASE_URL
   ledger-verify [ARGS]  muster ledger-verify against MUSTER_DATABASE_URL
   db                    a throwaway PostgreSQL cluster until Ctrl-C
+  bench                 release build, throwaway PostgreSQL (fsync on), muster serve and
+                        muster-bench; prints one table (see docs/benchmarks.md)
 ";
 
 /// The ten work kinds; each gets a `worker:<kind>` dev token.
@@ -72,6 +77,7 @@ fn run() -> Result<ExitCode> {
         "migrate" => muster_task("migrate", without_leading_dashes(rest)),
         "ledger-verify" => muster_task("ledger-verify", without_leading_dashes(rest)),
         "db" => db(),
+        "bench" => bench::bench(without_leading_dashes(rest)),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(ExitCode::SUCCESS)

@@ -413,6 +413,21 @@ async fn enqueue_backlog(muster: &Muster, n: u64) -> Result<()> {
     Ok(())
 }
 
+/// `VACUUM ANALYZE` then `CHECKPOINT` before every run, so that neither side inherits the other's
+/// dead tuples, autovacuum work or dirty buffers (the backlog top-up writes thousands of rows).
+async fn settle_database(database_url: &str) -> Result<()> {
+    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
+        .await
+        .context("connect to PostgreSQL")?;
+    let conn = tokio::spawn(connection);
+    for sql in ["VACUUM ANALYZE", "CHECKPOINT"] {
+        client.batch_execute(sql).await.context(sql)?;
+    }
+    drop(client);
+    let _ = conn.await;
+    Ok(())
+}
+
 fn in_process(database_url: &str) -> Result<Muster> {
     let app = muster::build(&muster::Settings::new(database_url))?;
     Ok(app.state.muster)
@@ -451,6 +466,7 @@ async fn cycles(
             let t = Instant::now();
             enqueue_backlog(&muster, top_up).await?;
             queued += top_up;
+            settle_database(&target.database_url).await?;
             eprintln!(
                 "muster-bench: enqueued {top_up} items in {:.1}s; {} × {workers} workers for {}s",
                 t.elapsed().as_secs_f64(),

@@ -1,0 +1,414 @@
+//! `cargo xtask bench`: builds `muster` and `muster-bench` in release, starts a throwaway
+//! PostgreSQL with fsync on, serves Muster on a free port, runs every `muster-bench` scenario
+//! against it and prints one markdown table, each figure next to a baseline measured in the
+//! same run. Raw JSON and the table are also written to `target/bench/`. See docs/benchmarks.md.
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
+use serde_json::{Value, json};
+
+use super::{banner, cargo, new_token, psql, step, target_dir, tokens_file_json, workspace_root};
+
+/// The pod's memory request (deploy/), the baseline of the memory rows.
+const MEMORY_REQUEST_MIB: f64 = 48.0;
+
+/// Stops the server on every way out (SIGTERM, then SIGKILL after 10 s).
+struct Server {
+    child: Child,
+}
+
+impl Server {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+pub(crate) fn bench(extra: Vec<std::ffi::OsString>) -> Result<ExitCode> {
+    if !extra.is_empty() {
+        bail!("`cargo xtask bench` takes no arguments (see docs/benchmarks.md)");
+    }
+    let root = workspace_root();
+    step(
+        "cargo build --release -p muster -p muster-bench",
+        cargo(&root).args(["build", "--release", "-p", "muster", "-p", "muster-bench"]),
+    )?;
+    let release = target_dir(&root).join("release");
+    let muster = release.join("muster");
+    let load = release.join("muster-bench");
+    let out_dir = target_dir(&root).join("bench");
+    std::fs::create_dir_all(&out_dir)
+        .with_context(|| format!("could not create {}", out_dir.display()))?;
+
+    banner("starting a throwaway PostgreSQL cluster (fsync on, synchronous_commit on)");
+    let mut cluster = TempCluster::start_with(ClusterOptions {
+        fsync: true,
+        max_connections: 200,
+        log_to: None,
+    })
+    .context("could not start PostgreSQL")?;
+    let result = with_cluster(&cluster, &muster, &load, &out_dir);
+    banner("stopping the PostgreSQL cluster");
+    if let Err(error) = cluster.stop(StopMode::Fast) {
+        eprintln!("xtask: warning: {error}");
+    }
+    drop(cluster);
+    let table = result?;
+    println!("\n{table}");
+    let path = out_dir.join("results.md");
+    std::fs::write(&path, &table).with_context(|| format!("write {}", path.display()))?;
+    eprintln!("xtask: table and raw JSON in {}", out_dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -> Result<String> {
+    psql(&cluster.url("postgres"), "create database muster_bench")?;
+    let url = cluster.url("muster_bench");
+    step(
+        "muster migrate",
+        Command::new(muster).args(["migrate", "--database-url", &url]),
+    )?;
+
+    let principals = ["operator", "conn", "worker:trawl", "worker:sextant"];
+    let tokens: Vec<(String, String)> = principals
+        .iter()
+        .map(|p| ((*p).to_owned(), new_token()))
+        .collect();
+    let token = |p: &str| {
+        tokens
+            .iter()
+            .find(|(q, _)| q == p)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default()
+    };
+    let tokens_path = out.join("tokens.json");
+    std::fs::write(
+        &tokens_path,
+        serde_json::to_string_pretty(&tokens_file_json(&tokens))?,
+    )?;
+    let ownership_path = out.join("ownership_map.json");
+    std::fs::write(
+        &ownership_path,
+        json!({"version": 1, "targets": {"docs/intro": {"owner": "alice", "title": "Intro"}}})
+            .to_string(),
+    )?;
+
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let listen = format!("127.0.0.1:{port}");
+    let base = format!("http://{listen}");
+    let log_path = out.join("server.log");
+    let log = std::fs::File::create(&log_path)?;
+    banner(&format!(
+        "muster serve (release) on {listen}, log in {}",
+        log_path.display()
+    ));
+    let mut server = Server {
+        child: Command::new(muster)
+            .arg("serve")
+            .args(["--database-url", &url, "--listen", &listen])
+            .arg("--tokens")
+            .arg(&tokens_path)
+            .arg("--ownership-map")
+            .arg(&ownership_path)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("could not start muster serve")?,
+    };
+    wait_healthy(&listen, &mut server)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let idle = memory(server.pid())?;
+
+    let env = [
+        ("MUSTER_DATABASE_URL", url.clone()),
+        ("MUSTER_BENCH_OPERATOR_TOKEN", token("operator")),
+        ("MUSTER_BENCH_CONN_TOKEN", token("conn")),
+        ("MUSTER_BENCH_TRAWL_TOKEN", token("worker:trawl")),
+        ("MUSTER_BENCH_SEXTANT_TOKEN", token("worker:sextant")),
+    ];
+    let run = |scenario: &str| -> Result<Value> {
+        banner(&format!("muster-bench {scenario} --url {base}"));
+        let mut cmd = Command::new(load);
+        cmd.args([scenario, "--url", &base])
+            .envs(env.iter().cloned());
+        let output = cmd
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("could not run muster-bench {scenario}"))?;
+        if !output.status.success() {
+            bail!("muster-bench {scenario} failed ({})", output.status);
+        }
+        let value: Value = serde_json::from_slice(&output.stdout)
+            .with_context(|| format!("muster-bench {scenario} printed no JSON"))?;
+        std::fs::write(
+            out.join(format!("{scenario}.json")),
+            serde_json::to_string_pretty(&value)?,
+        )?;
+        Ok(value)
+    };
+    let cycles = run("cycles")?;
+    let pickup = run("pickup")?;
+    let spam = run("spam")?;
+    let end = memory(server.pid())?;
+    banner("stopping muster serve");
+    server.stop();
+
+    let machine = machine(&url);
+    Ok(render(&machine, &cycles, &pickup, &spam, idle, end))
+}
+
+fn wait_healthy(listen: &str, server: &mut Server) -> Result<()> {
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            bail!("muster serve exited early ({status}); see target/bench/server.log");
+        }
+        if let Ok(mut s) = TcpStream::connect(listen) {
+            use std::io::Write;
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut answer = String::new();
+            let _ = s.read_to_string(&mut answer);
+            if answer.starts_with("HTTP/1.1 200") {
+                return Ok(());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    bail!("muster serve did not become healthy within 30 s")
+}
+
+/// `(VmHWM, VmRSS)` of a process in MiB.
+#[derive(Debug, Clone, Copy)]
+struct Memory {
+    hwm_mib: f64,
+    rss_mib: f64,
+}
+
+fn memory(pid: u32) -> Result<Memory> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("read /proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<f64> {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .with_context(|| format!("{name} missing from /proc/{pid}/status"))?;
+        let kib: f64 = line
+            .split_whitespace()
+            .nth(1)
+            .context("malformed line")?
+            .parse()?;
+        Ok(kib / 1024.0)
+    };
+    Ok(Memory {
+        hwm_mib: field("VmHWM:")?,
+        rss_mib: field("VmRSS:")?,
+    })
+}
+
+fn command_line(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// `(nproc, CPU model, PostgreSQL version, date)`.
+fn machine(url: &str) -> [(String, String); 4] {
+    let nproc = command_line("nproc", &[]).unwrap_or_else(|| "?".into());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "?".into());
+    let pg = find_bin("psql")
+        .and_then(|psql| {
+            command_line(
+                &psql.to_string_lossy(),
+                &["-X", "-tA", "-d", url, "-c", "show server_version"],
+            )
+        })
+        .unwrap_or_else(|| "?".into());
+    let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "?".into());
+    [
+        ("nproc".into(), nproc),
+        ("CPU".into(), cpu),
+        ("PostgreSQL".into(), pg),
+        ("date".into(), date),
+    ]
+}
+
+fn num(v: &Value) -> String {
+    match v.as_f64() {
+        Some(x) if x >= 100.0 => format!("{x:.0}"),
+        Some(x) => format!("{x:.2}"),
+        None => "n/a".into(),
+    }
+}
+
+fn ratio(a: &Value, b: &Value) -> String {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}×", a / b),
+        _ => "n/a".into(),
+    }
+}
+
+fn pair(v: &Value) -> String {
+    format!("{} / {}", num(&v["p50_ms"]), num(&v["p99_ms"]))
+}
+
+fn render(
+    machine: &[(String, String)],
+    cycles: &Value,
+    pickup: &Value,
+    spam: &Value,
+    idle: Memory,
+    end: Memory,
+) -> String {
+    let mut rows: Vec<[String; 4]> = Vec::new();
+    let empty = Vec::new();
+    let runs = cycles["runs"].as_array().unwrap_or(&empty);
+    for run in runs {
+        let (h, l) = (&run["http"], &run["in_process"]);
+        let mut note = String::new();
+        for (name, side) in [("HTTP", h), ("in-process", l)] {
+            if side["errors"].as_u64().unwrap_or(0) > 0 {
+                note.push_str(&format!(" ({name}: {} errors)", side["errors"]));
+            }
+            if side["ran_dry"].as_bool().unwrap_or(false) {
+                note.push_str(&format!(" ({name}: backlog ran dry)"));
+            }
+        }
+        rows.push([
+            format!(
+                "lease→complete cycles/s, {} workers ({} ran first){note}",
+                run["workers"],
+                run["order"][0].as_str().unwrap_or("?").replace('_', "-")
+            ),
+            num(&h["cycles_per_s"]),
+            format!("{} in-process", num(&l["cycles_per_s"])),
+            ratio(&h["cycles_per_s"], &l["cycles_per_s"]),
+        ]);
+    }
+    if let Some(run) = runs.iter().find(|r| r["workers"] == 16) {
+        for op in ["lease", "complete"] {
+            let (h, l) = (&run["http"][op], &run["in_process"][op]);
+            rows.push([
+                format!("{op} latency p50 / p99 ms, 16 workers"),
+                pair(h),
+                format!("{} in-process", pair(l)),
+                format!(
+                    "{} / {}",
+                    ratio(&h["p50_ms"], &l["p50_ms"]),
+                    ratio(&h["p99_ms"], &l["p99_ms"])
+                ),
+            ]);
+        }
+    }
+    let (h, l) = (&pickup["http"], &pickup["in_process"]);
+    rows.push([
+        format!(
+            "pickup latency p50 / p99 ms (long poll 5 s, {} repeats; missed {} / {})",
+            pickup["repeats"], pickup["http_missed"], pickup["in_process_missed"]
+        ),
+        pair(h),
+        format!("{} in-process", pair(l)),
+        format!(
+            "{} / {}",
+            ratio(&h["p50_ms"], &l["p50_ms"]),
+            ratio(&h["p99_ms"], &l["p99_ms"])
+        ),
+    ]);
+    let request = json!(MEMORY_REQUEST_MIB);
+    for (what, mib) in [
+        ("server peak RSS (VmHWM) at end, MiB", end.hwm_mib),
+        ("server RSS at end, MiB", end.rss_mib),
+        ("server RSS idle after start, MiB", idle.rss_mib),
+    ] {
+        rows.push([
+            what.into(),
+            format!("{mib:.1}"),
+            format!("{MEMORY_REQUEST_MIB:.0} pod request"),
+            ratio(&json!(mib), &request),
+        ]);
+    }
+    let acc = &spam["accepted"];
+    let acc_rate = &acc["requests_per_s"];
+    let clients = &spam["clients"];
+    for (what, key) in [("honeypot", "honeypot"), ("proof-of-work", "pow_refused")] {
+        let r = &spam[key];
+        rows.push([
+            format!(
+                "edit intake refused at {what} layer, req/s ({clients} clients; statuses {})",
+                r["statuses"]
+            ),
+            num(&r["requests_per_s"]),
+            format!("{} accepted/s", num(acc_rate)),
+            ratio(&r["requests_per_s"], acc_rate),
+        ]);
+    }
+    if acc.is_null() {
+        rows.push([
+            "edit intake accepted, req/s".into(),
+            "not run".into(),
+            "n/a".into(),
+            "n/a".into(),
+        ]);
+    } else {
+        rows.push([
+            format!(
+                "edit intake accepted, req/s ({} pre-solved at difficulty {}; statuses {})",
+                acc["requests"], spam["difficulty"], acc["statuses"]
+            ),
+            num(acc_rate),
+            format!("{} honeypot/s", num(&spam["honeypot"]["requests_per_s"])),
+            ratio(acc_rate, &spam["honeypot"]["requests_per_s"]),
+        ]);
+    }
+
+    let mut t = String::new();
+    t.push_str("| figure | measured (HTTP server) | baseline, same run | ratio |\n");
+    t.push_str("|---|---:|---:|---:|\n");
+    for [a, b, c, d] in rows {
+        t.push_str(&format!("| {a} | {b} | {c} | {d} |\n"));
+    }
+    t.push_str("\n| machine | |\n|---|---|\n");
+    for (k, v) in machine {
+        t.push_str(&format!("| {k} | {v} |\n"));
+    }
+    t
+}
