@@ -77,7 +77,9 @@ mod docker {
                 .spawn()
                 .ok()?;
             std::mem::forget(container);
-            Some(format!("postgresql://postgres:postgres@127.0.0.1:{port}/postgres"))
+            Some(format!(
+                "postgresql://postgres:postgres@127.0.0.1:{port}/postgres"
+            ))
         })
         .join()
         .ok()
