@@ -86,33 +86,6 @@ fn durable_cluster_keeps_its_log_where_asked() {
     std::fs::remove_dir_all(&log_dir).expect("clean up the log dir");
 }
 
-const CHILD_ENV: &str = "MUSTER_DEVDB_REAPER_CHILD";
-
-/// Not a test on its own: run by `killed_owner_leaves_no_postmaster_behind` in a
-/// child process, which it then kills with SIGKILL. Writes
-/// "<postmaster pid> <cluster dir>" to the file named by `CHILD_ENV`.
-#[test]
-#[ignore = "helper process of killed_owner_leaves_no_postmaster_behind"]
-fn reaper_child_helper() {
-    let Some(report) = std::env::var_os(CHILD_ENV) else {
-        return;
-    };
-    let cluster = TempCluster::start().expect("cluster starts");
-    let pid =
-        std::fs::read_to_string(cluster.data_dir().join("postmaster.pid")).expect("postmaster.pid");
-    let line = format!(
-        "{} {}\n",
-        pid.lines().next().unwrap_or_default(),
-        base_dir(&cluster).display()
-    );
-    let partial = PathBuf::from(&report).with_extension("partial");
-    std::fs::write(&partial, line).expect("write the report");
-    std::fs::rename(&partial, &report).expect("publish the report");
-    loop {
-        std::thread::sleep(Duration::from_secs(60));
-    }
-}
-
 fn process_alive(pid: &str) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state follows the parenthesised command name; a zombie is gone.
@@ -139,14 +112,8 @@ fn killed_owner_leaves_no_postmaster_behind() {
         std::process::id()
     ));
     let _ = std::fs::remove_file(&report);
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--ignored",
-            "--exact",
-            "reaper_child_helper",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, &report)
+    let mut child = Command::new(env!("CARGO_BIN_EXE_muster-devdb-hold"))
+        .arg(&report)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
