@@ -128,3 +128,25 @@ async fn the_latest_health_per_kind_is_available_to_the_live_feed_port() {
         )
     );
 }
+
+#[tokio::test]
+async fn an_oversized_health_report_is_refused_and_nothing_is_stored() {
+    let app = TestApp::spawn().await;
+    let event = json!({"kind": "trawl", "reason": "r", "message": "m".repeat(1000)});
+    let body = json!({"events": vec![event; 1100]})
+        .to_string()
+        .into_bytes();
+    assert!(body.len() > 1024 * 1024);
+    let r = app
+        .raw(hyper::Method::POST, "/v1/health", Some("shipkeeper"), body)
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "E_TOO_LARGE")
+    );
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.worker_health")
+            .await,
+        0
+    );
+}
