@@ -126,25 +126,18 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
     let listen = format!("127.0.0.1:{port}");
     let base = format!("http://{listen}");
     let log_path = out.join("server.log");
-    let log = std::fs::File::create(&log_path)?;
     banner(&format!(
         "muster serve (release) on {listen}, log in {}",
         log_path.display()
     ));
-    let mut server = Server {
-        child: Command::new(muster)
-            .arg("serve")
-            .args(["--database-url", &url, "--listen", &listen])
-            .arg("--tokens")
-            .arg(&tokens_path)
-            .arg("--ownership-map")
-            .arg(&ownership_path)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("could not start muster serve")?,
+    let serve = ServeArgs {
+        muster,
+        url: &url,
+        listen: &listen,
+        tokens: &tokens_path,
+        ownership: &ownership_path,
     };
+    let mut server = serve.spawn(&log_path)?;
     wait_healthy(&listen, &mut server)?;
     std::thread::sleep(Duration::from_secs(1));
     let idle = memory(server.pid())?;
@@ -156,35 +149,154 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         ("MUSTER_BENCH_TRAWL_TOKEN", token("worker:trawl")),
         ("MUSTER_BENCH_SEXTANT_TOKEN", token("worker:sextant")),
     ];
-    let run = |scenario: &str| -> Result<Value> {
-        banner(&format!("muster-bench {scenario} --url {base}"));
-        let mut cmd = Command::new(load);
-        cmd.args([scenario, "--url", &base])
-            .envs(env.iter().cloned());
-        let output = cmd
+    let run_as = |name: &str, args: &[&str]| -> Result<Value> {
+        banner(&format!("muster-bench {}", args.join(" ")));
+        let output = with_nofile(load)
+            .args(args)
+            .envs(env.iter().cloned())
             .stderr(Stdio::inherit())
             .output()
-            .with_context(|| format!("could not run muster-bench {scenario}"))?;
+            .with_context(|| format!("could not run muster-bench {name}"))?;
         if !output.status.success() {
-            bail!("muster-bench {scenario} failed ({})", output.status);
+            bail!("muster-bench {name} failed ({})", output.status);
         }
         let value: Value = serde_json::from_slice(&output.stdout)
-            .with_context(|| format!("muster-bench {scenario} printed no JSON"))?;
+            .with_context(|| format!("muster-bench {name} printed no JSON"))?;
         std::fs::write(
-            out.join(format!("{scenario}.json")),
+            out.join(format!("{name}.json")),
             serde_json::to_string_pretty(&value)?,
         )?;
         Ok(value)
     };
+    let run = |scenario: &str| run_as(scenario, &[scenario, "--url", &base]);
     let cycles = run("cycles")?;
     let pickup = run("pickup")?;
     let spam = run("spam")?;
+    // Read before the feed scenario, so that these rows keep their meaning across runs.
     let end = memory(server.pid())?;
+    let pid = server.pid().to_string();
+    let feed = run_as("feed", &["feed", "--url", &base, "--server-pid", &pid])?;
     banner("stopping muster serve");
     server.stop();
 
+    // Backlog: a database of its own, filled in SQL, a fresh server per size.
+    psql(&cluster.url("postgres"), "create database muster_backlog")?;
+    let backlog_url = cluster.url("muster_backlog");
+    step(
+        "muster migrate (muster_backlog)",
+        Command::new(muster).args(["migrate", "--database-url", &backlog_url]),
+    )?;
+    let serve = ServeArgs {
+        url: &backlog_url,
+        ..serve
+    };
+    let mut backlog = Vec::new();
+    for size in BACKLOG_SIZES {
+        let to = size.to_string();
+        let fill = run_as(
+            &format!("backlog-fill-{size}"),
+            &["backlog-fill", "--database-url", &backlog_url, "--to", &to],
+        )?;
+        let log_path = out.join(format!("server-backlog-{size}.log"));
+        let started = Instant::now();
+        let mut server = serve.spawn(&log_path)?;
+        let first_queues = wait_queues(&listen, &token("operator"), &mut server, started)?;
+        let measured = run_as(&format!("backlog-{size}"), &["backlog", "--url", &base])?;
+        server.stop();
+        backlog.push(json!({
+            "size": size,
+            "fill": fill,
+            "start_to_first_queues_ms": first_queues.as_secs_f64() * 1000.0,
+            "measured": measured,
+        }));
+    }
+
     let machine = machine(&url);
-    Ok(render(&machine, &cycles, &pickup, &spam, idle, end))
+    Ok(render(
+        &machine, &cycles, &pickup, &spam, &feed, &backlog, idle, end,
+    ))
+}
+
+/// The backlog sizes compared (the first is the baseline).
+const BACKLOG_SIZES: [u64; 2] = [1_000, 1_000_000];
+
+/// The open-file soft limit the server and the load generator need: 1,000 SSE subscribers are
+/// 1,000 sockets on each side.
+const NOFILE: u32 = 4096;
+
+/// `program` run through `sh`, which raises the open-file soft limit to `NOFILE` when it is
+/// lower (failing if the hard limit does not allow it) and then `exec`s it: same pid.
+fn with_nofile(program: &Path) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "n=$(ulimit -n); if [ \"$n\" != unlimited ] && [ \"$n\" -lt {NOFILE} ]; then \
+             ulimit -n {NOFILE} || exit 111; fi; exec \"$0\" \"$@\""
+        ))
+        .arg(program);
+    cmd
+}
+
+#[derive(Clone, Copy)]
+struct ServeArgs<'a> {
+    muster: &'a Path,
+    url: &'a str,
+    listen: &'a str,
+    tokens: &'a Path,
+    ownership: &'a Path,
+}
+
+impl ServeArgs<'_> {
+    fn spawn(&self, log_path: &Path) -> Result<Server> {
+        let log = std::fs::File::create(log_path)?;
+        Ok(Server {
+            child: with_nofile(self.muster)
+                .arg("serve")
+                .args(["--database-url", self.url, "--listen", self.listen])
+                .arg("--tokens")
+                .arg(self.tokens)
+                .arg("--ownership-map")
+                .arg(self.ownership)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .spawn()
+                .context("could not start muster serve")?,
+        })
+    }
+}
+
+/// Time from `started` to the first `200` of `GET /v1/queues` (the live feed counts the depths
+/// once at start; the endpoint waits for that count).
+fn wait_queues(
+    listen: &str,
+    token: &str,
+    server: &mut Server,
+    started: Instant,
+) -> Result<Duration> {
+    use std::io::Write;
+    let until = started + Duration::from_secs(120);
+    while Instant::now() < until {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            bail!("muster serve exited early ({status}); see target/bench/server-backlog-*.log");
+        }
+        if let Ok(mut s) = TcpStream::connect(listen) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = s.write_all(
+                format!(
+                    "GET /v1/queues HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+            let mut answer = String::new();
+            let _ = s.read_to_string(&mut answer);
+            if answer.starts_with("HTTP/1.1 200") {
+                return Ok(started.elapsed());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    bail!("GET /v1/queues did not answer 200 within 120 s")
 }
 
 fn wait_healthy(listen: &str, server: &mut Server) -> Result<()> {
@@ -291,11 +403,14 @@ fn pair(v: &Value) -> String {
     format!("{} / {}", num(&v["p50_ms"]), num(&v["p99_ms"]))
 }
 
+#[allow(clippy::too_many_arguments)]
 fn render(
     machine: &[(String, String)],
     cycles: &Value,
     pickup: &Value,
     spam: &Value,
+    feed: &Value,
+    backlog: &[Value],
     idle: Memory,
     end: Memory,
 ) -> String {
@@ -399,6 +514,8 @@ fn render(
             ratio(acc_rate, &spam["honeypot"]["requests_per_s"]),
         ]);
     }
+    feed_rows(&mut rows, feed);
+    backlog_rows(&mut rows, backlog);
 
     let mut t = String::new();
     t.push_str("| figure | measured (HTTP server) | baseline, same run | ratio |\n");
@@ -411,4 +528,124 @@ fn render(
         t.push_str(&format!("| {k} | {v} |\n"));
     }
     t
+}
+
+fn p_ratio(h: &Value, l: &Value) -> String {
+    format!(
+        "{} / {}",
+        ratio(&h["p50_ms"], &l["p50_ms"]),
+        ratio(&h["p99_ms"], &l["p99_ms"])
+    )
+}
+
+fn feed_rows(rows: &mut Vec<[String; 4]>, feed: &Value) {
+    let empty = Vec::new();
+    let runs = feed["runs"].as_array().unwrap_or(&empty);
+    for run in runs {
+        let (ev, rt) = (&run["event_after_201"], &run["enqueue_round_trip"]);
+        rows.push([
+            format!(
+                "feed: enqueue 201 → `transition` at subscriber, p50 / p99 ms, {} SSE subscribers \
+                 ({}/{} connected; {} enqueues every {} ms; subscribers that missed any event: {}; \
+                 streams ended early: {}; events seen before the 201: {})",
+                run["subscribers"],
+                run["connected"],
+                run["subscribers"],
+                run["enqueues"],
+                run["interval_ms"],
+                run["missed_subscribers"],
+                run["streams_ended_early"],
+                run["events_before_201"],
+            ),
+            pair(ev),
+            format!("{} enqueue round trip", pair(rt)),
+            p_ratio(ev, rt),
+        ]);
+    }
+    if let Some(big) = runs
+        .iter()
+        .max_by_key(|r| r["subscribers"].as_u64().unwrap_or(0))
+        && big["subscribers"].as_u64().unwrap_or(0) > 1
+    {
+        let (with, without) = (
+            &big["server_rss_mib_idle_connected"],
+            &big["server_rss_mib_before_connect"],
+        );
+        rows.push([
+            format!(
+                "server RSS, MiB, {} idle SSE subscribers connected (2 s after the last connected)",
+                big["subscribers"]
+            ),
+            num(with),
+            format!("{} with none, just before", num(without)),
+            ratio(with, without),
+        ]);
+    }
+}
+
+fn backlog_rows(rows: &mut Vec<[String; 4]>, backlog: &[Value]) {
+    let [base, big] = backlog else {
+        return;
+    };
+    let size = |v: &Value| {
+        let digits = v["size"].as_u64().unwrap_or(0).to_string();
+        let mut out = String::new();
+        for (i, c) in digits.chars().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    let (bs, gs) = (size(base), size(big));
+    let (bm, gm) = (&base["measured"], &big["measured"]);
+    rows.push([
+        format!(
+            "backlog: server start → first `GET /v1/queues` 200, ms, {gs} queued (bulk insert took {} s)",
+            num(&big["fill"]["insert_seconds"])
+        ),
+        num(&big["start_to_first_queues_ms"]),
+        format!("{} with {bs} queued", num(&base["start_to_first_queues_ms"])),
+        ratio(&big["start_to_first_queues_ms"], &base["start_to_first_queues_ms"]),
+    ]);
+    rows.push([
+        format!(
+            "backlog: `GET /v1/queues` latency p50 / p99 ms ({} requests), {gs} queued",
+            gm["queues"]["n"]
+        ),
+        pair(&gm["queues"]),
+        format!("{} with {bs} queued", pair(&bm["queues"])),
+        p_ratio(&gm["queues"], &bm["queues"]),
+    ]);
+    let mut note = String::new();
+    for (name, m) in [(&gs, gm), (&bs, bm)] {
+        if m["errors"].as_u64().unwrap_or(0) > 0 {
+            note.push_str(&format!(" ({name}: {} errors)", m["errors"]));
+        }
+        if m["ran_dry"].as_bool().unwrap_or(false) {
+            note.push_str(&format!(" ({name}: backlog ran dry)"));
+        }
+    }
+    rows.push([
+        format!(
+            "backlog: lease→complete→enqueue (refill) cycles/s, {} workers, {} s, {gs} queued ({} per `/v1/queues` before){note}",
+            gm["workers"], gm["seconds"], gm["trawl_queued"]
+        ),
+        num(&gm["cycles_per_s"]),
+        format!(
+            "{} with {bs} queued ({} per `/v1/queues`)",
+            num(&bm["cycles_per_s"]),
+            bm["trawl_queued"]
+        ),
+        ratio(&gm["cycles_per_s"], &bm["cycles_per_s"]),
+    ]);
+    for op in ["lease", "complete", "enqueue"] {
+        rows.push([
+            format!("backlog: {op} latency p50 / p99 ms in those cycles, {gs} queued"),
+            pair(&gm[op]),
+            format!("{} with {bs} queued", pair(&bm[op])),
+            p_ratio(&gm[op], &bm[op]),
+        ]);
+    }
 }

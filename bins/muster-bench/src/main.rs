@@ -7,6 +7,9 @@
 //!
 //! Tokens come from the environment (`MUSTER_BENCH_*_TOKEN`), never from the command line.
 
+mod backlog;
+mod feed;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -96,6 +99,55 @@ enum Scenario {
         #[arg(long, default_value_t = 256)]
         solved: usize,
     },
+    /// Live feed: commit-to-subscriber latency of `transition` events with 1 and with 1,000 SSE
+    /// subscribers, next to the enqueue round trip; server RSS with the subscribers idle.
+    Feed {
+        /// Base URL of a running `muster serve`.
+        #[arg(long)]
+        url: String,
+        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
+        operator_token: String,
+        #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
+        conn_token: String,
+        /// Concurrent subscribers, one phase per value.
+        #[arg(long, value_delimiter = ',', default_value = "1,1000")]
+        subscribers: Vec<usize>,
+        /// Enqueues per phase.
+        #[arg(long, default_value_t = 200)]
+        enqueues: usize,
+        /// Milliseconds between enqueues.
+        #[arg(long, default_value_t = 20)]
+        interval_ms: u64,
+        /// The server's pid (same machine), to read its RSS from /proc; optional.
+        #[arg(long)]
+        server_pid: Option<u32>,
+    },
+    /// Tops the `trawl` queue up to `--to` queued items directly in SQL, bypassing the ledger
+    /// (bench databases only), then `VACUUM ANALYZE` and `CHECKPOINT`. Restart the server after.
+    BacklogFill {
+        #[arg(long, env = "MUSTER_DATABASE_URL", hide_env_values = true)]
+        database_url: String,
+        #[arg(long)]
+        to: u64,
+    },
+    /// Backlog cost against a running server: `GET /v1/queues` latency and lease→complete
+    /// (with one `next` item, so the backlog keeps its size) cycles/s.
+    Backlog {
+        /// Base URL of a running `muster serve`.
+        #[arg(long)]
+        url: String,
+        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
+        operator_token: String,
+        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
+        worker_token: String,
+        /// Sequential `GET /v1/queues` requests.
+        #[arg(long, default_value_t = 100)]
+        requests: usize,
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
 }
 
 fn main() -> Result<()> {
@@ -147,6 +199,45 @@ fn main() -> Result<()> {
                 )
                 .await
             }
+            Scenario::Feed {
+                url,
+                operator_token,
+                conn_token,
+                subscribers,
+                enqueues,
+                interval_ms,
+                server_pid,
+            } => {
+                feed::feed(
+                    &url,
+                    &operator_token,
+                    &conn_token,
+                    &subscribers,
+                    enqueues,
+                    Duration::from_millis(interval_ms),
+                    server_pid,
+                )
+                .await
+            }
+            Scenario::BacklogFill { database_url, to } => backlog::fill(&database_url, to).await,
+            Scenario::Backlog {
+                url,
+                operator_token,
+                worker_token,
+                requests,
+                workers,
+                seconds,
+            } => {
+                backlog::measure(
+                    &url,
+                    &operator_token,
+                    &worker_token,
+                    requests,
+                    workers,
+                    Duration::from_secs(seconds),
+                )
+                .await
+            }
         }
     })?;
     println!("{}", serde_json::to_string_pretty(&out)?);
@@ -195,6 +286,28 @@ impl Http {
             .request(req)
             .await
             .with_context(|| format!("POST {path}"))?;
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        Ok((status, value))
+    }
+
+    /// GETs a path; returns the status and the parsed body (`Null` when empty).
+    async fn get(&self, path: &str, token: &str) -> Result<(u16, Value)> {
+        let req = hyper::Request::builder()
+            .method(hyper::Method::GET)
+            .uri(format!("{}{path}", self.base))
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .with_context(|| format!("GET {path}"))?;
         let status = resp.status().as_u16();
         let bytes = resp.into_body().collect().await?.to_bytes();
         let value = if bytes.is_empty() {

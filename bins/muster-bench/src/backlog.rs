@@ -1,0 +1,235 @@
+//! Scenarios `backlog-fill` and `backlog`: the cost of a large backlog.
+//!
+//! `backlog-fill` tops the `trawl` queue up to N queued items straight in SQL (one
+//! `INSERT … SELECT generate_series`), **bypassing the ledger**: the rows have `chain_len` 0 and
+//! no `enqueued` ledger entry, so `ledger-verify` would reject them. The bench database is thrown
+//! away and `ledger-verify` is never run on it. The server must be (re)started after a fill: its
+//! live feed counts the depths once at start.
+//!
+//! `backlog` measures, against a running server: `GET /v1/queues` latency and the lease→complete
+//! cycle rate at N workers. After each completion the worker enqueues one new trawl item over
+//! HTTP (operator token), so the backlog keeps its size for the whole run (a 1,000-item backlog
+//! would otherwise drain in about a second; the pipeline routes forbid trawl → trawl `next`
+//! items). A cycle is therefore three requests: lease, complete, enqueue; their latencies are
+//! reported separately.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::{Http, percentiles};
+
+async fn connect(database_url: &str) -> Result<tokio_postgres::Client> {
+    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
+        .await
+        .context("connect to PostgreSQL")?;
+    tokio::spawn(connection);
+    Ok(client)
+}
+
+async fn count(client: &tokio_postgres::Client) -> Result<i64> {
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM core.items WHERE kind = 'trawl' AND state = 'queued'",
+            &[],
+        )
+        .await?;
+    Ok(row.get::<_, i64>(0))
+}
+
+pub(crate) async fn fill(database_url: &str, to: u64) -> Result<Value> {
+    let client = connect(database_url).await?;
+    let before = count(&client).await?;
+    let add = i64::try_from(to)?.saturating_sub(before).max(0);
+    let t = Instant::now();
+    client
+        .execute(
+            "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
+             payload, created_at, chain_len, chain_head) \
+             SELECT gen_random_uuid(), 'trawl', 1, 'queued', 0, 0, now(), '{}'::jsonb, now(), 0, \
+             decode(repeat('00', 32), 'hex') FROM generate_series(1, $1::bigint)",
+            &[&add],
+        )
+        .await
+        .context("bulk insert")?;
+    let insert_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    for sql in ["VACUUM ANALYZE", "CHECKPOINT"] {
+        client.batch_execute(sql).await.context(sql)?;
+    }
+    let settle_s = t.elapsed().as_secs_f64();
+    let after = count(&client).await?;
+    eprintln!(
+        "muster-bench: backlog {before} → {after} queued trawl items (insert {insert_s:.1}s, VACUUM ANALYZE + CHECKPOINT {settle_s:.1}s)"
+    );
+    Ok(json!({
+        "scenario": "backlog-fill",
+        "queued_before": before,
+        "inserted": add,
+        "queued_after": after,
+        "insert_seconds": (insert_s * 100.0).round() / 100.0,
+        "vacuum_checkpoint_seconds": (settle_s * 100.0).round() / 100.0,
+    }))
+}
+
+/// Per-request latencies of a cycle.
+#[derive(Default)]
+struct Lat {
+    lease: Vec<Duration>,
+    complete: Vec<Duration>,
+    enqueue: Vec<Duration>,
+}
+
+/// One lease (wait 0), its completion, and one new trawl item (the refill).
+async fn cycle(
+    http: &Http,
+    token: &str,
+    operator_token: &str,
+    worker_id: &str,
+    lat: &mut Lat,
+) -> Result<bool> {
+    let t = Instant::now();
+    let (status, body) = http
+        .post(
+            "/v1/leases",
+            token,
+            &json!({"worker_id": worker_id, "wait_ms": 0}),
+            None,
+        )
+        .await?;
+    match status {
+        200 => {}
+        204 => return Ok(false),
+        _ => bail!("lease answered {status}: {body}"),
+    }
+    lat.lease.push(t.elapsed());
+    let id = body["lease_id"].as_str().context("lease_id missing")?;
+    let t = Instant::now();
+    let (status, body) = http
+        .post(
+            &format!("/v1/leases/{id}/complete"),
+            token,
+            &json!({"result": {}}),
+            None,
+        )
+        .await?;
+    if status != 200 {
+        bail!("complete answered {status}: {body}");
+    }
+    lat.complete.push(t.elapsed());
+    let t = Instant::now();
+    let (status, body) = http
+        .post(
+            "/v1/items",
+            operator_token,
+            &json!({"kind": "trawl", "priority": "normal", "payload": {"bench": "backlog"}}),
+            None,
+        )
+        .await?;
+    if status != 201 {
+        bail!("enqueue answered {status}: {body}");
+    }
+    lat.enqueue.push(t.elapsed());
+    Ok(true)
+}
+
+pub(crate) async fn measure(
+    url: &str,
+    operator_token: &str,
+    worker_token: &str,
+    requests: usize,
+    workers: usize,
+    length: Duration,
+) -> Result<Value> {
+    let http = Arc::new(Http::new(url));
+
+    // GET /v1/queues, sequential, answered from memory.
+    let mut queues = Vec::with_capacity(requests);
+    let mut depth = Value::Null;
+    for _ in 0..requests {
+        let t = Instant::now();
+        let (status, body) = http.get("/v1/queues", operator_token).await?;
+        queues.push(t.elapsed());
+        if status != 200 {
+            bail!("GET /v1/queues answered {status}: {body}");
+        }
+        depth = body["depths"].clone();
+    }
+    let trawl_queued: i64 = depth
+        .as_array()
+        .map(|ds| {
+            ds.iter()
+                .filter(|d| d["kind"] == "trawl" && d["state"] == "queued")
+                .filter_map(|d| d["count"].as_i64())
+                .sum()
+        })
+        .unwrap_or(0);
+
+    // Lease→complete (+ one next item) at `workers`.
+    let start = Instant::now();
+    let deadline = start + length;
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let (http, token, op) = (
+                http.clone(),
+                worker_token.to_owned(),
+                operator_token.to_owned(),
+            );
+            tokio::spawn(async move {
+                let worker_id = format!("bench-backlog-{w}");
+                let (mut n, mut errors, mut first_error, mut dry) = (0u64, 0u64, None, false);
+                let mut lat = Lat::default();
+                while Instant::now() < deadline {
+                    match cycle(&http, &token, &op, &worker_id, &mut lat).await {
+                        Ok(true) => n += 1,
+                        Ok(false) => {
+                            dry = true;
+                            break;
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            first_error.get_or_insert_with(|| format!("{e:#}"));
+                        }
+                    }
+                }
+                (n, errors, first_error, dry, lat)
+            })
+        })
+        .collect();
+    let (mut cycles, mut errors, mut first_error, mut dry) = (0u64, 0u64, None, false);
+    let mut lat = Lat::default();
+    for t in tasks {
+        let (n, e, fe, d, l) = t.await?;
+        lat.lease.extend(l.lease);
+        lat.complete.extend(l.complete);
+        lat.enqueue.extend(l.enqueue);
+        cycles += n;
+        errors += e;
+        if first_error.is_none() {
+            first_error = fe;
+        }
+        dry |= d;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    eprintln!(
+        "muster-bench: {trawl_queued} queued (per /v1/queues): {cycles} cycles in {elapsed:.1}s at {workers} workers"
+    );
+    Ok(json!({
+        "scenario": "backlog",
+        "trawl_queued": trawl_queued,
+        "depths": depth,
+        "queues": percentiles(queues),
+        "workers": workers,
+        "cycles": cycles,
+        "seconds": (elapsed * 1000.0).round() / 1000.0,
+        "cycles_per_s": ((cycles as f64 / elapsed) * 10.0).round() / 10.0,
+        "errors": errors,
+        "first_error": first_error,
+        "ran_dry": dry,
+        "lease": percentiles(lat.lease),
+        "complete": percentiles(lat.complete),
+        "enqueue": percentiles(lat.enqueue),
+    }))
+}

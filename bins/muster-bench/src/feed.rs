@@ -1,0 +1,305 @@
+//! Scenario `feed`: commit-to-subscriber latency of `transition` events on `GET /v1/events`,
+//! with 1 and with many concurrent SSE subscribers, next to the enqueue round trip measured in
+//! the same phase; plus the server's RSS with the subscribers connected and idle.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use serde_json::{Value, json};
+
+use crate::{Http, ms, percentiles};
+
+/// What one subscriber saw: the first arrival of each item's `→ queued` transition.
+#[derive(Default)]
+struct Seen {
+    arrivals: HashMap<String, Instant>,
+    /// The stream ended (or failed) before we stopped it.
+    ended: bool,
+    error: Option<String>,
+}
+
+/// One SSE subscriber on its own connection. Counts `connected` once the response head (200)
+/// is in: the server subscribes before it answers.
+async fn subscribe(
+    http: Http,
+    token: String,
+    connected: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Seen>>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let result: Result<()> = async {
+        let req = hyper::Request::builder()
+            .method(hyper::Method::GET)
+            .uri(format!("{}/v1/events", http.base))
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(hyper::header::ACCEPT, "text/event-stream")
+            .body(Full::new(Bytes::new()))?;
+        let resp = http.client.request(req).await.context("GET /v1/events")?;
+        if resp.status() != hyper::StatusCode::OK {
+            bail!("GET /v1/events answered {}", resp.status());
+        }
+        connected.fetch_add(1, Ordering::SeqCst);
+        let mut body = resp.into_body();
+        let mut buf = String::new();
+        loop {
+            let frame = tokio::select! {
+                f = body.frame() => f,
+                _ = stop.changed() => return Ok(()),
+            };
+            let at = Instant::now();
+            let Some(frame) = frame else {
+                bail!("the stream ended");
+            };
+            let Ok(data) = frame?.into_data() else {
+                continue;
+            };
+            buf.push_str(&String::from_utf8_lossy(&data));
+            while let Some(end) = buf.find("\n\n") {
+                let block: String = buf.drain(..end + 2).collect();
+                let mut event = "";
+                let mut payload = "";
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        event = v;
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        payload = v;
+                    }
+                }
+                if event != "transition" {
+                    continue;
+                }
+                let t: Value = serde_json::from_str(payload).unwrap_or(Value::Null);
+                if t["to"] == "queued"
+                    && let Some(id) = t["id"].as_str()
+                {
+                    let mut s = seen
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    s.arrivals.entry(id.to_owned()).or_insert(at);
+                }
+            }
+        }
+    }
+    .await;
+    if let Err(e) = result {
+        let mut s = seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        s.ended = true;
+        s.error.get_or_insert_with(|| format!("{e:#}"));
+    }
+}
+
+/// `VmRSS` of a process in MiB.
+fn rss_mib(pid: Option<u32>) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some((kib / 1024.0 * 10.0).round() / 10.0)
+}
+
+/// Percentiles of signed millisecond values (an event may arrive before the 201 does).
+fn signed_percentiles(mut sample: Vec<f64>) -> Value {
+    sample.sort_by(f64::total_cmp);
+    let at = |p: usize| -> Option<f64> {
+        if sample.is_empty() {
+            return None;
+        }
+        let rank = (sample.len() * p).div_ceil(100).max(1);
+        Some((sample[rank - 1] * 1000.0).round() / 1000.0)
+    };
+    json!({"n": sample.len(), "p50_ms": at(50), "p99_ms": at(99)})
+}
+
+struct Phase<'a> {
+    http: &'a Http,
+    operator_token: &'a str,
+    conn_token: &'a str,
+    enqueues: usize,
+    interval: Duration,
+    server_pid: Option<u32>,
+}
+
+async fn phase(p: &Phase<'_>, subscribers: usize) -> Result<Value> {
+    let rss_before = rss_mib(p.server_pid);
+    let connected = Arc::new(AtomicUsize::new(0));
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut seen = Vec::with_capacity(subscribers);
+    let mut tasks = Vec::with_capacity(subscribers);
+    let t_connect = Instant::now();
+    for i in 0..subscribers {
+        let s = Arc::new(Mutex::new(Seen::default()));
+        seen.push(s.clone());
+        tasks.push(tokio::spawn(subscribe(
+            p.http.clone(),
+            p.conn_token.to_owned(),
+            connected.clone(),
+            s,
+            stop_rx.clone(),
+        )));
+        // Connect in waves of 50, so that the accept queue is never the bottleneck.
+        if i % 50 == 49 {
+            let until = Instant::now() + Duration::from_secs(10);
+            while connected.load(Ordering::SeqCst) + 10 < i && Instant::now() < until {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    while connected.load(Ordering::SeqCst) < subscribers && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let connect_s = t_connect.elapsed().as_secs_f64();
+    let n_connected = connected.load(Ordering::SeqCst);
+    if n_connected < subscribers {
+        let failed = seen
+            .iter()
+            .find_map(|s| s.lock().ok().and_then(|s| s.error.clone()));
+        eprintln!(
+            "muster-bench: only {n_connected}/{subscribers} subscribers connected (first error: {failed:?})"
+        );
+    }
+    // Idle: connected, nothing happening but heartbeats.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_idle = rss_mib(p.server_pid);
+    eprintln!(
+        "muster-bench: {n_connected} subscribers connected in {connect_s:.1}s; server RSS {rss_before:?} → {rss_idle:?} MiB; {} enqueues every {} ms",
+        p.enqueues,
+        p.interval.as_millis()
+    );
+
+    // The enqueues, at a modest rate; "commit" = the 201 is back.
+    let body = json!({"kind": "trawl", "priority": "normal", "payload": {"bench": "feed"}});
+    let mut tick = tokio::time::interval(p.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut sent: Vec<(String, Instant, Instant)> = Vec::with_capacity(p.enqueues);
+    let mut round_trip = Vec::with_capacity(p.enqueues);
+    for _ in 0..p.enqueues {
+        tick.tick().await;
+        let t0 = Instant::now();
+        let (status, answer) = p
+            .http
+            .post("/v1/items", p.operator_token, &body, None)
+            .await?;
+        let t1 = Instant::now();
+        if status != 201 {
+            bail!("enqueue answered {status}: {answer}");
+        }
+        let id = answer["item_id"]
+            .as_str()
+            .context("item_id missing")?
+            .to_owned();
+        round_trip.push(t1 - t0);
+        sent.push((id, t0, t1));
+    }
+    // Wait until every subscriber has every item (or 15 s).
+    let until = Instant::now() + Duration::from_secs(15);
+    let complete = |s: &Arc<Mutex<Seen>>| {
+        let s = s.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        sent.iter().all(|(id, _, _)| s.arrivals.contains_key(id))
+    };
+    while Instant::now() < until && !seen.iter().all(complete) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+
+    let mut after_201 = Vec::new();
+    let mut after_send = Vec::new();
+    let mut missed_subscribers = 0;
+    let mut missed_events = 0;
+    let mut ended = 0;
+    let mut first_error = None;
+    for s in &seen {
+        let s = s.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut missed = 0;
+        for (id, t0, t1) in &sent {
+            match s.arrivals.get(id) {
+                Some(at) => {
+                    let signed = if *at >= *t1 {
+                        ms(*at - *t1)
+                    } else {
+                        -ms(*t1 - *at)
+                    };
+                    after_201.push(signed);
+                    after_send.push(ms(at.saturating_duration_since(*t0)));
+                }
+                None => missed += 1,
+            }
+        }
+        missed_events += missed;
+        if missed > 0 {
+            missed_subscribers += 1;
+        }
+        if s.ended {
+            ended += 1;
+            if first_error.is_none() {
+                first_error.clone_from(&s.error);
+            }
+        }
+    }
+    let early = after_201.iter().filter(|x| **x < 0.0).count();
+    Ok(json!({
+        "subscribers": subscribers,
+        "connected": n_connected,
+        "connect_seconds": (connect_s * 100.0).round() / 100.0,
+        "enqueues": p.enqueues,
+        "interval_ms": p.interval.as_millis() as u64,
+        "enqueue_round_trip": percentiles(round_trip),
+        "event_after_201": signed_percentiles(after_201),
+        "event_after_send": signed_percentiles(after_send),
+        "events_before_201": early,
+        "missed_subscribers": missed_subscribers,
+        "missed_events": missed_events,
+        "streams_ended_early": ended,
+        "first_error": first_error,
+        "server_rss_mib_before_connect": rss_before,
+        "server_rss_mib_idle_connected": rss_idle,
+    }))
+}
+
+pub(crate) async fn feed(
+    url: &str,
+    operator_token: &str,
+    conn_token: &str,
+    levels: &[usize],
+    enqueues: usize,
+    interval: Duration,
+    server_pid: Option<u32>,
+) -> Result<Value> {
+    let http = Http::new(url);
+    let p = Phase {
+        http: &http,
+        operator_token,
+        conn_token,
+        enqueues,
+        interval,
+        server_pid,
+    };
+    let mut runs = Vec::new();
+    for &n in levels {
+        runs.push(phase(&p, n).await?);
+        // Let the server drop the closed streams before the next phase measures its RSS.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let nofile = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|l| {
+            l.lines()
+                .find(|l| l.starts_with("Max open files"))
+                .map(|l| l.split_whitespace().nth(3).unwrap_or("?").to_owned())
+        });
+    Ok(json!({
+        "scenario": "feed",
+        "server_pid": server_pid,
+        "bench_open_files_soft_limit": nofile,
+        "runs": runs,
+    }))
+}
