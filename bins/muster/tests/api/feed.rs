@@ -361,3 +361,51 @@ async fn shutdown_ends_the_stream_with_a_final_event() {
     assert_eq!(s.next_within(WAIT).await, None, "the stream ends");
     stopper.await.unwrap();
 }
+
+/// A subscriber that falls further behind than the shared buffer is disconnected — the server
+/// never holds more for it — and resumes with Last-Event-ID without losing or repeating anything.
+#[tokio::test]
+async fn a_subscriber_that_falls_behind_is_cut_loose_and_resumes_without_loss() {
+    let app = TestApp::spawn_with(|s| s.feed.buffer = 16).await;
+    let mut s = app.events("conn", None).await;
+    s.next_named("queues", WAIT).await.unwrap();
+    // 2,000 transitions at once: the pump publishes them far faster than one stream drains.
+    app.db
+        .client()
+        .await
+        .batch_execute(
+            "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+             SELECT 'item', 'burst-' || g, 1, 'test', 'operator', now(), '{}',
+                    decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex')
+             FROM generate_series(1, 2000) AS g",
+        )
+        .await
+        .unwrap();
+    let mut seen: Vec<i64> = Vec::new();
+    while let Some(e) = s.next_within(WAIT).await {
+        if e.event == "transition" {
+            seen.push(e.id.unwrap());
+        }
+    }
+    assert!(
+        seen.len() < 2000,
+        "the stream was not cut: {} events",
+        seen.len()
+    );
+    // Reconnect with the last id seen, as EventSource does, until everything arrived.
+    let mut reconnects = 0;
+    while seen.len() < 2000 && reconnects < 50 {
+        reconnects += 1;
+        let last = seen.last().copied().unwrap_or(0);
+        let mut again = app.events("conn", Some(&last.to_string())).await;
+        while let Some(e) = again.next_within(WAIT).await {
+            if e.event == "transition" {
+                seen.push(e.id.unwrap());
+            }
+            if seen.len() == 2000 {
+                break;
+            }
+        }
+    }
+    assert_eq!(seen, (1..=2000).collect::<Vec<i64>>());
+}
