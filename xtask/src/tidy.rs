@@ -39,6 +39,16 @@ const HTTP_FORBIDDEN: [&str; 5] = [
     "muster-pg",
 ];
 
+/// What the Kubernetes adapter must not know about: it implements a port, nothing more.
+const KUBE_FORBIDDEN: [&str; 6] = [
+    "muster-pg",
+    "muster-http",
+    "tokio-postgres",
+    "deadpool-postgres",
+    "postgres-types",
+    "axum",
+];
+
 /// What the PostgreSQL adapter must not know about.
 const PG_FORBIDDEN: [&str; 4] = ["hyper", "hyper-util", "axum", "muster-http"];
 
@@ -183,6 +193,20 @@ fn pg_crate_depends_on_no_http_crate() {
     );
 }
 
+#[test]
+fn kube_crate_depends_on_no_database_or_http_server_crate() {
+    let packages = workspace_packages();
+    assert_none(
+        "muster-kube is an adapter: it knows neither PostgreSQL nor the HTTP transport",
+        violations(
+            &packages,
+            |name| name == "muster-kube",
+            &KUBE_FORBIDDEN,
+            |kind| kind == "normal",
+        ),
+    );
+}
+
 /// The rules above name crates; a renamed crate would slip through silently.
 #[test]
 fn layering_rules_name_existing_packages() {
@@ -193,6 +217,7 @@ fn layering_rules_name_existing_packages() {
         "muster-app",
         "muster-pg",
         "muster-http",
+        "muster-kube",
     ]
     .into_iter()
     .filter(|name| !packages.iter().any(|package| package.name == *name))

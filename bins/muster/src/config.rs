@@ -36,6 +36,16 @@ pub enum Command {
     LedgerVerify,
 }
 
+/// How `/v1` bearer tokens are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthMode {
+    /// The token file of `--tokens` (development and tests).
+    TokenFile,
+    /// Kubernetes ServiceAccount tokens, checked with the TokenReview API and mapped to principals
+    /// by `--serviceaccount-map`.
+    Tokenreview,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Json,
@@ -63,6 +73,12 @@ pub struct Settings {
     /// Token file for development and tests.
     #[arg(long, env = "MUSTER_TOKENS", global = true)]
     pub tokens: Option<PathBuf>,
+    /// How bearer tokens are checked: `token-file` (the default) or `tokenreview` (in the cluster).
+    #[arg(long, env = "MUSTER_AUTH", value_enum, global = true)]
+    pub auth: Option<AuthMode>,
+    /// ServiceAccount map for `--auth tokenreview`: `{"serviceaccounts": {"<username>": "<principal>"}}`.
+    #[arg(long, env = "MUSTER_SERVICEACCOUNT_MAP", global = true)]
+    pub serviceaccount_map: Option<PathBuf>,
     /// Path of ownership_map.json (edit intake).
     #[arg(long, env = "MUSTER_OWNERSHIP_MAP", global = true)]
     pub ownership_map: Option<PathBuf>,
@@ -114,6 +130,8 @@ impl Settings {
             database_url: Some(database_url.into()),
             listen: "127.0.0.1:0".parse().expect("literal address"),
             tokens: None,
+            auth: None,
+            serviceaccount_map: None,
             ownership_map: None,
             lease_ttl_ms: 30_000,
             log_format: LogFormat::Json,

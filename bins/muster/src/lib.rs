@@ -16,10 +16,11 @@ use muster_app::{Config, Muster};
 use muster_domain::edit::EditId;
 use muster_domain::{ItemId, LeaseId};
 use muster_http::{AppState, ServerSettings};
+use muster_kube::{ServiceAccountMap, TokenReviewAuthenticator, TokenReviewSettings};
 use muster_pg::{PgLogbook, PoolSettings};
 use tokio::net::TcpListener;
 
-pub use config::{Cli, Command, LogFormat, Settings};
+pub use config::{AuthMode, Cli, Command, LogFormat, Settings};
 
 /// The system clock, to the microsecond (Logbook's precision).
 #[derive(Debug, Clone, Copy)]
@@ -82,11 +83,43 @@ pub fn database_url(settings: &Settings) -> anyhow::Result<&str> {
         .context("a database URL is required: --database-url or MUSTER_DATABASE_URL")
 }
 
-/// Wires the adapters to the use cases.
-pub fn build(settings: &Settings) -> anyhow::Result<App> {
-    let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
-    let logbook = PgLogbook::new(pool);
-    let auth: Arc<dyn Authenticator> = match &settings.tokens {
+/// The bearer-token authenticator `--auth` names.
+pub fn authenticator(settings: &Settings) -> anyhow::Result<Arc<dyn Authenticator>> {
+    match settings.auth.unwrap_or(AuthMode::TokenFile) {
+        AuthMode::TokenFile => {
+            if settings.serviceaccount_map.is_some() {
+                anyhow::bail!(
+                    "--serviceaccount-map is only read with --auth tokenreview (MUSTER_AUTH=tokenreview)"
+                );
+            }
+            token_file_authenticator(settings)
+        }
+        AuthMode::Tokenreview => {
+            if settings.tokens.is_some() {
+                anyhow::bail!(
+                    "--tokens and --auth tokenreview exclude each other: choose one way to check tokens"
+                );
+            }
+            let path = settings.serviceaccount_map.as_ref().context(
+                "--auth tokenreview needs a ServiceAccount map: --serviceaccount-map or MUSTER_SERVICEACCOUNT_MAP",
+            )?;
+            let map = ServiceAccountMap::load(path)
+                .with_context(|| format!("ServiceAccount map {}", path.display()))?;
+            let kube = TokenReviewSettings::in_cluster(map);
+            tracing::info!(
+                api_server = %kube.api_server,
+                serviceaccounts = kube.map.len(),
+                "tokens are checked with the Kubernetes TokenReview API"
+            );
+            Ok(Arc::new(
+                TokenReviewAuthenticator::new(kube).context("TokenReview authenticator")?,
+            ))
+        }
+    }
+}
+
+fn token_file_authenticator(settings: &Settings) -> anyhow::Result<Arc<dyn Authenticator>> {
+    Ok(match &settings.tokens {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("read token file {}", path.display()))?;
@@ -101,7 +134,14 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
             );
             Arc::new(TokenTable::default())
         }
-    };
+    })
+}
+
+/// Wires the adapters to the use cases.
+pub fn build(settings: &Settings) -> anyhow::Result<App> {
+    let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
+    let logbook = PgLogbook::new(pool);
+    let auth = authenticator(settings)?;
     let mut config = Config {
         lease_ttl: time::Duration::milliseconds(settings.lease_ttl_ms as i64),
         ..Config::default()
@@ -262,5 +302,66 @@ pub async fn termination() {
     tokio::select! {
         _ = term.recv() => tracing::info!("SIGTERM received"),
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn settings(args: &[&str]) -> Settings {
+        let mut argv = vec!["muster"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).expect("arguments parse").settings
+    }
+
+    #[test]
+    fn the_token_file_is_the_default_way_to_check_tokens() {
+        let s = settings(&[]);
+        assert_eq!(s.auth, None);
+        assert!(authenticator(&s).is_ok());
+    }
+
+    #[test]
+    fn auth_flags_take_their_documented_values() {
+        let s = settings(&["--auth", "tokenreview", "--serviceaccount-map", "/m.json"]);
+        assert_eq!(s.auth, Some(AuthMode::Tokenreview));
+        assert_eq!(s.serviceaccount_map, Some("/m.json".into()));
+        assert_eq!(
+            settings(&["--auth", "token-file"]).auth,
+            Some(AuthMode::TokenFile)
+        );
+        assert!(Cli::try_parse_from(["muster", "--auth", "oidc"]).is_err());
+    }
+
+    #[test]
+    fn tokenreview_without_a_serviceaccount_map_is_refused_at_startup() {
+        let e = authenticator(&settings(&["--auth", "tokenreview"]))
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("--serviceaccount-map"), "{e}");
+    }
+
+    #[test]
+    fn tokenreview_and_a_token_file_together_are_refused_at_startup() {
+        let s = settings(&[
+            "--auth",
+            "tokenreview",
+            "--tokens",
+            "/t.json",
+            "--serviceaccount-map",
+            "/m.json",
+        ]);
+        let e = authenticator(&s).err().expect("refused");
+        assert!(e.to_string().contains("exclude each other"), "{e}");
+    }
+
+    #[test]
+    fn a_serviceaccount_map_without_tokenreview_is_refused_at_startup() {
+        let e = authenticator(&settings(&["--serviceaccount-map", "/m.json"]))
+            .err()
+            .expect("refused");
+        assert!(e.to_string().contains("--auth tokenreview"), "{e}");
     }
 }

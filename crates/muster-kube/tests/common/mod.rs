@@ -1,0 +1,232 @@
+//! The fake Kubernetes API server (loopback, real TLS) and fixtures shared by the tests.
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use muster_kube::{
+    ServiceAccountMap, TOKENREVIEW_PATH, TokenReviewAuthenticator, TokenReviewSettings,
+};
+use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+
+pub const OWN_TOKEN: &str = "own-serviceaccount-token-of-muster";
+pub const TRAWL_TOKEN: &str = "eyJ-valid-token-of-trawl-0123456789";
+pub const CONN_TOKEN: &str = "eyJ-valid-token-of-conn-0123456789";
+pub const UNMAPPED_TOKEN: &str = "eyJ-valid-token-of-default-0123456789";
+pub const EXPIRED_TOKEN: &str = "eyJ-expired-token-0123456789";
+pub const BOGUS_TOKEN: &str = "eyJ-bogus-token-0123456789";
+
+pub const MAP: &str = r#"{"serviceaccounts": {
+    "system:serviceaccount:cs-workers:trawl": "worker:trawl",
+    "system:serviceaccount:clearedstack:conn": "conn"
+}}"#;
+
+/// How the fake API server behaves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Review,
+    Status500,
+    Hang,
+}
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> Self {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "muster-kube-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A self-signed CA and a certificate it signed for localhost and 127.0.0.1.
+pub struct Pki {
+    pub ca_pem: String,
+    pub server: Arc<ServerConfig>,
+}
+
+pub fn pki() -> Pki {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let leaf_key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()])
+        .unwrap()
+        .signed_by(&leaf_key, &ca, &ca_key)
+        .unwrap();
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let server = ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der())),
+        )
+        .unwrap();
+    Pki {
+        ca_pem: ca.pem(),
+        server: Arc::new(server),
+    }
+}
+
+/// The fake API server: answers TokenReviews by token, counts the requests it gets.
+pub struct FakeApiServer {
+    pub url: String,
+    pub requests: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub fn review(
+    authenticated: bool,
+    username: Option<&str>,
+    error: Option<&str>,
+) -> serde_json::Value {
+    let mut status = serde_json::json!({"authenticated": authenticated});
+    if let Some(u) = username {
+        status["user"] =
+            serde_json::json!({"username": u, "uid": "1234", "groups": ["system:serviceaccounts"]});
+    }
+    if let Some(e) = error {
+        status["error"] = serde_json::json!(e);
+    }
+    serde_json::json!({
+        "kind": "TokenReview",
+        "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"creationTimestamp": null},
+        "spec": {},
+        "status": status,
+    })
+}
+
+pub async fn answer(
+    request: Request<Incoming>,
+    mode: Mode,
+    requests: Arc<AtomicUsize>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
+    requests.fetch_add(1, Ordering::SeqCst);
+    let reply = |status: StatusCode, body: serde_json::Value| {
+        let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+        *r.status_mut() = status;
+        Ok(r)
+    };
+    match mode {
+        Mode::Hang => std::future::pending().await,
+        Mode::Status500 => {
+            return reply(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                serde_json::json!({"kind": "Status", "status": "Failure", "code": 500}),
+            );
+        }
+        Mode::Review => {}
+    }
+    let authorized = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        == Some(&format!("Bearer {OWN_TOKEN}"));
+    if request.method() != hyper::Method::POST || request.uri().path() != TOKENREVIEW_PATH {
+        return reply(StatusCode::NOT_FOUND, serde_json::json!({"kind": "Status"}));
+    }
+    if !authorized {
+        return reply(
+            StatusCode::UNAUTHORIZED,
+            serde_json::json!({"kind": "Status"}),
+        );
+    }
+    let body = request.into_body().collect().await.unwrap().to_bytes();
+    let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(body["apiVersion"], "authentication.k8s.io/v1");
+    assert_eq!(body["kind"], "TokenReview");
+    let token = body["spec"]["token"].as_str().unwrap_or_default();
+    let status = match token {
+        TRAWL_TOKEN => review(true, Some("system:serviceaccount:cs-workers:trawl"), None),
+        CONN_TOKEN => review(true, Some("system:serviceaccount:clearedstack:conn"), None),
+        UNMAPPED_TOKEN => review(true, Some("system:serviceaccount:default:default"), None),
+        EXPIRED_TOKEN => review(false, None, Some("token expired")),
+        _ => review(false, None, None),
+    };
+    reply(StatusCode::CREATED, status)
+}
+
+pub async fn fake_api_server(pki: &Pki, mode: Mode) -> FakeApiServer {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let requests = Arc::new(AtomicUsize::new(0));
+    let acceptor = TlsAcceptor::from(pki.server.clone());
+    let counter = requests.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let acceptor = acceptor.clone();
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service =
+                    hyper::service::service_fn(move |req| answer(req, mode, counter.clone()));
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    FakeApiServer {
+        url: format!("https://127.0.0.1:{port}"),
+        requests,
+        task,
+    }
+}
+
+/// Settings pointing at `url`, trusting `ca_pem`, with the test's own token and map.
+pub fn settings(dir: &TempDir, url: &str, ca_pem: &str) -> TokenReviewSettings {
+    let mut s = TokenReviewSettings::new(url, ServiceAccountMap::from_json(MAP).unwrap());
+    s.ca_path = dir.write("ca.crt", ca_pem);
+    s.token_path = dir.write("token", &format!("{OWN_TOKEN}\n"));
+    s
+}
+
+pub async fn authenticator_for(
+    server: &FakeApiServer,
+    pki: &Pki,
+    dir: &TempDir,
+) -> TokenReviewAuthenticator {
+    TokenReviewAuthenticator::new(settings(dir, &server.url, &pki.ca_pem)).unwrap()
+}

@@ -1,0 +1,96 @@
+//! No token, the callers' nor Muster's own, appears in what the authenticator logs, returns or
+//! shows. Alone in its test binary: tracing's per-callsite interest cache does not mix a scoped
+//! subscriber on one test thread with none on the others.
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use common::*;
+use muster_app::auth::{AuthError, Authenticator};
+use muster_kube::{ServiceAccountMap, TokenReviewAuthenticator};
+
+/// A `MakeWriter` into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+fn text(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn no_token_appears_in_logs_errors_or_answers() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_writer(captured.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let (pki, dir) = (pki(), TempDir::new());
+    let good = fake_api_server(&pki, Mode::Review).await;
+    let failing = fake_api_server(&pki, Mode::Status500).await;
+    let auth = authenticator_for(&good, &pki, &dir).await;
+    let failing_dir = TempDir::new();
+    let broken = authenticator_for(&failing, &pki, &failing_dir).await;
+    let down = TokenReviewAuthenticator::new(settings(
+        &TempDir::new(),
+        "https://127.0.0.1:1",
+        &pki.ca_pem,
+    ))
+    .unwrap();
+
+    let mut said = Vec::new();
+    for token in [TRAWL_TOKEN, UNMAPPED_TOKEN, EXPIRED_TOKEN, BOGUS_TOKEN] {
+        said.push(format!("{:?}", auth.authenticate(token).await));
+    }
+    for a in [&broken, &down] {
+        let r = a.authenticate(TRAWL_TOKEN).await;
+        assert_eq!(r, Err(AuthError::Unavailable));
+        said.push(format!("{r:?} {}", r.clone().unwrap_err()));
+    }
+    said.push(format!("{auth:?}"));
+    let bad_map = ServiceAccountMap::from_json(r#"{"serviceaccounts": {"x": 1}}"#);
+    said.push(format!("{bad_map:?}"));
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    said.push(logs.clone());
+    let said = said.join("\n");
+
+    for secret in [
+        TRAWL_TOKEN,
+        UNMAPPED_TOKEN,
+        EXPIRED_TOKEN,
+        BOGUS_TOKEN,
+        OWN_TOKEN,
+    ] {
+        assert!(!said.contains(secret), "{secret} leaked into:\n{said}");
+    }
+    // The logs did say something useful: the unmapped username (not a secret) and the failures.
+    assert!(
+        logs.contains("system:serviceaccount:default:default"),
+        "logs:\n{logs}"
+    );
+    assert!(logs.contains("500"), "logs:\n{logs}");
+    assert!(logs.contains("connect"), "logs:\n{logs}");
+    // The token files themselves are the only place the own token is written.
+    assert_eq!(text(&dir.0.join("token")).trim(), OWN_TOKEN);
+}

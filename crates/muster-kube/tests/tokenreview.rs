@@ -1,0 +1,202 @@
+//! The TokenReview authenticator against a fake Kubernetes API server on loopback, over real TLS.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::*;
+use muster_app::auth::{AuthError, Authenticator};
+use muster_domain::{Kind, Principal};
+use muster_kube::{KubeError, TokenReviewAuthenticator};
+
+#[tokio::test]
+async fn a_valid_mapped_token_resolves_to_its_principal() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Review).await;
+    let auth = authenticator_for(&server, &pki, &dir).await;
+    assert_eq!(
+        auth.authenticate(TRAWL_TOKEN).await,
+        Ok(Some(Principal::Worker(Kind::Trawl)))
+    );
+    assert_eq!(
+        auth.authenticate(CONN_TOKEN).await,
+        Ok(Some(Principal::Conn))
+    );
+    assert_eq!(server.requests.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn an_invalid_token_resolves_to_nobody() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Review).await;
+    let auth = authenticator_for(&server, &pki, &dir).await;
+    assert_eq!(auth.authenticate(BOGUS_TOKEN).await, Ok(None));
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_expired_token_resolves_to_nobody() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Review).await;
+    let auth = authenticator_for(&server, &pki, &dir).await;
+    assert_eq!(auth.authenticate(EXPIRED_TOKEN).await, Ok(None));
+}
+
+#[tokio::test]
+async fn a_valid_token_of_an_unmapped_serviceaccount_resolves_to_nobody() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Review).await;
+    let auth = authenticator_for(&server, &pki, &dir).await;
+    assert_eq!(auth.authenticate(UNMAPPED_TOKEN).await, Ok(None));
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_api_server_that_is_down_is_unavailable_within_the_timeout() {
+    let (pki, dir) = (pki(), TempDir::new());
+    // A port that was just free: nothing listens there.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let auth = TokenReviewAuthenticator::new(settings(
+        &dir,
+        &format!("https://127.0.0.1:{port}"),
+        &pki.ca_pem,
+    ))
+    .unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        auth.authenticate(TRAWL_TOKEN).await,
+        Err(AuthError::Unavailable)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn an_api_server_that_never_answers_is_unavailable_after_the_timeout() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Hang).await;
+    let mut s = settings(&dir, &server.url, &pki.ca_pem);
+    s.timeout = Duration::from_millis(300);
+    let auth = TokenReviewAuthenticator::new(s).unwrap();
+    let started = Instant::now();
+    assert_eq!(
+        auth.authenticate(TRAWL_TOKEN).await,
+        Err(AuthError::Unavailable)
+    );
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "took {took:?}"
+    );
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_api_server_answering_500_is_unavailable_and_not_cached() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Status500).await;
+    let auth = authenticator_for(&server, &pki, &dir).await;
+    assert_eq!(
+        auth.authenticate(TRAWL_TOKEN).await,
+        Err(AuthError::Unavailable)
+    );
+    assert_eq!(
+        auth.authenticate(TRAWL_TOKEN).await,
+        Err(AuthError::Unavailable)
+    );
+    assert_eq!(server.requests.load(Ordering::SeqCst), 2);
+    assert_eq!(auth.cached(), 0);
+}
+
+#[tokio::test]
+async fn an_api_server_the_ca_bundle_does_not_vouch_for_is_unavailable() {
+    let (pki, other, dir) = (pki(), pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Review).await;
+    let auth = TokenReviewAuthenticator::new(settings(&dir, &server.url, &other.ca_pem)).unwrap();
+    assert_eq!(
+        auth.authenticate(TRAWL_TOKEN).await,
+        Err(AuthError::Unavailable)
+    );
+    assert_eq!(server.requests.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_second_call_within_the_ttl_is_answered_from_the_cache() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Review).await;
+    let auth = authenticator_for(&server, &pki, &dir).await;
+    for _ in 0..2 {
+        assert_eq!(
+            auth.authenticate(TRAWL_TOKEN).await,
+            Ok(Some(Principal::Worker(Kind::Trawl)))
+        );
+        assert_eq!(auth.authenticate(BOGUS_TOKEN).await, Ok(None));
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 2);
+    assert_eq!(auth.cached(), 2);
+}
+
+#[tokio::test]
+async fn a_call_after_the_ttl_asks_the_api_server_again() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Review).await;
+    let mut s = settings(&dir, &server.url, &pki.ca_pem);
+    s.cache_ttl = Duration::from_millis(100);
+    let auth = TokenReviewAuthenticator::new(s).unwrap();
+    assert_eq!(
+        auth.authenticate(CONN_TOKEN).await,
+        Ok(Some(Principal::Conn))
+    );
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(
+        auth.authenticate(CONN_TOKEN).await,
+        Ok(Some(Principal::Conn))
+    );
+    assert_eq!(server.requests.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_rotated_own_token_is_read_again() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Review).await;
+    let mut s = settings(&dir, &server.url, &pki.ca_pem);
+    std::fs::write(&s.token_path, "stale-own-token").unwrap();
+    s.token_refresh = Duration::from_millis(50);
+    let token_path = s.token_path.clone();
+    let auth = TokenReviewAuthenticator::new(s).unwrap();
+    // The fake refuses the stale token with 401: fail closed.
+    assert_eq!(
+        auth.authenticate(TRAWL_TOKEN).await,
+        Err(AuthError::Unavailable)
+    );
+    std::fs::write(&token_path, OWN_TOKEN).unwrap();
+    tokio::time::sleep(Duration::from_millis(80)).await;
+    assert_eq!(
+        auth.authenticate(TRAWL_TOKEN).await,
+        Ok(Some(Principal::Worker(Kind::Trawl)))
+    );
+}
+
+#[test]
+fn a_missing_ca_bundle_or_own_token_is_a_configuration_error() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let mut s = settings(&dir, "https://127.0.0.1:6443", &pki.ca_pem);
+    s.token_path = dir.0.join("no-such-token");
+    assert!(matches!(
+        TokenReviewAuthenticator::new(s),
+        Err(KubeError::Read { .. })
+    ));
+    let mut s = settings(&dir, "https://127.0.0.1:6443", &pki.ca_pem);
+    s.ca_path = dir.write("empty.crt", "");
+    assert!(matches!(
+        TokenReviewAuthenticator::new(s),
+        Err(KubeError::NoCertificate(_))
+    ));
+}
