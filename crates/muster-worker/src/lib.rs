@@ -1,0 +1,544 @@
+//! The client library every Muster worker links: lease work, keep the lease alive, and deliver
+//! the outcome durably.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), muster_worker::ClientError> {
+//! use muster_worker::{NextStep, WorkerClient};
+//!
+//! let client = WorkerClient::new("http://muster:8080", "token", "trawl", "trawl-7f9c", "/var/spool/trawl")?;
+//! client.redeliver_spool().await?; // what a previous run could not deliver, oldest first
+//! loop {
+//!     let Some(lease) = client.lease(30_000).await? else { continue };
+//!     let heartbeat = lease.keepalive(&client);
+//!     let result = serde_json::json!({"echo": lease.item.payload});
+//!     if heartbeat.lost() {
+//!         continue; // superseded: nothing we deliver would be accepted
+//!     }
+//!     drop(heartbeat);
+//!     let next = vec![NextStep::new("sextant", lease.item.payload.clone())];
+//!     client.complete(&lease, result, next).await?;
+//! }
+//! # }
+//! ```
+//!
+//! A complete example is `examples/echo_worker.rs` (`cargo run -p muster-worker --example
+//! echo_worker`; configured by `MUSTER_URL`, `MUSTER_TOKEN`, `WORKER_ID`, `SPOOL_DIR`).
+//!
+//! # Durable delivery
+//!
+//! [`WorkerClient::complete`], [`WorkerClient::fail`] and [`WorkerClient::needs_subtool`] first
+//! write the delivery to the spool directory (`<lease_id>.<action>.json`, contents
+//! `{"lease_id", "action", "body"}` where `body` is the exact request body; written to a temp file,
+//! fsynced, renamed into place, directory fsynced), then POST it with exponential backoff and
+//! jitter ([`RetryPolicy`]). Which answers end the delivery:
+//!
+//! | answer | spool file | result |
+//! |---|---|---|
+//! | 200 with the contract's body | removed | `Ok(Ack)` (`replayed: true` for a retried identical delivery) |
+//! | 409 `E_LEASE_LOST`, 409 `E_CONFLICT` | removed | `Err(LeaseLost)`, `Err(Conflict)` — final |
+//! | other 4xx except 401, 408, 429 (`E_BAD_REQUEST`, `E_FORBIDDEN`, `E_NOT_FOUND`, `E_ROUTE`, …) | removed | `Err(Rejected)` — final: the same body can never succeed |
+//! | 401, 408, 429, 5xx, connection errors, timeouts | kept | retried; after [`RetryPolicy::max_attempts`] (unbounded by default) `Err(Undelivered)` |
+//! | 200 with a body that is not the contract's, any other status (1xx, 3xx, 201, …) | kept | `Err(BadResponse)`, `Err(UnexpectedStatus)` — not retried in a loop; the next [`WorkerClient::redeliver_spool`] tries again (harmless: delivery is idempotent per lease) |
+//!
+//! 401 is retried rather than final because an authentication failure is a deployment problem
+//! (a rotated ServiceAccount token, a TokenReview outage) and the spooled result is still good.
+//! Call [`WorkerClient::redeliver_spool`] on start: it delivers every spool file, oldest first.
+//!
+//! # Heartbeats
+//!
+//! [`Lease::keepalive`] spawns a task that heartbeats every `heartbeat_ms` until the
+//! [`Heartbeat`] is dropped or the server gives a final answer (`E_LEASE_LOST`); then
+//! [`Heartbeat::lost`] is true and [`Heartbeat::wait_lost`] resolves, so the work can be abandoned.
+
+mod error;
+mod heartbeat;
+mod spool;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Request, Uri};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use time::OffsetDateTime;
+
+pub use error::ClientError;
+pub use heartbeat::{Heartbeat, LeaseState};
+pub use spool::{Action, SpoolEntry};
+
+/// The longest long poll the contract allows.
+pub const MAX_WAIT_MS: u64 = 30_000;
+
+/// A leased item: `POST /v1/leases` 200.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lease {
+    pub lease_id: String,
+    pub fence: i64,
+    #[serde(with = "time::serde::rfc3339")]
+    pub expires_at: OffsetDateTime,
+    pub heartbeat_ms: u64,
+    pub item: Item,
+}
+
+/// The item of a lease.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Item {
+    pub id: String,
+    pub kind: String,
+    pub priority: String,
+    pub attempt: u32,
+    pub payload: Value,
+}
+
+/// A `next` pipeline step of a completion.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NextStep {
+    pub kind: String,
+    pub payload: Value,
+    /// The parent's priority when `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<String>,
+}
+
+impl NextStep {
+    /// A step of `kind` inheriting the parent's priority.
+    pub fn new(kind: impl Into<String>, payload: Value) -> Self {
+        NextStep {
+            kind: kind.into(),
+            payload,
+            priority: None,
+        }
+    }
+}
+
+/// The server's acknowledgement of a delivery (complete, fail or needs_subtool).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ack {
+    /// Absent in `fail`'s `{"state": "failed"}` answer.
+    #[serde(default)]
+    pub item_id: Option<String>,
+    /// `done`, `queued`, `failed`, `needs_subtool`.
+    pub state: String,
+    /// `complete` only.
+    #[serde(default)]
+    pub ledger_seq: Option<i64>,
+    /// `complete` only: true when this lease already completed with an identical body.
+    #[serde(default)]
+    pub replayed: bool,
+    /// `fail` with a re-queue only.
+    #[serde(default)]
+    pub not_before: Option<String>,
+}
+
+/// Backoff of deliveries: `base * factor^(n-1)`, capped, with jitter (half fixed, half random).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    pub base: Duration,
+    pub factor: u32,
+    pub cap: Duration,
+    /// `None`: retry until acknowledged (the default). `Some(n)`: give up after `n` attempts
+    /// with [`ClientError::Undelivered`], leaving the delivery in the spool.
+    pub max_attempts: Option<u32>,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            base: Duration::from_millis(200),
+            factor: 2,
+            cap: Duration::from_secs(30),
+            max_attempts: None,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The delay after failed attempt `attempt` (1-based), jittered.
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let exp = self
+            .factor
+            .max(1)
+            .checked_pow(attempt.saturating_sub(1).min(32))
+            .unwrap_or(u32::MAX);
+        let full = self.base.saturating_mul(exp).min(self.cap);
+        let half = full / 2;
+        let jitter_ms = rand::random_range(0..=half.as_millis() as u64);
+        half + Duration::from_millis(jitter_ms)
+    }
+}
+
+/// What [`WorkerClient::redeliver_spool`] did with one spool file.
+#[derive(Debug)]
+pub struct Redelivery {
+    pub file: PathBuf,
+    pub outcome: Result<Ack, ClientError>,
+}
+
+/// A client of Muster's worker API for one worker of one kind. Cheap to clone (shared
+/// connection pool, HTTP/1 keep-alive).
+#[derive(Debug, Clone)]
+pub struct WorkerClient {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug, Clone)]
+struct Inner {
+    base: String,
+    auth: HeaderValue,
+    kind: String,
+    worker_id: String,
+    spool: PathBuf,
+    retry: RetryPolicy,
+    request_timeout: Duration,
+    http: Client<HttpConnector, Full<Bytes>>,
+}
+
+impl WorkerClient {
+    /// A client for `base_url` (e.g. `http://muster:8080`) with bearer `token`; creates
+    /// `spool_dir` if missing.
+    pub fn new(
+        base_url: &str,
+        token: &str,
+        kind: &str,
+        worker_id: &str,
+        spool_dir: impl Into<PathBuf>,
+    ) -> Result<Self, ClientError> {
+        let base = base_url.trim_end_matches('/').to_owned();
+        let uri: Uri = base
+            .parse()
+            .map_err(|e| ClientError::InvalidArgument(format!("base url {base_url:?}: {e}")))?;
+        if uri.scheme_str() != Some("http") || uri.host().is_none() {
+            return Err(ClientError::InvalidArgument(format!(
+                "base url {base_url:?}: only http://host[:port] is supported"
+            )));
+        }
+        let mut auth = HeaderValue::from_str(&format!("Bearer {token}"))
+            .map_err(|_| ClientError::InvalidArgument("token is not a header value".into()))?;
+        auth.set_sensitive(true);
+        let spool: PathBuf = spool_dir.into();
+        std::fs::create_dir_all(&spool).map_err(|source| ClientError::Spool {
+            path: spool.clone(),
+            source,
+        })?;
+        let http = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_timer(TokioTimer::new())
+            .build_http();
+        Ok(WorkerClient {
+            inner: Arc::new(Inner {
+                base,
+                auth,
+                kind: kind.to_owned(),
+                worker_id: worker_id.to_owned(),
+                spool,
+                retry: RetryPolicy::default(),
+                request_timeout: Duration::from_secs(10),
+                http,
+            }),
+        })
+    }
+
+    /// The same client with another delivery retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        Arc::make_mut(&mut self.inner).retry = retry;
+        self
+    }
+
+    /// The same client with another per-request timeout (added to `wait_ms` for leases).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        Arc::make_mut(&mut self.inner).request_timeout = timeout;
+        self
+    }
+
+    /// The worker kind this client was made for.
+    pub fn kind(&self) -> &str {
+        &self.inner.kind
+    }
+
+    /// The worker id sent with leases and heartbeats.
+    pub fn worker_id(&self) -> &str {
+        &self.inner.worker_id
+    }
+
+    /// The spool directory.
+    pub fn spool_dir(&self) -> &Path {
+        &self.inner.spool
+    }
+
+    /// One POST; the status and the whole body.
+    async fn post(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> Result<(u16, Bytes), ClientError> {
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri(format!("{}{path}", self.inner.base))
+            .header(CONTENT_TYPE, "application/json")
+            .header(AUTHORIZATION, self.inner.auth.clone())
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
+        let exchange = async {
+            let res = self
+                .inner
+                .http
+                .request(req)
+                .await
+                .map_err(|e| ClientError::Transport(error_chain(&e)))?;
+            let status = res.status().as_u16();
+            let bytes = res
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| ClientError::Transport(error_chain(&e)))?
+                .to_bytes();
+            Ok((status, bytes))
+        };
+        tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| ClientError::Timeout)?
+    }
+
+    /// Leases one item, waiting up to `wait_ms` (capped at 30 000) for one to become leasable;
+    /// `None` when nothing did (204). Not retried: call it in the worker's loop.
+    pub async fn lease(&self, wait_ms: u64) -> Result<Option<Lease>, ClientError> {
+        let wait_ms = wait_ms.min(MAX_WAIT_MS);
+        let body = json!({"worker_id": self.inner.worker_id, "wait_ms": wait_ms});
+        let timeout = self.inner.request_timeout + Duration::from_millis(wait_ms);
+        let (status, bytes) = self
+            .post("/v1/leases", body.to_string().into_bytes(), timeout)
+            .await?;
+        match status {
+            200 => {
+                let lease: Lease = parse(status, &bytes)?;
+                spool::check_lease_id(&lease.lease_id).map_err(|_| ClientError::BadResponse {
+                    status,
+                    detail: format!("lease id {:?} is not [A-Za-z0-9_-]", lease.lease_id),
+                })?;
+                Ok(Some(lease))
+            }
+            204 => Ok(None),
+            _ => Err(ClientError::from_answer(status, &bytes)),
+        }
+    }
+
+    /// One heartbeat; the new `expires_at`.
+    pub async fn heartbeat(&self, lease: &Lease) -> Result<OffsetDateTime, ClientError> {
+        #[derive(Deserialize)]
+        struct Answer {
+            #[serde(with = "time::serde::rfc3339")]
+            expires_at: OffsetDateTime,
+        }
+        spool::check_lease_id(&lease.lease_id)?;
+        let body = json!({"worker_id": self.inner.worker_id});
+        let (status, bytes) = self
+            .post(
+                &format!("/v1/leases/{}/heartbeat", lease.lease_id),
+                body.to_string().into_bytes(),
+                self.inner.request_timeout,
+            )
+            .await?;
+        match status {
+            200 => Ok(parse::<Answer>(status, &bytes)?.expires_at),
+            _ => Err(ClientError::from_answer(status, &bytes)),
+        }
+    }
+
+    /// Completes the lease with `result` and the `next` pipeline steps (spooled, then delivered
+    /// until acknowledged or finally refused).
+    pub async fn complete(
+        &self,
+        lease: &Lease,
+        result: Value,
+        next: Vec<NextStep>,
+    ) -> Result<Ack, ClientError> {
+        let body = json!({"result": result, "next": next});
+        self.spool_and_deliver(&lease.lease_id, Action::Complete, body)
+            .await
+    }
+
+    /// Fails the lease (spooled, then delivered); `retryable` re-queues with backoff.
+    pub async fn fail(
+        &self,
+        lease: &Lease,
+        error_code: &str,
+        message: &str,
+        retryable: bool,
+    ) -> Result<Ack, ClientError> {
+        let body =
+            json!({"error": {"code": error_code, "message": message}, "retryable": retryable});
+        self.spool_and_deliver(&lease.lease_id, Action::Fail, body)
+            .await
+    }
+
+    /// Parks the item: this worker (`digest`, `sha256:…`) cannot handle its layout.
+    pub async fn needs_subtool(
+        &self,
+        lease: &Lease,
+        digest: &str,
+        signature: &str,
+        detail: Value,
+    ) -> Result<Ack, ClientError> {
+        let body =
+            json!({"worker_digest": digest, "layout": {"signature": signature, "detail": detail}});
+        self.spool_and_deliver(&lease.lease_id, Action::NeedsSubtool, body)
+            .await
+    }
+
+    /// Delivers every spool file, oldest first; one [`Redelivery`] per file. Fails only when the
+    /// spool directory cannot be listed.
+    pub async fn redeliver_spool(&self) -> Result<Vec<Redelivery>, ClientError> {
+        let dir = self.inner.spool.clone();
+        let files = tokio::task::spawn_blocking(move || spool::list(&dir))
+            .await
+            .map_err(|e| ClientError::Transport(e.to_string()))??;
+        let mut done = Vec::with_capacity(files.len());
+        for file in files {
+            let path = file.clone();
+            let entry = tokio::task::spawn_blocking(move || spool::read(&path))
+                .await
+                .map_err(|e| ClientError::Transport(e.to_string()));
+            let outcome = match entry {
+                Ok(Ok(entry)) => self.deliver(&file, &entry).await,
+                Ok(Err(e)) | Err(e) => Err(e),
+            };
+            done.push(Redelivery { file, outcome });
+        }
+        Ok(done)
+    }
+
+    async fn spool_and_deliver(
+        &self,
+        lease_id: &str,
+        action: Action,
+        body: Value,
+    ) -> Result<Ack, ClientError> {
+        spool::check_lease_id(lease_id)?;
+        let entry = SpoolEntry {
+            lease_id: lease_id.to_owned(),
+            action,
+            body,
+        };
+        let dir = self.inner.spool.clone();
+        let to_write = entry.clone();
+        let file = tokio::task::spawn_blocking(move || spool::write(&dir, &to_write))
+            .await
+            .map_err(|e| ClientError::Transport(e.to_string()))??;
+        self.deliver(&file, &entry).await
+    }
+
+    /// Sends a spooled delivery until acknowledged or finally refused; removes the spool file
+    /// then (and only then).
+    async fn deliver(&self, file: &Path, entry: &SpoolEntry) -> Result<Ack, ClientError> {
+        let path = format!("/v1/leases/{}/{}", entry.lease_id, entry.action.as_str());
+        let body = entry.body.to_string().into_bytes();
+        let policy = &self.inner.retry;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let outcome = match self
+                .post(&path, body.clone(), self.inner.request_timeout)
+                .await
+            {
+                Ok((200, bytes)) => parse::<Ack>(200, &bytes),
+                Ok((status, bytes)) => Err(ClientError::from_answer(status, &bytes)),
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(ack) => {
+                    self.unspool(file).await;
+                    return Ok(ack);
+                }
+                Err(e) if e.is_final() => {
+                    tracing::warn!(lease_id = %entry.lease_id, action = entry.action.as_str(), code = e.code(), "delivery refused for good: {e}");
+                    self.unspool(file).await;
+                    return Err(e);
+                }
+                Err(e) if !e.is_retryable() => return Err(e),
+                Err(e) => {
+                    if policy.max_attempts.is_some_and(|max| attempt >= max) {
+                        return Err(ClientError::Undelivered {
+                            attempts: attempt,
+                            last: Box::new(e),
+                        });
+                    }
+                    let delay = policy.delay(attempt);
+                    tracing::info!(lease_id = %entry.lease_id, action = entry.action.as_str(), code = e.code(), attempt, ?delay, "delivery failed, retrying: {e}");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    /// Removes a spool file after an answer; a failure is logged (the redelivery it causes
+    /// is answered `replayed` or final, never a duplicate).
+    async fn unspool(&self, file: &Path) {
+        let path = file.to_owned();
+        let removed = tokio::task::spawn_blocking(move || spool::remove(&path)).await;
+        if let Ok(Err(e)) | Err(e) = removed.map_err(|e| ClientError::Transport(e.to_string())) {
+            tracing::warn!(file = %file.display(), "could not remove a delivered spool file: {e}");
+        }
+    }
+}
+
+fn parse<T: serde::de::DeserializeOwned>(status: u16, bytes: &[u8]) -> Result<T, ClientError> {
+    serde_json::from_slice(bytes).map_err(|e| ClientError::BadResponse {
+        status,
+        detail: e.to_string(),
+    })
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_by_the_factor_and_stays_within_jitter_and_cap() {
+        let p = RetryPolicy {
+            base: Duration::from_millis(100),
+            factor: 2,
+            cap: Duration::from_millis(1000),
+            max_attempts: None,
+        };
+        for (attempt, full) in [
+            (1, 100),
+            (2, 200),
+            (3, 400),
+            (4, 800),
+            (5, 1000),
+            (40, 1000),
+        ] {
+            let d = p.delay(attempt).as_millis() as u64;
+            assert!((full / 2..=full).contains(&d), "attempt {attempt}: {d} ms");
+        }
+    }
+
+    #[test]
+    fn a_base_url_other_than_http_host_is_refused() {
+        let dir = std::env::temp_dir().join(format!("muster-worker-unit-{}", uuid::Uuid::now_v7()));
+        for bad in ["not a url", "https://muster:8080", "/v1"] {
+            let err = WorkerClient::new(bad, "t", "trawl", "w", &dir).unwrap_err();
+            assert_eq!(err.code(), "E_INVALID_ARGUMENT", "{bad}");
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -1,0 +1,204 @@
+//! The spool: one durable JSON file per pending delivery, `<lease_id>.<action>.json`.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::ClientError;
+
+/// What a spooled delivery does to its lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Complete,
+    Fail,
+    NeedsSubtool,
+}
+
+impl Action {
+    /// The path segment and file-name part: `complete`, `fail`, `needs_subtool`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Complete => "complete",
+            Action::Fail => "fail",
+            Action::NeedsSubtool => "needs_subtool",
+        }
+    }
+}
+
+/// One spool file: `{"lease_id": "…", "action": "complete", "body": {…}}`; `body` is exactly the
+/// request body sent to `POST /v1/leases/{lease_id}/{action}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpoolEntry {
+    pub lease_id: String,
+    pub action: Action,
+    pub body: serde_json::Value,
+}
+
+impl SpoolEntry {
+    /// `<lease_id>.<action>.json`.
+    pub fn file_name(&self) -> String {
+        format!("{}.{}.json", self.lease_id, self.action.as_str())
+    }
+}
+
+/// Lease ids become file names and URL path segments: only `[A-Za-z0-9_-]`.
+pub(crate) fn check_lease_id(id: &str) -> Result<(), ClientError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ClientError::InvalidArgument(format!(
+            "lease id {id:?} is not [A-Za-z0-9_-]{{1,128}}"
+        )))
+    }
+}
+
+fn spool_err(path: &Path) -> impl FnOnce(std::io::Error) -> ClientError + '_ {
+    move |source| ClientError::Spool {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Writes `entry` durably: temp file, fsync, rename into place, fsync the directory.
+pub(crate) fn write(dir: &Path, entry: &SpoolEntry) -> Result<PathBuf, ClientError> {
+    let name = entry.file_name();
+    let path = dir.join(&name);
+    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::now_v7()));
+    let bytes =
+        serde_json::to_vec(entry).map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
+    let result = (|| {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, &path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(spool_err(&path))?;
+    Ok(path)
+}
+
+/// Removes a delivered (or finally rejected) spool file, durably.
+pub(crate) fn remove(path: &Path) -> Result<(), ClientError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(spool_err(path)(e)),
+    }
+    match path.parent() {
+        Some(dir) => sync_dir(dir).map_err(spool_err(path)),
+        None => Ok(()),
+    }
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// The spool files, oldest first (modification time, then name). Temp files (`.…tmp`) and
+/// `*.corrupt` files are skipped.
+pub(crate) fn list(dir: &Path) -> Result<Vec<PathBuf>, ClientError> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(spool_err(dir))? {
+        let entry = entry.map_err(spool_err(dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || !name.ends_with(".json") {
+            continue;
+        }
+        let meta = entry.metadata().map_err(spool_err(&entry.path()))?;
+        if !meta.is_file() {
+            continue;
+        }
+        let modified = meta.modified().unwrap_or(std::time::SystemTime::UNIX_EPOCH);
+        files.push((modified, name, entry.path()));
+    }
+    files.sort();
+    Ok(files.into_iter().map(|(_, _, p)| p).collect())
+}
+
+/// Reads one spool file; a file that is not a spool entry is renamed to `*.corrupt`.
+pub(crate) fn read(path: &Path) -> Result<SpoolEntry, ClientError> {
+    let bytes = std::fs::read(path).map_err(spool_err(path))?;
+    let parsed = serde_json::from_slice::<SpoolEntry>(&bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|e| {
+            check_lease_id(&e.lease_id).map_err(|e| e.to_string())?;
+            Ok(e)
+        });
+    match parsed {
+        Ok(entry) => Ok(entry),
+        Err(detail) => {
+            let mut corrupt = path.as_os_str().to_owned();
+            corrupt.push(".corrupt");
+            let _ = std::fs::rename(path, &corrupt);
+            Err(ClientError::SpoolCorrupt {
+                path: path.to_owned(),
+                detail,
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir() -> PathBuf {
+        let d = std::env::temp_dir().join(format!("muster-spool-unit-{}", uuid::Uuid::now_v7()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn a_written_entry_reads_back_under_its_lease_and_action_name() {
+        let dir = temp_dir();
+        let entry = SpoolEntry {
+            lease_id: "0192-abc".into(),
+            action: Action::NeedsSubtool,
+            body: serde_json::json!({"worker_digest": "sha256:00"}),
+        };
+        let path = write(&dir, &entry).unwrap();
+        assert_eq!(path, dir.join("0192-abc.needs_subtool.json"));
+        assert_eq!(list(&dir).unwrap(), vec![path.clone()]);
+        assert_eq!(read(&path).unwrap(), entry);
+        remove(&path).unwrap();
+        assert_eq!(list(&dir).unwrap(), Vec::<PathBuf>::new());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn a_corrupt_file_is_set_aside_and_no_longer_listed() {
+        let dir = temp_dir();
+        let path = dir.join("x.complete.json");
+        std::fs::write(&path, b"{not json").unwrap();
+        let err = read(&path).unwrap_err();
+        assert_eq!(err.code(), "E_SPOOL_CORRUPT");
+        assert_eq!(list(&dir).unwrap(), Vec::<PathBuf>::new());
+        assert!(dir.join("x.complete.json.corrupt").exists());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn lease_ids_that_could_escape_the_spool_or_the_url_are_refused() {
+        for bad in ["", "../x", "a/b", "a.b", "a b", "a?b"] {
+            assert_eq!(
+                check_lease_id(bad).unwrap_err().code(),
+                "E_INVALID_ARGUMENT",
+                "{bad:?}"
+            );
+        }
+        assert!(check_lease_id("0192f1f4-8a4e-7cc0-b3c1-4f4f7d0a1b2c").is_ok());
+    }
+}
