@@ -28,13 +28,8 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> time::OffsetDateTime {
-        muster_ledger_truncate(time::OffsetDateTime::now_utc())
+        muster_ledger::truncate_to_micros(time::OffsetDateTime::now_utc())
     }
-}
-
-fn muster_ledger_truncate(t: time::OffsetDateTime) -> time::OffsetDateTime {
-    let micros = t.nanosecond() / 1_000;
-    t.replace_nanosecond(micros * 1_000).unwrap_or(t)
 }
 
 /// UUIDv7 ids: time-ordered, so new rows land at the right edge of their indexes.

@@ -613,6 +613,21 @@ impl Muster {
         Ok(self.logbook.latest_health().await?)
     }
 
+    /// How long the oldest queued item of each kind and priority has waited, in seconds (for
+    /// metrics).
+    pub async fn oldest_queued_ages(
+        &self,
+    ) -> Result<Vec<(Kind, muster_domain::Priority, f64)>, AppError> {
+        let now = self.clock.now();
+        Ok(self
+            .logbook
+            .oldest_queued()
+            .await?
+            .into_iter()
+            .map(|(k, p, at)| (k, p, (now - at).as_seconds_f64().max(0.0)))
+            .collect())
+    }
+
     /// `GET /v1/items/{id}`: operators and Conn.
     pub async fn item(&self, actor: Principal, id: ItemId) -> Result<ItemView, AppError> {
         if !matches!(actor, Principal::Operator | Principal::Conn) {

@@ -227,12 +227,8 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
             .map(|k| (*k, c.get(*k)))
             .collect::<Vec<_>>()
     };
-    let now = time::OffsetDateTime::now_utc();
-    let oldest = match s.logbook_metrics.oldest_queued().await {
-        Ok(v) => v
-            .into_iter()
-            .map(|(k, p, at)| (k, p, (now - at).as_seconds_f64().max(0.0)))
-            .collect(),
+    let oldest = match s.muster.oldest_queued_ages().await {
+        Ok(v) => v,
         Err(e) => {
             tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
             Vec::new()
