@@ -126,56 +126,72 @@ fn kind_label(k: Kind) -> Labels {
     vec![("kind", k.as_str().to_owned())]
 }
 
+/// Encodes one labelled family of constant values.
+fn family<M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    metric_type: prometheus_client::metrics::MetricType,
+    rows: impl IntoIterator<Item = (Labels, M)>,
+) -> Result<(), std::fmt::Error> {
+    let mut fam = encoder.encode_descriptor(name, help, None, metric_type)?;
+    for (labels, value) in rows {
+        value.encode(fam.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
 impl Collector for Snapshot {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        use prometheus_client::metrics::MetricType::{Counter, Gauge};
         for (name, help, values) in &self.counters {
-            let mut fam = encoder.encode_descriptor(
-                name,
-                help,
-                None,
-                prometheus_client::metrics::MetricType::Counter,
-            )?;
-            for (kind, v) in values {
-                ConstCounter::new(*v).encode(fam.encode_family(&kind_label(*kind))?)?;
-            }
+            let rows = values
+                .iter()
+                .map(|(k, v)| (kind_label(*k), ConstCounter::new(*v)));
+            family(&mut encoder, name, help, Counter, rows)?;
         }
-        let mut fam = encoder.encode_descriptor(
-            "muster_queue_depth",
-            "Items per kind, priority and state",
-            None,
-            prometheus_client::metrics::MetricType::Gauge,
-        )?;
-        for d in &self.depths {
+        let depths = self.depths.iter().map(|d| {
             let labels: Labels = vec![
                 ("kind", d.kind.as_str().to_owned()),
                 ("priority", d.priority.as_str().to_owned()),
                 ("state", d.state.as_str().to_owned()),
             ];
-            ConstGauge::new(d.count).encode(fam.encode_family(&labels)?)?;
-        }
-        let mut fam = encoder.encode_descriptor(
-            "muster_oldest_queued_age_seconds",
-            "Age of the oldest queued item per kind and priority",
-            None,
-            prometheus_client::metrics::MetricType::Gauge,
+            (labels, ConstGauge::new(d.count))
+        });
+        family(
+            &mut encoder,
+            "muster_queue_depth",
+            "Items per kind, priority and state",
+            Gauge,
+            depths,
         )?;
-        for (kind, priority, age) in &self.oldest {
+        let oldest = self.oldest.iter().map(|(kind, priority, age)| {
             let labels: Labels = vec![
                 ("kind", kind.as_str().to_owned()),
                 ("priority", priority.as_str().to_owned()),
             ];
-            ConstGauge::new(*age).encode(fam.encode_family(&labels)?)?;
-        }
-        let mut fam = encoder.encode_descriptor(
+            (labels, ConstGauge::new(*age))
+        });
+        family(
+            &mut encoder,
+            "muster_oldest_queued_age_seconds",
+            "Age of the oldest queued item per kind and priority",
+            Gauge,
+            oldest,
+        )?;
+        let intake = self.intake.iter().map(|(outcome, n)| {
+            (
+                vec![("outcome", (*outcome).to_owned())],
+                ConstCounter::new(*n),
+            )
+        });
+        family(
+            &mut encoder,
             "muster_edit_submissions",
             "Edit submissions by outcome: accepted, or the layer that refused them",
-            None,
-            prometheus_client::metrics::MetricType::Counter,
+            Counter,
+            intake,
         )?;
-        for (outcome, n) in &self.intake {
-            let labels: Labels = vec![("outcome", (*outcome).to_owned())];
-            ConstCounter::new(*n).encode(fam.encode_family(&labels)?)?;
-        }
         let held = ConstGauge::new(self.feed_gap_wait);
         held.encode(encoder.encode_descriptor(
             "muster_feed_gap_wait_seconds",
