@@ -183,6 +183,9 @@ pub trait LogbookTx: Send {
     /// Appends sealed entries to the ledger and answers their global sequence numbers in order.
     async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError>;
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Appends sealed entries to the ledger and commits, for a use case that needs no sequence
+    /// numbers back: the adapter may send both together.
+    async fn append_and_commit(self: Box<Self>, entries: &[SealedEntry]) -> Result<(), StoreError>;
 }
 
 /// The time. Implementations answer UTC with whole microseconds.

@@ -157,8 +157,7 @@ impl Muster {
         let mut tx = self.logbook.begin().await?;
         match tx.insert_item(&new).await? {
             Inserted::New => {
-                tx.append(&[entry]).await?;
-                self.commit(tx).await?;
+                self.commit_with(tx, &[entry]).await?;
                 self.stats.enqueued.add(req.kind, 1);
                 self.signal.notify(req.kind);
                 Ok(Enqueued {
@@ -245,8 +244,7 @@ impl Muster {
                     };
                     tx.save_item(&item).await?;
                     tx.insert_lease(&record, kind, now).await?;
-                    tx.append(&[entry]).await?;
-                    self.commit(tx).await?;
+                    self.commit_with(tx, &[entry]).await?;
                     self.stats.leased.add(kind, 1);
                     let expires_at = item.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
                     return Ok(Some(LeaseGranted {
@@ -330,14 +328,13 @@ impl Muster {
                 // Superseded: keep the late result in the ledger, apply nothing.
                 let entry = item.record_late_result(&record, actor, &req.result, now);
                 tx.save_item(&item).await?;
-                tx.append(&[entry]).await?;
                 let outcome = LeaseOutcome {
                     kind: OutcomeKind::Late,
                     digest,
                     response: Value::Null,
                 };
                 tx.finish_lease(lease_id, &outcome, now).await?;
-                self.commit(tx).await?;
+                self.commit_with(tx, &[entry]).await?;
                 self.stats.late_results.add(item.kind, 1);
                 tracing::info!(%lease_id, item_id = %item.id, "late result recorded; lease was superseded");
                 return Err(AppError::LeaseLost);
@@ -438,7 +435,6 @@ impl Muster {
             now,
         )?;
         tx.save_item(&item).await?;
-        tx.append(&[entry]).await?;
         let answer = Failed {
             item_id: item.id.to_string(),
             state: item.state,
@@ -453,7 +449,7 @@ impl Muster {
             response: to_value(&answer)?,
         };
         tx.finish_lease(lease_id, &stored, now).await?;
-        self.commit(tx).await?;
+        self.commit_with(tx, &[entry]).await?;
         self.stats.failed.add(item.kind, 1);
         if item.state == ItemState::Failed {
             self.stats.failed_final.add(item.kind, 1);
@@ -510,7 +506,6 @@ impl Muster {
             None => vec![item.park(&record, actor, &req.worker_digest, &req.layout, now)?],
         };
         tx.save_item(&item).await?;
-        tx.append(&entries).await?;
         let answer = Parked {
             item_id: item.id.to_string(),
             state: item.state,
@@ -521,7 +516,7 @@ impl Muster {
             response: to_value(&answer)?,
         };
         tx.finish_lease(lease_id, &stored, now).await?;
-        self.commit(tx).await?;
+        self.commit_with(tx, &entries).await?;
         self.stats.parked.add(item.kind, 1);
         match item.state {
             ItemState::Queued => self.stats.replayed.add(item.kind, 1),
@@ -567,8 +562,7 @@ impl Muster {
             entries.push(item.replay(actor, digest, now)?);
             tx.save_item(item).await?;
         }
-        tx.append(&entries).await?;
-        self.commit(tx).await?;
+        self.commit_with(tx, &entries).await?;
         self.stats.replayed.add(kind, parked.len() as u64);
         if !parked.is_empty() {
             tracing::info!(kind = %kind, replayed = parked.len(), "parked items replayed for a new worker digest");
@@ -652,8 +646,7 @@ impl Muster {
             .ok_or_else(|| AppError::NotFound(format!("no item {id}")))?;
         let entry = item.retry(actor, now)?;
         tx.save_item(&item).await?;
-        tx.append(&[entry]).await?;
-        self.commit(tx).await?;
+        self.commit_with(tx, &[entry]).await?;
         self.signal.notify(item.kind);
         Ok(Retried {
             item_id: id.to_string(),
@@ -666,6 +659,17 @@ impl Muster {
     /// Commits and tells the live feed that the ledger may have grown.
     async fn commit(&self, tx: Box<dyn LogbookTx>) -> Result<(), AppError> {
         tx.commit().await?;
+        self.signal.ledger_changed();
+        Ok(())
+    }
+
+    /// Appends `entries` and commits, in one go when the adapter can.
+    async fn commit_with(
+        &self,
+        tx: Box<dyn LogbookTx>,
+        entries: &[muster_ledger::SealedEntry],
+    ) -> Result<(), AppError> {
+        tx.append_and_commit(entries).await?;
         self.signal.ledger_changed();
         Ok(())
     }

@@ -2,6 +2,8 @@
 
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, join_all};
 use muster_app::ports::{Inserted, Logbook, LogbookTx, NewItem, PoolStatus, StoreError};
 use muster_app::views::{EditView, HealthView, HistoryEntry, ItemView};
 use muster_domain::edit::{Edit, EditId, EditState};
@@ -12,8 +14,8 @@ use muster_domain::{
 use muster_ledger::{ChainHead, SealedEntry};
 use serde_json::Value;
 use time::OffsetDateTime;
-use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Statement};
 use uuid::Uuid;
 
 use crate::error::{pool_err, store_err};
@@ -105,17 +107,14 @@ fn fence_i64(f: Fence) -> Result<i64, StoreError> {
 impl Logbook for PgLogbook {
     async fn begin(&self) -> Result<Box<dyn LogbookTx>, StoreError> {
         let client = self.pool.get().await.map_err(pool_err)?;
-        // The guard exists before BEGIN is sent: if this future is dropped mid-BEGIN, the
-        // guard's Drop rolls back (or discards the connection) instead of pooling it in a
-        // transaction.
-        let tx = PgTx {
+        // BEGIN goes out with the first statement. The guard exists before it is sent: if a
+        // future is dropped mid-pipeline, the guard's Drop rolls back (or discards the
+        // connection) instead of pooling it in a transaction.
+        Ok(Box::new(PgTx {
             client: Some(client),
-        };
-        tx.client()
-            .batch_execute("BEGIN")
-            .await
-            .map_err(store_err)?;
-        Ok(Box::new(tx))
+            begun: false,
+            deferred: Vec::new(),
+        }))
     }
 
     async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError> {
@@ -351,10 +350,37 @@ fn health_event_json(e: &HealthEvent) -> Value {
     serde_json::json!({"kind": e.kind, "reason": e.reason, "message": e.message})
 }
 
+/// A statement parameter owned by a [`Deferred`] write until its pipeline is sent.
+type Param = Box<dyn ToSql + Sync + Send>;
+
+/// A write nobody waits for: it travels in the same pipeline as the next statement whose answer
+/// is needed, or as the COMMIT, so that a use case's writes cost one round trip together.
+///
+/// Row-count expectations are checked by the database itself (`core.expect_rows`, V6), because
+/// a COMMIT sent in the same pipeline must not commit a transaction whose write touched the wrong
+/// rows: the failed check aborts the transaction, and the COMMIT then answers ROLLBACK.
+struct Deferred {
+    stmt: Statement,
+    params: Vec<Param>,
+}
+
+/// What one statement of a pipeline answered.
+enum Answer {
+    Rows(Vec<Row>),
+    Done,
+}
+
 /// One transaction on one pooled connection. Dropped without `commit`, it is rolled back before
 /// the connection can be used again.
+///
+/// BEGIN is not a round trip of its own: it is sent in one pipeline with the transaction's first
+/// statement, and writes that answer nothing ([`Deferred`]) wait for the next statement. So a
+/// lease is two round trips (BEGIN + lock; writes + COMMIT) and a completion three.
 struct PgTx {
     client: Option<Object>,
+    /// BEGIN has been sent: the connection is (or was) in a transaction.
+    begun: bool,
+    deferred: Vec<Deferred>,
 }
 
 impl PgTx {
@@ -362,20 +388,76 @@ impl PgTx {
         self.client.as_ref().expect("transaction used after commit")
     }
 
+    /// Sends BEGIN (once), every deferred write and then `last`, as one pipeline, and answers
+    /// what each said, in order. A statement after a failed one is refused by the server
+    /// (the transaction is aborted), so the first error is the one that matters.
+    async fn pipeline(
+        &mut self,
+        last: Option<(&Statement, &[&(dyn ToSql + Sync)])>,
+    ) -> Result<Vec<Result<Answer, tokio_postgres::Error>>, StoreError> {
+        let c = self.client.as_ref().expect("transaction used after commit");
+        let begin = if self.begun {
+            None
+        } else {
+            Some(c.prepare_cached("BEGIN").await.map_err(store_err)?)
+        };
+        let deferred = std::mem::take(&mut self.deferred);
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = deferred
+            .iter()
+            .map(|d| d.params.iter().map(|p| p.as_ref() as _).collect())
+            .collect();
+        let mut sent: Vec<BoxFuture<'_, Result<Answer, tokio_postgres::Error>>> =
+            Vec::with_capacity(deferred.len() + 2);
+        if let Some(begin) = &begin {
+            sent.push(async move { c.execute(begin, &[]).await.map(|_| Answer::Done) }.boxed());
+        }
+        for (d, p) in deferred.iter().zip(&params) {
+            sent.push(async move { c.execute(&d.stmt, p).await.map(|_| Answer::Done) }.boxed());
+        }
+        if let Some((stmt, p)) = last {
+            sent.push(async move { c.query(stmt, p).await.map(Answer::Rows) }.boxed());
+        }
+        // join_all polls the futures in order, so they enter the connection's queue in order
+        // and go out in one write.
+        let mut answers = join_all(sent).await;
+        self.begun = true;
+        if begin.is_some() {
+            answers.remove(0).map_err(store_err)?;
+        }
+        Ok(answers)
+    }
+
     async fn query(
-        &self,
+        &mut self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let c = self.client();
-        let stmt = c.prepare_cached(sql).await.map_err(store_err)?;
-        c.query(&stmt, params).await.map_err(store_err)
+        let stmt = self.client().prepare_cached(sql).await.map_err(store_err)?;
+        let mut answers = self.pipeline(Some((&stmt, params))).await?;
+        let last = answers.pop();
+        for answer in answers {
+            answer.map_err(store_err)?;
+        }
+        match last {
+            Some(Ok(Answer::Rows(rows))) => Ok(rows),
+            Some(Err(e)) => Err(store_err(e)),
+            Some(Ok(Answer::Done)) | None => Err(internal("pipeline lost its last answer")),
+        }
     }
 
-    async fn execute(&self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, StoreError> {
-        let c = self.client();
-        let stmt = c.prepare_cached(sql).await.map_err(store_err)?;
-        c.execute(&stmt, params).await.map_err(store_err)
+    async fn execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(), StoreError> {
+        self.query(sql, params).await.map(drop)
+    }
+
+    /// Queues a write for the next pipeline. `sql` must not return rows the caller needs.
+    async fn defer(&mut self, sql: &str, params: Vec<Param>) -> Result<(), StoreError> {
+        let stmt = self.client().prepare_cached(sql).await.map_err(store_err)?;
+        self.deferred.push(Deferred { stmt, params });
+        Ok(())
     }
 }
 
@@ -384,6 +466,10 @@ impl Drop for PgTx {
         let Some(client) = self.client.take() else {
             return;
         };
+        if !self.begun {
+            // Nothing was sent: the connection is not in a transaction.
+            return;
+        }
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn(async move {
@@ -447,35 +533,40 @@ impl LogbookTx for PgTx {
 
     async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError> {
         let ids: Vec<Uuid> = new.iter().map(|n| n.item.id.0).collect();
-        let kinds: Vec<&str> = new.iter().map(|n| n.item.kind.as_str()).collect();
+        let kinds: Vec<String> = new
+            .iter()
+            .map(|n| n.item.kind.as_str().to_owned())
+            .collect();
         let priorities: Vec<i16> = new.iter().map(|n| n.item.priority.rank()).collect();
-        let states: Vec<&str> = new.iter().map(|n| n.item.state.as_str()).collect();
+        let states: Vec<String> = new
+            .iter()
+            .map(|n| n.item.state.as_str().to_owned())
+            .collect();
         let at: Vec<OffsetDateTime> = new.iter().map(|n| n.created_at).collect();
-        let payloads: Vec<&Value> = new.iter().map(|n| &n.payload).collect();
+        let payloads: Vec<Value> = new.iter().map(|n| n.payload.clone()).collect();
         let parents: Vec<Option<Uuid>> = new.iter().map(|n| n.parent.map(|p| p.0)).collect();
         let chain_len: Vec<i64> = new.iter().map(|n| n.item.chain.len as i64).collect();
-        let heads: Vec<&[u8]> = new.iter().map(|n| n.item.chain.hash.as_slice()).collect();
-        self.execute(
+        let heads: Vec<Vec<u8>> = new.iter().map(|n| n.item.chain.hash.to_vec()).collect();
+        self.defer(
             "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
                  payload, parent_id, created_at, chain_len, chain_head)
              SELECT id, kind, priority, state, 0, 0, at, payload, parent, at, chain_len, head
              FROM unnest($1::uuid[], $2::text[], $3::int2[], $4::text[], $5::timestamptz[],
                          $6::jsonb[], $7::uuid[], $8::int8[], $9::bytea[])
                   AS n(id, kind, priority, state, at, payload, parent, chain_len, head)",
-            &[
-                &ids,
-                &kinds,
-                &priorities,
-                &states,
-                &at,
-                &payloads,
-                &parents,
-                &chain_len,
-                &heads,
+            vec![
+                Box::new(ids),
+                Box::new(kinds),
+                Box::new(priorities),
+                Box::new(states),
+                Box::new(at),
+                Box::new(payloads),
+                Box::new(parents),
+                Box::new(chain_len),
+                Box::new(heads),
             ],
         )
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn lock_next_leasable(
@@ -562,20 +653,19 @@ impl LogbookTx for PgTx {
         kind: Kind,
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        self.execute(
+        self.defer(
             "INSERT INTO core.leases (id, item_id, kind, fence, worker_id, leased_at)
              VALUES ($1, $2, $3, $4, $5, $6)",
-            &[
-                &lease.lease_id.0,
-                &lease.item_id.0,
-                &kind.as_str(),
-                &fence_i64(lease.fence)?,
-                &lease.worker_id,
-                &at,
+            vec![
+                Box::new(lease.lease_id.0),
+                Box::new(lease.item_id.0),
+                Box::new(kind.as_str()),
+                Box::new(fence_i64(lease.fence)?),
+                Box::new(lease.worker_id.clone()),
+                Box::new(at),
             ],
         )
-        .await?;
-        Ok(())
+        .await
     }
 
     async fn finish_lease(
@@ -584,17 +674,23 @@ impl LogbookTx for PgTx {
         outcome: &LeaseOutcome,
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        let n = self
-            .execute(
-                "UPDATE core.leases SET outcome = $2, outcome_digest = $3, response = $4, finished_at = $5
-                 WHERE id = $1 AND outcome IS NULL",
-                &[&id.0, &outcome.kind.as_str(), &outcome.digest.as_slice(), &outcome.response, &at],
-            )
-            .await?;
-        if n != 1 {
-            return Err(internal(format!("lease {id} was already finished")));
-        }
-        Ok(())
+        // A lease is finished once: the row is locked (`lock_lease`) and was unfinished.
+        self.defer(
+            "WITH w AS (
+                 UPDATE core.leases
+                 SET outcome = $2, outcome_digest = $3, response = $4, finished_at = $5
+                 WHERE id = $1 AND outcome IS NULL
+                 RETURNING 1)
+             SELECT core.expect_rows('finishing a lease', count(*), 1) FROM w",
+            vec![
+                Box::new(id.0),
+                Box::new(outcome.kind.as_str()),
+                Box::new(outcome.digest.to_vec()),
+                Box::new(outcome.response.clone()),
+                Box::new(at),
+            ],
+        )
+        .await
     }
 
     async fn day_salt(
@@ -750,54 +846,13 @@ impl LogbookTx for PgTx {
         if entries.is_empty() {
             return Ok(Vec::new());
         }
-        let n = entries.len();
-        let mut types = Vec::with_capacity(n);
-        let mut ids = Vec::with_capacity(n);
-        let mut seqs = Vec::with_capacity(n);
-        let mut events = Vec::with_capacity(n);
-        let mut froms = Vec::with_capacity(n);
-        let mut tos = Vec::with_capacity(n);
-        let mut actors = Vec::with_capacity(n);
-        let mut fences: Vec<Option<i64>> = Vec::with_capacity(n);
-        let mut ats = Vec::with_capacity(n);
-        let mut datas = Vec::with_capacity(n);
-        let mut prevs = Vec::with_capacity(n);
-        let mut hashes = Vec::with_capacity(n);
-        for (i, s) in entries.iter().enumerate() {
-            let e = &s.entry;
-            types.push(e.subject_type.as_str());
-            ids.push(e.subject_id.as_str());
-            seqs.push(s.subject_seq as i64);
-            events.push(e.event.as_str());
-            froms.push(e.from_state.as_deref());
-            tos.push(e.to_state.as_deref());
-            actors.push(e.actor.as_str());
-            fences.push(e.fence.map(|f| f as i64));
-            ats.push(e.at);
-            datas.push(e.data.as_str());
-            prevs.push(s.prev_hash.as_slice());
-            hashes.push(s.hash.as_slice());
-            debug_assert_eq!(types.len(), i + 1);
-        }
-        let ords: Vec<i32> = (0..n as i32).collect();
-        let rows = self
-            .query(
-                "WITH inserted AS (
-                     INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, from_state,
-                         to_state, actor, fence, at, data, prev_hash, hash, kind, priority)
-                     SELECT e.t, e.id, e.sq, e.ev, e.fr, e.tt, e.ac, e.fe, e.at, e.da, e.pr, e.ha,
-                            i.kind, i.priority
-                     FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[],
-                                 $7::text[], $8::int8[], $9::timestamptz[], $10::text[], $11::bytea[],
-                                 $12::bytea[], $13::int4[])
-                          AS e(t, id, sq, ev, fr, tt, ac, fe, at, da, pr, ha, ord)
-                     LEFT JOIN core.items i ON i.id = CASE WHEN e.t = 'item' THEN e.id::uuid END
-                     ORDER BY e.ord
-                     RETURNING seq, subject_type, subject_id, subject_seq)
-                 SELECT seq, subject_type, subject_id, subject_seq FROM inserted",
-                &[&types, &ids, &seqs, &events, &froms, &tos, &actors, &fences, &ats, &datas, &prevs, &hashes, &ords],
-            )
-            .await?;
+        let params = ledger_params(entries);
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
+        let sql = format!(
+            "WITH inserted AS ({LEDGER_INSERT} RETURNING seq, subject_type, subject_id, subject_seq)
+             SELECT seq, subject_type, subject_id, subject_seq FROM inserted"
+        );
+        let rows = self.query(&sql, &refs).await?;
         entries
             .iter()
             .map(|s| {
@@ -814,50 +869,131 @@ impl LogbookTx for PgTx {
     }
 
     async fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        if !self.begun && self.deferred.is_empty() {
+            // Nothing was ever sent: there is no transaction to end.
+            return Ok(());
+        }
+        let commit = self
+            .client()
+            .prepare_cached("COMMIT")
+            .await
+            .map_err(store_err)?;
+        let mut answers = self.pipeline(Some((&commit, &[]))).await?;
         let client = self.client.take().expect("committed twice");
-        match client.batch_execute("COMMIT").await {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                // The outcome of a COMMIT that failed in flight is unknown to us; the connection
-                // is not trusted again.
+        let committed = answers.pop();
+        let first_error = answers.into_iter().find_map(Result::err);
+        match committed {
+            // A statement of the pipeline failed: the transaction was aborted and the COMMIT
+            // answered ROLLBACK. The connection is out of the transaction and usable.
+            Some(Ok(_)) => match first_error {
+                Some(e) => Err(store_err(e)),
+                None => Ok(()),
+            },
+            // The outcome of a COMMIT that failed in flight is unknown to us; the connection
+            // is not trusted again.
+            Some(Err(e)) => {
                 drop(Object::take(client));
-                Err(store_err(e))
+                Err(store_err(first_error.unwrap_or(e)))
+            }
+            None => {
+                drop(Object::take(client));
+                Err(internal("pipeline lost the COMMIT's answer"))
             }
         }
     }
+
+    async fn append_and_commit(
+        mut self: Box<Self>,
+        entries: &[SealedEntry],
+    ) -> Result<(), StoreError> {
+        if !entries.is_empty() {
+            self.defer(LEDGER_INSERT, ledger_params(entries)).await?;
+        }
+        self.commit().await
+    }
+}
+
+/// Inserts the rows of [`ledger_params`] in their order, with each item's kind and priority for
+/// the live feed.
+const LEDGER_INSERT: &str = "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event,
+         from_state, to_state, actor, fence, at, data, prev_hash, hash, kind, priority)
+     SELECT e.t, e.id, e.sq, e.ev, e.fr, e.tt, e.ac, e.fe, e.at, e.da, e.pr, e.ha,
+            i.kind, i.priority
+     FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[],
+                 $7::text[], $8::int8[], $9::timestamptz[], $10::text[], $11::bytea[],
+                 $12::bytea[], $13::int4[])
+          AS e(t, id, sq, ev, fr, tt, ac, fe, at, da, pr, ha, ord)
+     LEFT JOIN core.items i ON i.id = CASE WHEN e.t = 'item' THEN e.id::uuid END
+     ORDER BY e.ord";
+
+/// The thirteen column arrays of [`LEDGER_INSERT`].
+fn ledger_params(entries: &[SealedEntry]) -> Vec<Param> {
+    let column = |f: &dyn Fn(&SealedEntry) -> Option<String>| -> Param {
+        Box::new(entries.iter().map(f).collect::<Vec<Option<String>>>())
+    };
+    let n = entries.len();
+    vec![
+        column(&|s| Some(s.entry.subject_type.clone())),
+        column(&|s| Some(s.entry.subject_id.clone())),
+        Box::new(
+            entries
+                .iter()
+                .map(|s| s.subject_seq as i64)
+                .collect::<Vec<_>>(),
+        ),
+        column(&|s| Some(s.entry.event.clone())),
+        column(&|s| s.entry.from_state.clone()),
+        column(&|s| s.entry.to_state.clone()),
+        column(&|s| Some(s.entry.actor.clone())),
+        Box::new(
+            entries
+                .iter()
+                .map(|s| s.entry.fence.map(|f| f as i64))
+                .collect::<Vec<_>>(),
+        ),
+        Box::new(entries.iter().map(|s| s.entry.at).collect::<Vec<_>>()),
+        column(&|s| Some(s.entry.data.clone())),
+        Box::new(
+            entries
+                .iter()
+                .map(|s| s.prev_hash.to_vec())
+                .collect::<Vec<_>>(),
+        ),
+        Box::new(entries.iter().map(|s| s.hash.to_vec()).collect::<Vec<_>>()),
+        Box::new((0..n as i32).collect::<Vec<i32>>()),
+    ]
 }
 
 impl PgTx {
-    async fn update_item(&self, item: &Item, result: Option<&Value>) -> Result<(), StoreError> {
+    async fn update_item(&mut self, item: &Item, result: Option<&Value>) -> Result<(), StoreError> {
         let lease = item.lease.as_ref();
-        let n = self
-            .execute(
-                "UPDATE core.items SET state = $2, attempt = $3, fence = $4, lease_id = $5,
+        // The row is locked by this transaction and items are never deleted: exactly one row.
+        self.defer(
+            "WITH w AS (
+                 UPDATE core.items SET state = $2, attempt = $3, fence = $4, lease_id = $5,
                      lease_worker = $6, lease_expires_at = $7, not_before = $8, parked_digest = $9,
                      chain_len = $10, chain_head = $11,
                      result = CASE WHEN $12 THEN $13 ELSE result END
-                 WHERE id = $1",
-                &[
-                    &item.id.0,
-                    &item.state.as_str(),
-                    &(item.attempt as i32),
-                    &fence_i64(item.fence)?,
-                    &lease.map(|l| l.lease_id.0),
-                    &lease.map(|l| l.worker_id.as_str()),
-                    &lease.map(|l| l.expires_at),
-                    &item.not_before,
-                    &item.parked_digest,
-                    &(item.chain.len as i64),
-                    &item.chain.hash.as_slice(),
-                    &result.is_some(),
-                    &result,
-                ],
-            )
-            .await?;
-        if n != 1 {
-            return Err(internal(format!("item {} vanished", item.id)));
-        }
-        Ok(())
+                 WHERE id = $1
+                 RETURNING 1)
+             SELECT core.expect_rows('saving an item', count(*), 1) FROM w",
+            vec![
+                Box::new(item.id.0),
+                Box::new(item.state.as_str()),
+                Box::new(item.attempt as i32),
+                Box::new(fence_i64(item.fence)?),
+                Box::new(lease.map(|l| l.lease_id.0)),
+                Box::new(lease.map(|l| l.worker_id.clone())),
+                Box::new(lease.map(|l| l.expires_at)),
+                Box::new(item.not_before),
+                Box::new(item.parked_digest.clone()),
+                Box::new(item.chain.len as i64),
+                Box::new(item.chain.hash.to_vec()),
+                Box::new(result.is_some()),
+                Box::new(result.cloned()),
+            ],
+        )
+        .await
     }
 }
 

@@ -45,6 +45,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "edit_intake",
         sql: include_str!("../../../migrations/V5__edit_intake.sql"),
     },
+    Migration {
+        version: 6,
+        name: "pipelined_writes",
+        sql: include_str!("../../../migrations/V6__pipelined_writes.sql"),
+    },
 ];
 
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".

@@ -89,15 +89,14 @@ async fn complete_on_a_superseded_lease_records_the_late_result_and_answers_leas
     tx.expect_lock_lease()
         .returning(|_| Ok(Some((record(1), leased_item(2)))));
     tx.expect_save_item().times(1).returning(|_| Ok(()));
-    tx.expect_append()
-        .withf(|e| e.len() == 1 && e[0].entry.event == "late_result" && e[0].entry.fence == Some(1))
-        .times(1)
-        .returning(|_| Ok(vec![9]));
     tx.expect_finish_lease()
         .withf(|_, o, _| o.kind == OutcomeKind::Late)
         .times(1)
         .returning(|_, _, _| Ok(()));
-    tx.expect_commit().times(1).returning(|| Ok(()));
+    tx.expect_append_and_commit()
+        .withf(|e| e.len() == 1 && e[0].entry.event == "late_result" && e[0].entry.fence == Some(1))
+        .times(1)
+        .returning(|_| Ok(()));
     let m = muster_with(logbook_with(tx));
     assert_eq!(
         m.complete(TRAWL, lease_id(), complete_req(vec![])).await,
@@ -255,6 +254,7 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
         let mut tx = MockLogbookTx::new();
         if calls == 1 {
             tx.expect_lock_next_leasable().returning(|_, _| Ok(None));
+            tx.expect_commit().returning(|| Ok(()));
         } else {
             let mut item = leased_item(0);
             item.state = ItemState::Queued;
@@ -264,9 +264,8 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
                 .return_once(move |_, _| Ok(Some((item, json!({"u": 1})))));
             tx.expect_save_item().returning(|_| Ok(()));
             tx.expect_insert_lease().returning(|_, _, _| Ok(()));
-            tx.expect_append().returning(|_| Ok(vec![1]));
+            tx.expect_append_and_commit().returning(|_| Ok(()));
         }
-        tx.expect_commit().returning(|| Ok(()));
         Ok(Box::new(tx))
     });
     let mut m = muster_with(lb);
