@@ -103,17 +103,24 @@ pub trait LogbookTx: Send {
     async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
     /// Inserts items that carry no idempotency key (the `next` steps of a completion).
     async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
-    /// Locks and returns the first leasable item of `kind` at `now` in lease order (priority,
-    /// then enqueue time), skipping rows other transactions hold, with its payload.
+    /// Locks and returns up to `limit` leasable items of `kind` at `now` in lease order
+    /// (priority, then enqueue time), skipping rows other transactions hold, with payloads.
     async fn lock_next_leasable(
         &mut self,
         kind: Kind,
         now: OffsetDateTime,
-    ) -> Result<Option<(Item, Value)>, StoreError>;
+        limit: u32,
+    ) -> Result<Vec<(Item, Value)>, StoreError>;
     /// Locks and returns an item.
     async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
     /// Returns a lease record and locks and returns its item.
     async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
+    /// Returns lease records with their items, locking both in item order (so that two
+    /// batches never wait for each other in a circle). Unknown ids are left out.
+    async fn lock_leases(
+        &mut self,
+        ids: &[LeaseId],
+    ) -> Result<Vec<(LeaseRecord, Item)>, StoreError>;
     /// Writes back an item's working state.
     async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
     /// Writes back an item's working state together with its result.
@@ -122,10 +129,19 @@ pub trait LogbookTx: Send {
         item: &Item,
         result: &Value,
     ) -> Result<(), StoreError>;
+    /// Writes back the working states of distinct items, each with its result if given.
+    async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError>;
     /// Records a newly granted lease.
     async fn insert_lease(
         &mut self,
         lease: &LeaseRecord,
+        kind: Kind,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+    /// Records newly granted leases on items of `kind`.
+    async fn insert_leases(
+        &mut self,
+        leases: &[LeaseRecord],
         kind: Kind,
         at: OffsetDateTime,
     ) -> Result<(), StoreError>;
@@ -134,6 +150,12 @@ pub trait LogbookTx: Send {
         &mut self,
         id: LeaseId,
         outcome: &LeaseOutcome,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+    /// Records how distinct leases ended.
+    async fn finish_leases(
+        &mut self,
+        outcomes: &[(LeaseId, LeaseOutcome)],
         at: OffsetDateTime,
     ) -> Result<(), StoreError>;
     /// Records `digest` as deployed for `kind`, locking the kind's digest row until commit;

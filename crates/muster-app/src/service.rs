@@ -24,6 +24,8 @@ pub const MAX_WAIT_MS: u64 = 30_000;
 /// How many exhausted-expired candidates one lease attempt fails before it gives up.
 const MAX_CANDIDATES: usize = 16;
 const MAX_WORKER_ID: usize = 128;
+/// The most items one lease request or one batch of completions may carry.
+pub const MAX_BATCH: u32 = 256;
 const MAX_IDEMPOTENCY_KEY: usize = 256;
 
 /// Settings of the use cases.
@@ -186,6 +188,23 @@ impl Muster {
         worker_id: &str,
         wait_ms: u64,
     ) -> Result<Option<LeaseGranted>, AppError> {
+        Ok(self
+            .lease_many(actor, worker_id, wait_ms, 1)
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// `POST /v1/leases` with `max`: up to `max` leasable items of the worker's kind, in lease
+    /// order, in one transaction; waits up to `wait_ms` for the first one, not for a full
+    /// batch. Empty when nothing became leasable in time.
+    pub async fn lease_many(
+        &self,
+        actor: Principal,
+        worker_id: &str,
+        wait_ms: u64,
+        max: u32,
+    ) -> Result<Vec<LeaseGranted>, AppError> {
         let kind = actor.worker_kind().ok_or_else(|| {
             AppError::Forbidden(format!("{actor} is not a worker and holds no leases"))
         })?;
@@ -195,15 +214,21 @@ impl Muster {
                 "wait_ms must be 0 to {MAX_WAIT_MS}"
             )));
         }
+        if !(1..=MAX_BATCH).contains(&max) {
+            return Err(AppError::BadRequest(format!(
+                "max must be 1 to {MAX_BATCH}"
+            )));
+        }
         let deadline = tokio::time::Instant::now() + StdDuration::from_millis(wait_ms);
         loop {
             let seen = self.signal.generation(kind);
-            if let Some(granted) = self.try_lease(kind, worker_id, actor).await? {
-                return Ok(Some(granted));
+            let granted = self.try_lease(kind, worker_id, actor, max).await?;
+            if !granted.is_empty() {
+                return Ok(granted);
             }
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             if remaining.is_zero() || self.signal.is_shut_down() {
-                return Ok(None);
+                return Ok(granted);
             }
             self.signal
                 .wait_past(kind, seen, remaining.min(self.config.recheck))
@@ -216,68 +241,84 @@ impl Muster {
         kind: Kind,
         worker_id: &str,
         actor: Principal,
-    ) -> Result<Option<LeaseGranted>, AppError> {
+        max: u32,
+    ) -> Result<Vec<LeaseGranted>, AppError> {
         let policy = self.config.policy(kind);
         let now = self.clock.now();
         let mut tx = self.logbook.begin().await?;
+        let mut granted = Vec::new();
+        let mut saved = Vec::new();
+        let mut records = Vec::new();
+        let mut entries = Vec::new();
         let mut exhausted = 0;
+        // Candidates whose expired lease used up the item's attempts are failed instead (and
+        // written in this transaction); a round that found only those looks again.
         for _ in 0..MAX_CANDIDATES {
-            let Some((mut item, payload)) = tx.lock_next_leasable(kind, now).await? else {
-                break;
-            };
-            let lease_id = self.ids.lease_id();
-            match item.lease(
-                lease_id,
-                worker_id,
-                actor,
-                &policy,
-                self.config.lease_ttl,
-                now,
-            ) {
-                Ok(LeaseResult::Granted(entry)) => {
-                    let record = LeaseRecord {
-                        lease_id,
-                        item_id: item.id,
-                        fence: item.fence,
-                        worker_id: worker_id.to_owned(),
-                        outcome: None,
-                    };
-                    tx.save_item(&item).await?;
-                    tx.insert_lease(&record, kind, now).await?;
-                    self.commit_with(tx, &[entry]).await?;
-                    self.stats.leased.add(kind, 1);
-                    let expires_at = item.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
-                    return Ok(Some(LeaseGranted {
-                        lease_id: lease_id.to_string(),
-                        fence: item.fence.0,
-                        expires_at,
-                        heartbeat_ms: self.config.heartbeat_ms(),
-                        item: LeasedItem {
-                            id: item.id.to_string(),
-                            kind,
-                            priority: item.priority,
-                            attempt: item.attempt,
-                            payload,
-                        },
-                    }));
-                }
-                Ok(LeaseResult::Exhausted(entry)) => {
-                    tracing::info!(item_id = %item.id, kind = %kind, "expired lease had no attempts left; item failed");
-                    tx.save_item(&item).await?;
-                    tx.append(&[entry]).await?;
-                    exhausted += 1;
-                }
-                Err(e) => {
-                    return Err(AppError::Internal(format!(
-                        "store offered item {} that the domain refuses to lease: {e}",
-                        item.id
-                    )));
+            let candidates = tx.lock_next_leasable(kind, now, max).await?;
+            let found = candidates.len();
+            for (mut item, payload) in candidates {
+                let lease_id = self.ids.lease_id();
+                match item.lease(
+                    lease_id,
+                    worker_id,
+                    actor,
+                    &policy,
+                    self.config.lease_ttl,
+                    now,
+                ) {
+                    Ok(LeaseResult::Granted(entry)) => {
+                        records.push(LeaseRecord {
+                            lease_id,
+                            item_id: item.id,
+                            fence: item.fence,
+                            worker_id: worker_id.to_owned(),
+                            outcome: None,
+                        });
+                        entries.push(entry);
+                        let expires_at = item.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
+                        granted.push(LeaseGranted {
+                            lease_id: lease_id.to_string(),
+                            fence: item.fence.0,
+                            expires_at,
+                            heartbeat_ms: self.config.heartbeat_ms(),
+                            item: LeasedItem {
+                                id: item.id.to_string(),
+                                kind,
+                                priority: item.priority,
+                                attempt: item.attempt,
+                                payload,
+                            },
+                        });
+                        saved.push((item, None));
+                    }
+                    Ok(LeaseResult::Exhausted(entry)) => {
+                        tracing::info!(item_id = %item.id, kind = %kind, "expired lease had no attempts left; item failed");
+                        entries.push(entry);
+                        saved.push((item, None));
+                        exhausted += 1;
+                    }
+                    Err(e) => {
+                        return Err(AppError::Internal(format!(
+                            "store offered item {} that the domain refuses to lease: {e}",
+                            item.id
+                        )));
+                    }
                 }
             }
+            if !granted.is_empty() || found < max as usize {
+                break;
+            }
         }
-        self.commit(tx).await?;
+        if saved.is_empty() {
+            self.commit(tx).await?;
+            return Ok(granted);
+        }
+        tx.save_items(&saved).await?;
+        tx.insert_leases(&records, kind, now).await?;
+        self.commit_with(tx, &entries).await?;
+        self.stats.leased.add(kind, granted.len() as u64);
         self.stats.failed_final.add(kind, exhausted);
-        Ok(None)
+        Ok(granted)
     }
 
     /// `POST /v1/leases/{id}/heartbeat`.
@@ -298,13 +339,132 @@ impl Muster {
     }
 
     /// `POST /v1/leases/{id}/complete`: the item's new state, its result, every `next` item
-    /// and the ledger rows, in one transaction; idempotent per lease.
+    /// and their ledger rows, in one transaction.
     pub async fn complete(
         &self,
         actor: Principal,
         lease_id: LeaseId,
         req: CompleteRequest,
     ) -> Result<Completed, AppError> {
+        self.complete_many(actor, vec![(lease_id, req)])
+            .await?
+            .pop()
+            .unwrap_or_else(|| Err(AppError::Internal("a completion went unanswered".into())))
+    }
+
+    /// `POST /v1/completions`: many completions in one transaction. Each is answered exactly
+    /// as `complete` would have answered it alone (fencing, idempotent replay, routes, late
+    /// results kept in the ledger); one refused completion does not hold the others back. An
+    /// error of the Logbook fails the whole batch, and then none of it is written.
+    pub async fn complete_many(
+        &self,
+        actor: Principal,
+        reqs: Vec<(LeaseId, CompleteRequest)>,
+    ) -> Result<Vec<Result<Completed, AppError>>, AppError> {
+        if reqs.is_empty() || reqs.len() > MAX_BATCH as usize {
+            return Err(AppError::BadRequest(format!(
+                "a batch holds 1 to {MAX_BATCH} completions"
+            )));
+        }
+        let now = self.clock.now();
+        let mut tx = self.logbook.begin().await?;
+        let ids: Vec<LeaseId> = reqs.iter().map(|(id, _)| *id).collect();
+        let mut locked: HashMap<LeaseId, LeaseRecord> = HashMap::with_capacity(reqs.len());
+        // One item may appear under several leases (an old, superseded one and the current
+        // one): each completion sees the item as the ones before it left it.
+        let mut items: HashMap<ItemId, Item> = HashMap::with_capacity(reqs.len());
+        for (record, item) in tx.lock_leases(&ids).await? {
+            items.entry(item.id).or_insert(item);
+            locked.insert(record.lease_id, record);
+        }
+        let mut batch = Batch::default();
+        let mut answers = Vec::with_capacity(reqs.len());
+        let mut seen = std::collections::HashSet::with_capacity(reqs.len());
+        for (lease_id, req) in reqs {
+            let answer = match locked.get(&lease_id) {
+                _ if !seen.insert(lease_id) => Err(AppError::BadRequest(format!(
+                    "lease {lease_id} appears more than once in the batch"
+                ))),
+                None => Err(AppError::NotFound(format!("no lease {lease_id}"))),
+                Some(record) => match items.get_mut(&record.item_id) {
+                    None => Err(AppError::Internal(format!(
+                        "lease {lease_id} lost its item"
+                    ))),
+                    Some(item) => self.complete_one(actor, record, item, req, now, &mut batch),
+                },
+            };
+            answers.push(answer);
+        }
+        if batch.is_empty() {
+            // Nothing to write (replays and refusals only): end the transaction, no COMMIT.
+            drop(tx);
+            return Ok(answers
+                .into_iter()
+                .map(|a| a.map(Pending::finish))
+                .collect());
+        }
+        let saved: Vec<(Item, Option<Value>)> = batch
+            .saved
+            .iter()
+            .map(|(id, result)| (items[id].clone(), result.clone()))
+            .collect();
+        tx.save_items(&saved).await?;
+        if !batch.children.is_empty() {
+            tx.insert_items(&batch.children).await?;
+        }
+        let seqs = tx.append(&batch.entries).await?;
+        let mut finished = Vec::with_capacity(batch.finished.len());
+        let answers: Vec<Result<Completed, AppError>> = answers
+            .into_iter()
+            .map(|a| {
+                a.and_then(|pending| match pending {
+                    Pending::Done(answer) => Ok(answer),
+                    Pending::Sealed {
+                        lease_id,
+                        digest,
+                        mut answer,
+                        entry,
+                    } => {
+                        answer.ledger_seq = seqs.get(entry).copied().unwrap_or_default();
+                        finished.push((
+                            lease_id,
+                            LeaseOutcome {
+                                kind: OutcomeKind::Completed,
+                                digest,
+                                response: to_value(&answer)?,
+                            },
+                        ));
+                        Ok(answer)
+                    }
+                })
+            })
+            .collect();
+        finished.extend(batch.finished);
+        tx.finish_leases(&finished, now).await?;
+        self.commit(tx).await?;
+        for (kind, n) in batch.completed {
+            self.stats.completed.add(kind, n);
+        }
+        for (kind, n) in batch.late {
+            self.stats.late_results.add(kind, n);
+        }
+        for c in &batch.children {
+            self.stats.enqueued.add(c.item.kind, 1);
+            self.signal.notify(c.item.kind);
+        }
+        Ok(answers)
+    }
+
+    /// One completion of a batch, applied to the locked `item`: its writes go into `batch`.
+    fn complete_one(
+        &self,
+        actor: Principal,
+        record: &LeaseRecord,
+        item: &mut Item,
+        req: CompleteRequest,
+        now: time::OffsetDateTime,
+        batch: &mut Batch,
+    ) -> Result<Pending, AppError> {
         let canonical = json!({
             "result": req.result,
             "next": req.next.iter().map(|n| json!({
@@ -312,30 +472,28 @@ impl Muster {
             })).collect::<Vec<_>>(),
         });
         let digest = request_digest(OutcomeKind::Completed, &canonical);
-        let now = self.clock.now();
-        let mut tx = self.logbook.begin().await?;
-        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
-        match item.check_finish(&record, actor, OutcomeKind::Completed, &digest) {
+        let lease_id = record.lease_id;
+        match item.check_finish(record, actor, OutcomeKind::Completed, &digest) {
             Ok(LeaseUse::Proceed) => {}
             Ok(LeaseUse::Replay(response)) => {
                 let mut answer: Completed = serde_json::from_value(response).map_err(|e| {
                     AppError::Internal(format!("stored completion unreadable: {e}"))
                 })?;
                 answer.replayed = true;
-                return Ok(answer);
+                return Ok(Pending::Done(answer));
             }
             Err(TransitionError::LeaseLost) if record.outcome.is_none() => {
                 // Superseded: keep the late result in the ledger, apply nothing.
-                let entry = item.record_late_result(&record, actor, &req.result, now);
-                tx.save_item(&item).await?;
+                let entry = item.record_late_result(record, actor, &req.result, now);
                 let outcome = LeaseOutcome {
                     kind: OutcomeKind::Late,
                     digest,
                     response: Value::Null,
                 };
-                tx.finish_lease(lease_id, &outcome, now).await?;
-                self.commit_with(tx, &[entry]).await?;
-                self.stats.late_results.add(item.kind, 1);
+                batch.save(item.id, None);
+                batch.entries.push(entry);
+                batch.finished.push((lease_id, outcome));
+                *batch.late.entry(item.kind).or_default() += 1;
                 tracing::info!(%lease_id, item_id = %item.id, "late result recorded; lease was superseded");
                 return Err(AppError::LeaseLost);
             }
@@ -375,33 +533,27 @@ impl Muster {
             });
         }
         let child_ids: Vec<ItemId> = children.iter().map(|c| c.item.id).collect();
-        let entry = item.complete(&record, actor, &req.result, &child_ids, now)?;
-        let mut entries = vec![entry];
-        entries.extend(children.iter().map(|c| c.entry.clone()));
-        tx.save_item_with_result(&item, &req.result).await?;
-        if !children.is_empty() {
-            tx.insert_items(&children).await?;
-        }
-        let seqs = tx.append(&entries).await?;
+        let entry = item.complete(record, actor, &req.result, &child_ids, now)?;
         let answer = Completed {
             item_id: item.id.to_string(),
             state: ItemState::Done,
-            ledger_seq: seqs.first().copied().unwrap_or_default(),
+            ledger_seq: 0,
             replayed: false,
         };
-        let outcome = LeaseOutcome {
-            kind: OutcomeKind::Completed,
+        let at = batch.entries.len();
+        batch.entries.push(entry);
+        batch
+            .entries
+            .extend(children.iter().map(|c| c.entry.clone()));
+        batch.children.extend(children);
+        batch.save(item.id, Some(req.result));
+        *batch.completed.entry(item.kind).or_default() += 1;
+        Ok(Pending::Sealed {
+            lease_id,
             digest,
-            response: to_value(&answer)?,
-        };
-        tx.finish_lease(lease_id, &outcome, now).await?;
-        self.commit(tx).await?;
-        self.stats.completed.add(item.kind, 1);
-        for c in &children {
-            self.stats.enqueued.add(c.item.kind, 1);
-            self.signal.notify(c.item.kind);
-        }
-        Ok(answer)
+            answer,
+            entry: at,
+        })
     }
 
     /// `POST /v1/leases/{id}/fail`: re-queued with backoff, or `failed`.
@@ -710,3 +862,53 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, AppError> {
 
 #[cfg(test)]
 mod tests;
+
+/// The writes of a batch of completions, gathered before any is sent.
+#[derive(Default)]
+struct Batch {
+    /// Items to write back, once each, in first-touched order, with the result if completed.
+    saved: Vec<(ItemId, Option<Value>)>,
+    children: Vec<NewItem>,
+    entries: Vec<muster_ledger::SealedEntry>,
+    /// Leases that ended without a sealed answer (late results).
+    finished: Vec<(LeaseId, LeaseOutcome)>,
+    completed: HashMap<Kind, u64>,
+    late: HashMap<Kind, u64>,
+}
+
+impl Batch {
+    fn is_empty(&self) -> bool {
+        self.saved.is_empty()
+    }
+
+    fn save(&mut self, id: ItemId, result: Option<Value>) {
+        match self.saved.iter_mut().find(|(s, _)| *s == id) {
+            Some(slot) => {
+                if result.is_some() {
+                    slot.1 = result;
+                }
+            }
+            None => self.saved.push((id, result)),
+        }
+    }
+}
+
+/// A completion's answer, waiting for its ledger sequence number when it wrote anything.
+enum Pending {
+    Done(Completed),
+    Sealed {
+        lease_id: LeaseId,
+        digest: [u8; 32],
+        answer: Completed,
+        /// Index of its `completed` entry in the batch's ledger entries.
+        entry: usize,
+    },
+}
+
+impl Pending {
+    fn finish(self) -> Completed {
+        match self {
+            Pending::Done(answer) | Pending::Sealed { answer, .. } => answer,
+        }
+    }
+}

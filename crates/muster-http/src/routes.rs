@@ -7,10 +7,10 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use muster_app::Muster;
 use muster_app::auth::Authenticator;
 use muster_app::ports::Readiness;
 use muster_app::views::{CompleteRequest, EnqueueRequest, FailRequest, NextStep, ParkRequest};
+use muster_app::{AppError, Muster};
 use muster_domain::health::{HealthEvent, PodHealth};
 use muster_domain::{ItemId, Kind, LeaseId, Priority};
 use serde::Deserialize;
@@ -47,6 +47,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/leases/{id}/complete", post(complete))
         .route("/v1/leases/{id}/fail", post(fail))
         .route("/v1/leases/{id}/needs_subtool", post(needs_subtool))
+        .route("/v1/completions", post(completions))
         .route(
             "/v1/workers/{kind}/digest",
             axum::routing::put(report_digest),
@@ -165,6 +166,9 @@ struct LeaseBody {
     worker_id: String,
     #[serde(default)]
     wait_ms: u64,
+    /// Batching (opt-in): up to `max` leases, answered as `{"leases": [...]}`.
+    #[serde(default)]
+    max: Option<u32>,
 }
 
 async fn lease(
@@ -172,9 +176,17 @@ async fn lease(
     Caller(p): Caller,
     JsonBody(b): JsonBody<LeaseBody>,
 ) -> ApiResult {
-    match s.muster.lease(p, &b.worker_id, b.wait_ms).await? {
-        Some(granted) => Ok(ok_json(StatusCode::OK, &granted)),
-        None => Ok(StatusCode::NO_CONTENT.into_response()),
+    let Some(max) = b.max else {
+        return match s.muster.lease(p, &b.worker_id, b.wait_ms).await? {
+            Some(granted) => Ok(ok_json(StatusCode::OK, &granted)),
+            None => Ok(StatusCode::NO_CONTENT.into_response()),
+        };
+    };
+    let leases = s.muster.lease_many(p, &b.worker_id, b.wait_ms, max).await?;
+    if leases.is_empty() {
+        Ok(StatusCode::NO_CONTENT.into_response())
+    } else {
+        Ok(ok_json(StatusCode::OK, &json!({ "leases": leases })))
     }
 }
 
@@ -214,6 +226,23 @@ struct NextBody {
     priority: Option<Priority>,
 }
 
+impl From<CompleteBody> for CompleteRequest {
+    fn from(b: CompleteBody) -> Self {
+        CompleteRequest {
+            result: b.result,
+            next: b
+                .next
+                .into_iter()
+                .map(|n| NextStep {
+                    kind: n.kind,
+                    payload: n.payload,
+                    priority: n.priority,
+                })
+                .collect(),
+        }
+    }
+}
+
 async fn complete(
     State(s): State<AppState>,
     Caller(p): Caller,
@@ -221,22 +250,86 @@ async fn complete(
     JsonBody(b): JsonBody<CompleteBody>,
 ) -> ApiResult {
     let id = LeaseId(path_id(&id, "lease")?);
-    let req = CompleteRequest {
-        result: b.result,
-        next: b
-            .next
-            .into_iter()
-            .map(|n| NextStep {
-                kind: n.kind,
-                payload: n.payload,
-                priority: n.priority,
-            })
-            .collect(),
-    };
     Ok(ok_json(
         StatusCode::OK,
-        &s.muster.complete(p, id, req).await?,
+        &s.muster.complete(p, id, b.into()).await?,
     ))
+}
+
+/// The body limit of a batch of completions (a single completion's is 1 MiB).
+pub const BATCH_BODY_LIMIT: usize = 4 * 1024 * 1024;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompletionsBody {
+    completions: Vec<CompletionBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompletionBody {
+    lease_id: String,
+    result: Value,
+    #[serde(default)]
+    next: Vec<NextBody>,
+}
+
+/// `POST /v1/completions`: many completions in one transaction, each answered as
+/// `POST /v1/leases/{id}/complete` would have answered it, with its HTTP status, in order.
+async fn completions(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    JsonBody(b): JsonBody<CompletionsBody, BATCH_BODY_LIMIT>,
+) -> ApiResult {
+    let mut answers: Vec<Option<Result<Value, ApiError>>> = Vec::new();
+    let mut lease_ids = Vec::with_capacity(b.completions.len());
+    let mut valid = Vec::with_capacity(b.completions.len());
+    for c in b.completions {
+        match path_id(&c.lease_id, "lease") {
+            Ok(id) => {
+                answers.push(None);
+                let body = CompleteBody {
+                    result: c.result,
+                    next: c.next,
+                };
+                valid.push((LeaseId(id), body.into()));
+            }
+            Err(e) => answers.push(Some(Err(e))),
+        }
+        lease_ids.push(c.lease_id);
+    }
+    let mut done = if valid.is_empty() && !answers.is_empty() {
+        Vec::new()
+    } else {
+        s.muster.complete_many(p, valid).await?
+    }
+    .into_iter();
+    let results: Vec<Value> = answers
+        .into_iter()
+        .zip(lease_ids)
+        .map(|(early, lease_id)| {
+            let answer = early.unwrap_or_else(|| match done.next() {
+                Some(Ok(completed)) => Ok(json!(completed)),
+                Some(Err(e)) => Err(ApiError::from(e)),
+                None => Err(ApiError::from(AppError::Internal(
+                    "a completion went unanswered".into(),
+                ))),
+            });
+            match answer {
+                Ok(mut body) => {
+                    body["lease_id"] = json!(lease_id);
+                    body["status"] = json!(200);
+                    body
+                }
+                Err(e) => json!({
+                    "lease_id": lease_id,
+                    "status": e.status.as_u16(),
+                    "error": {"code": e.code, "message": e.message},
+                }),
+            }
+        })
+        .collect();
+    Ok(ok_json(StatusCode::OK, &json!({ "results": results })))
 }
 
 #[derive(Deserialize, serde::Serialize)]

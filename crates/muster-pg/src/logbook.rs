@@ -99,6 +99,31 @@ fn item_from_row(row: &Row, at: usize) -> Result<Item, StoreError> {
     })
 }
 
+/// A `lock_leases` row: the lease's columns, then the item's.
+fn lease_from_row(row: &Row) -> Result<(LeaseRecord, Item), StoreError> {
+    let fence: i64 = row.get(2);
+    let outcome: Option<String> = row.get(4);
+    let digest: Option<Vec<u8>> = row.get(5);
+    let outcome = match (outcome, digest) {
+        (Some(kind), Some(digest)) => Some(LeaseOutcome {
+            kind: kind.parse().map_err(internal)?,
+            digest: digest
+                .try_into()
+                .map_err(|_| internal("outcome digest is not 32 bytes"))?,
+            response: row.get::<_, Option<Value>>(6).unwrap_or(Value::Null),
+        }),
+        _ => None,
+    };
+    let record = LeaseRecord {
+        lease_id: LeaseId(row.get(0)),
+        item_id: ItemId(row.get(1)),
+        fence: Fence(u64::try_from(fence).map_err(|_| internal("negative fence"))?),
+        worker_id: row.get(3),
+        outcome,
+    };
+    Ok((record, item_from_row(row, 7)?))
+}
+
 fn fence_i64(f: Fence) -> Result<i64, StoreError> {
     i64::try_from(f.0).map_err(|_| internal("fence out of range"))
 }
@@ -573,7 +598,8 @@ impl LogbookTx for PgTx {
         &mut self,
         kind: Kind,
         now: OffsetDateTime,
-    ) -> Result<Option<(Item, Value)>, StoreError> {
+        limit: u32,
+    ) -> Result<Vec<(Item, Value)>, StoreError> {
         // Walks items_lease_order (kind, priority, enqueued_at): queued items whose backoff is
         // over and leased items whose lease expired. Rows another lease request holds are
         // skipped, and READ COMMITTED re-checks the condition on the newest row version after
@@ -584,14 +610,15 @@ impl LogbookTx for PgTx {
                AND CASE WHEN i.state = 'queued' THEN coalesce(i.not_before <= $2, true)
                         ELSE i.lease_expires_at <= $2 END
              ORDER BY i.priority, i.enqueued_at, i.id
-             LIMIT 1
+             LIMIT $3
              FOR UPDATE SKIP LOCKED"
         );
-        let rows = self.query(&sql, &[&kind.as_str(), &now]).await?;
-        match rows.first() {
-            Some(row) => Ok(Some((item_from_row(row, 0)?, row.get(ITEM_COL_COUNT)))),
-            None => Ok(None),
-        }
+        let rows = self
+            .query(&sql, &[&kind.as_str(), &now, &i64::from(limit)])
+            .await?;
+        rows.iter()
+            .map(|row| Ok((item_from_row(row, 0)?, row.get(ITEM_COL_COUNT))))
+            .collect()
     }
 
     async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError> {
@@ -601,42 +628,29 @@ impl LogbookTx for PgTx {
     }
 
     async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError> {
+        Ok(self.lock_leases(&[id]).await?.into_iter().next())
+    }
+
+    async fn lock_leases(
+        &mut self,
+        ids: &[LeaseId],
+    ) -> Result<Vec<(LeaseRecord, Item)>, StoreError> {
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        // Locked in item order: the LockRows step runs above the sort.
         let sql = format!(
             "SELECT l.id, l.item_id, l.fence, l.worker_id, l.outcome, l.outcome_digest, l.response,
                     {ITEM_COLS}
              FROM core.leases l JOIN core.items i ON i.id = l.item_id
-             WHERE l.id = $1
+             WHERE l.id = ANY($1)
+             ORDER BY i.id, l.id
              FOR UPDATE OF i, l"
         );
-        let rows = self.query(&sql, &[&id.0]).await?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        let fence: i64 = row.get(2);
-        let outcome: Option<String> = row.get(4);
-        let digest: Option<Vec<u8>> = row.get(5);
-        let outcome = match (outcome, digest) {
-            (Some(kind), Some(digest)) => Some(LeaseOutcome {
-                kind: kind.parse().map_err(internal)?,
-                digest: digest
-                    .try_into()
-                    .map_err(|_| internal("outcome digest is not 32 bytes"))?,
-                response: row.get::<_, Option<Value>>(6).unwrap_or(Value::Null),
-            }),
-            _ => None,
-        };
-        let record = LeaseRecord {
-            lease_id: LeaseId(row.get(0)),
-            item_id: ItemId(row.get(1)),
-            fence: Fence(fence as u64),
-            worker_id: row.get(3),
-            outcome,
-        };
-        Ok(Some((record, item_from_row(row, 7)?)))
+        let rows = self.query(&sql, &[&ids]).await?;
+        rows.iter().map(lease_from_row).collect()
     }
 
     async fn save_item(&mut self, item: &Item) -> Result<(), StoreError> {
-        self.update_item(item, None).await
+        self.save_items(&[(item.clone(), None)]).await
     }
 
     async fn save_item_with_result(
@@ -644,7 +658,83 @@ impl LogbookTx for PgTx {
         item: &Item,
         result: &Value,
     ) -> Result<(), StoreError> {
-        self.update_item(item, Some(result)).await
+        self.save_items(&[(item.clone(), Some(result.clone()))])
+            .await
+    }
+
+    async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let col = |f: &dyn Fn(&Item) -> Option<String>| -> Param {
+            Box::new(items.iter().map(|(i, _)| f(i)).collect::<Vec<_>>())
+        };
+        let fences = items
+            .iter()
+            .map(|(i, _)| fence_i64(i.fence))
+            .collect::<Result<Vec<_>, _>>()?;
+        let params: Vec<Param> = vec![
+            Box::new(items.iter().map(|(i, _)| i.id.0).collect::<Vec<_>>()),
+            col(&|i| Some(i.state.as_str().to_owned())),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.attempt as i32)
+                    .collect::<Vec<_>>(),
+            ),
+            Box::new(fences),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.lease.as_ref().map(|l| l.lease_id.0))
+                    .collect::<Vec<_>>(),
+            ),
+            col(&|i| i.lease.as_ref().map(|l| l.worker_id.clone())),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.lease.as_ref().map(|l| l.expires_at))
+                    .collect::<Vec<_>>(),
+            ),
+            Box::new(items.iter().map(|(i, _)| i.not_before).collect::<Vec<_>>()),
+            col(&|i| i.parked_digest.clone()),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.chain.len as i64)
+                    .collect::<Vec<_>>(),
+            ),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.chain.hash.to_vec())
+                    .collect::<Vec<_>>(),
+            ),
+            Box::new(items.iter().map(|(_, r)| r.is_some()).collect::<Vec<_>>()),
+            Box::new(items.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>()),
+            Box::new(items.len() as i64),
+        ];
+        // Every row is locked by this transaction and items are never deleted: all of them
+        // are there, once each.
+        self.defer(
+            "WITH w AS (
+                 UPDATE core.items i SET state = u.state, attempt = u.attempt, fence = u.fence,
+                     lease_id = u.lease_id, lease_worker = u.lease_worker,
+                     lease_expires_at = u.lease_expires_at, not_before = u.not_before,
+                     parked_digest = u.parked_digest, chain_len = u.chain_len,
+                     chain_head = u.chain_head,
+                     result = CASE WHEN u.has_result THEN u.result ELSE i.result END
+                 FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::int8[], $5::uuid[],
+                             $6::text[], $7::timestamptz[], $8::timestamptz[], $9::text[],
+                             $10::int8[], $11::bytea[], $12::bool[], $13::jsonb[])
+                      AS u(id, state, attempt, fence, lease_id, lease_worker, lease_expires_at,
+                           not_before, parked_digest, chain_len, chain_head, has_result, result)
+                 WHERE i.id = u.id
+                 RETURNING 1)
+             SELECT core.expect_rows('saving items', count(*), $14) FROM w",
+            params,
+        )
+        .await
     }
 
     async fn insert_lease(
@@ -653,16 +743,40 @@ impl LogbookTx for PgTx {
         kind: Kind,
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
+        self.insert_leases(std::slice::from_ref(lease), kind, at)
+            .await
+    }
+
+    async fn insert_leases(
+        &mut self,
+        leases: &[LeaseRecord],
+        kind: Kind,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        if leases.is_empty() {
+            return Ok(());
+        }
+        let fences = leases
+            .iter()
+            .map(|l| fence_i64(l.fence))
+            .collect::<Result<Vec<_>, _>>()?;
         self.defer(
             "INSERT INTO core.leases (id, item_id, kind, fence, worker_id, leased_at)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+             SELECT u.id, u.item_id, $3, u.fence, u.worker_id, $5
+             FROM unnest($1::uuid[], $2::uuid[], $4::int8[], $6::text[])
+                  AS u(id, item_id, fence, worker_id)",
             vec![
-                Box::new(lease.lease_id.0),
-                Box::new(lease.item_id.0),
+                Box::new(leases.iter().map(|l| l.lease_id.0).collect::<Vec<_>>()),
+                Box::new(leases.iter().map(|l| l.item_id.0).collect::<Vec<_>>()),
                 Box::new(kind.as_str()),
-                Box::new(fence_i64(lease.fence)?),
-                Box::new(lease.worker_id.clone()),
+                Box::new(fences),
                 Box::new(at),
+                Box::new(
+                    leases
+                        .iter()
+                        .map(|l| l.worker_id.clone())
+                        .collect::<Vec<_>>(),
+                ),
             ],
         )
         .await
@@ -674,20 +788,50 @@ impl LogbookTx for PgTx {
         outcome: &LeaseOutcome,
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        // A lease is finished once: the row is locked (`lock_lease`) and was unfinished.
+        self.finish_leases(&[(id, outcome.clone())], at).await
+    }
+
+    async fn finish_leases(
+        &mut self,
+        outcomes: &[(LeaseId, LeaseOutcome)],
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        if outcomes.is_empty() {
+            return Ok(());
+        }
+        // A lease is finished once: each row is locked (`lock_leases`) and was unfinished.
         self.defer(
             "WITH w AS (
-                 UPDATE core.leases
-                 SET outcome = $2, outcome_digest = $3, response = $4, finished_at = $5
-                 WHERE id = $1 AND outcome IS NULL
+                 UPDATE core.leases l
+                 SET outcome = u.outcome, outcome_digest = u.digest, response = u.response,
+                     finished_at = $5
+                 FROM unnest($1::uuid[], $2::text[], $3::bytea[], $4::jsonb[])
+                      AS u(id, outcome, digest, response)
+                 WHERE l.id = u.id AND l.outcome IS NULL
                  RETURNING 1)
-             SELECT core.expect_rows('finishing a lease', count(*), 1) FROM w",
+             SELECT core.expect_rows('finishing leases', count(*), $6) FROM w",
             vec![
-                Box::new(id.0),
-                Box::new(outcome.kind.as_str()),
-                Box::new(outcome.digest.to_vec()),
-                Box::new(outcome.response.clone()),
+                Box::new(outcomes.iter().map(|(id, _)| id.0).collect::<Vec<_>>()),
+                Box::new(
+                    outcomes
+                        .iter()
+                        .map(|(_, o)| o.kind.as_str())
+                        .collect::<Vec<_>>(),
+                ),
+                Box::new(
+                    outcomes
+                        .iter()
+                        .map(|(_, o)| o.digest.to_vec())
+                        .collect::<Vec<_>>(),
+                ),
+                Box::new(
+                    outcomes
+                        .iter()
+                        .map(|(_, o)| o.response.clone())
+                        .collect::<Vec<_>>(),
+                ),
                 Box::new(at),
+                Box::new(outcomes.len() as i64),
             ],
         )
         .await
@@ -962,39 +1106,6 @@ fn ledger_params(entries: &[SealedEntry]) -> Vec<Param> {
         Box::new(entries.iter().map(|s| s.hash.to_vec()).collect::<Vec<_>>()),
         Box::new((0..n as i32).collect::<Vec<i32>>()),
     ]
-}
-
-impl PgTx {
-    async fn update_item(&mut self, item: &Item, result: Option<&Value>) -> Result<(), StoreError> {
-        let lease = item.lease.as_ref();
-        // The row is locked by this transaction and items are never deleted: exactly one row.
-        self.defer(
-            "WITH w AS (
-                 UPDATE core.items SET state = $2, attempt = $3, fence = $4, lease_id = $5,
-                     lease_worker = $6, lease_expires_at = $7, not_before = $8, parked_digest = $9,
-                     chain_len = $10, chain_head = $11,
-                     result = CASE WHEN $12 THEN $13 ELSE result END
-                 WHERE id = $1
-                 RETURNING 1)
-             SELECT core.expect_rows('saving an item', count(*), 1) FROM w",
-            vec![
-                Box::new(item.id.0),
-                Box::new(item.state.as_str()),
-                Box::new(item.attempt as i32),
-                Box::new(fence_i64(item.fence)?),
-                Box::new(lease.map(|l| l.lease_id.0)),
-                Box::new(lease.map(|l| l.worker_id.clone())),
-                Box::new(lease.map(|l| l.expires_at)),
-                Box::new(item.not_before),
-                Box::new(item.parked_digest.clone()),
-                Box::new(item.chain.len as i64),
-                Box::new(item.chain.hash.to_vec()),
-                Box::new(result.is_some()),
-                Box::new(result.cloned()),
-            ],
-        )
-        .await
-    }
 }
 
 // Keep the state names in one place: the CHECK constraint in V1 lists these.

@@ -1,6 +1,7 @@
 //! End-to-end suite: the real server on a real socket against a real PostgreSQL.
 
 mod bad_input;
+mod batch;
 mod edits;
 mod feed;
 mod harness;

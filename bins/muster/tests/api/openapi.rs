@@ -291,6 +291,22 @@ fn validate(doc: &Value, schema: &Value, inst: &Value, at: &str, errors: &mut Ve
                     }
                 }
             }
+            "minItems" | "maxItems" => {
+                if let Some(items) = inst.as_array() {
+                    let bound = value.as_u64().expect("minItems/maxItems is a number") as usize;
+                    let fits = if key == "minItems" {
+                        items.len() >= bound
+                    } else {
+                        items.len() <= bound
+                    };
+                    if !fits {
+                        errors.push(format!(
+                            "{at}: {} items is outside {key} {bound}",
+                            items.len()
+                        ));
+                    }
+                }
+            }
             "items" => {
                 if let Some(items) = inst.as_array() {
                     for (i, v) in items.iter().enumerate() {
@@ -865,6 +881,15 @@ async fn documented_examples_replay_against_a_real_server() {
         let made = prepare(&app, &setup).await;
         let mut path = concrete_path(&o, &setup, &made);
         let mut body = body;
+        if let (Some(entries), Some(lease)) = (
+            body.get_mut("completions").and_then(Value::as_array_mut),
+            &made.lease,
+        ) {
+            // The batch example names the setup's lease in its body, not in its path.
+            for entry in entries {
+                entry["lease_id"] = json!(lease);
+            }
+        }
         if setup == "solved_challenge" {
             // A fresh, solved challenge in place of the documented one (which is not signed
             // by this server's key and has long expired).

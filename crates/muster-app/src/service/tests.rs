@@ -86,17 +86,21 @@ fn complete_req(next: Vec<NextStep>) -> CompleteRequest {
 #[tokio::test]
 async fn complete_on_a_superseded_lease_records_the_late_result_and_answers_lease_lost() {
     let mut tx = MockLogbookTx::new();
-    tx.expect_lock_lease()
-        .returning(|_| Ok(Some((record(1), leased_item(2)))));
-    tx.expect_save_item().times(1).returning(|_| Ok(()));
-    tx.expect_finish_lease()
-        .withf(|_, o, _| o.kind == OutcomeKind::Late)
-        .times(1)
-        .returning(|_, _, _| Ok(()));
-    tx.expect_append_and_commit()
-        .withf(|e| e.len() == 1 && e[0].entry.event == "late_result" && e[0].entry.fence == Some(1))
+    tx.expect_lock_leases()
+        .returning(|_| Ok(vec![(record(1), leased_item(2))]));
+    tx.expect_save_items()
+        .withf(|i| i.len() == 1 && i[0].1.is_none())
         .times(1)
         .returning(|_| Ok(()));
+    tx.expect_append()
+        .withf(|e| e.len() == 1 && e[0].entry.event == "late_result" && e[0].entry.fence == Some(1))
+        .times(1)
+        .returning(|_| Ok(vec![9]));
+    tx.expect_finish_leases()
+        .withf(|o, _| o.len() == 1 && o[0].1.kind == OutcomeKind::Late)
+        .times(1)
+        .returning(|_, _| Ok(()));
+    tx.expect_commit().times(1).returning(|| Ok(()));
     let m = muster_with(logbook_with(tx));
     assert_eq!(
         m.complete(TRAWL, lease_id(), complete_req(vec![])).await,
@@ -107,8 +111,8 @@ async fn complete_on_a_superseded_lease_records_the_late_result_and_answers_leas
 #[tokio::test]
 async fn complete_with_a_next_step_outside_the_routes_is_refused_and_commits_nothing() {
     let mut tx = MockLogbookTx::new();
-    tx.expect_lock_lease()
-        .returning(|_| Ok(Some((record(1), leased_item(1)))));
+    tx.expect_lock_leases()
+        .returning(|_| Ok(vec![(record(1), leased_item(1))]));
     tx.expect_commit().never();
     let m = muster_with(logbook_with(tx));
     let next = vec![NextStep {
@@ -123,12 +127,14 @@ async fn complete_with_a_next_step_outside_the_routes_is_refused_and_commits_not
 #[tokio::test]
 async fn complete_writes_the_item_the_next_items_and_their_ledger_rows_in_one_transaction() {
     let mut tx = MockLogbookTx::new();
-    tx.expect_lock_lease()
-        .returning(|_| Ok(Some((record(1), leased_item(1)))));
-    tx.expect_save_item_with_result()
-        .withf(|i, r| i.state == ItemState::Done && r == &json!({"pages": 3}))
+    tx.expect_lock_leases()
+        .returning(|_| Ok(vec![(record(1), leased_item(1))]));
+    tx.expect_save_items()
+        .withf(|i| {
+            i.len() == 1 && i[0].0.state == ItemState::Done && i[0].1 == Some(json!({"pages": 3}))
+        })
         .times(1)
-        .returning(|_, _| Ok(()));
+        .returning(|_| Ok(()));
     tx.expect_insert_items()
         .withf(|n| {
             n.len() == 2
@@ -144,10 +150,14 @@ async fn complete_writes_the_item_the_next_items_and_their_ledger_rows_in_one_tr
         })
         .times(1)
         .returning(|_| Ok(vec![40, 41, 42]));
-    tx.expect_finish_lease()
-        .withf(|_, o, _| o.kind == OutcomeKind::Completed)
+    tx.expect_finish_leases()
+        .withf(|o, _| {
+            o.len() == 1
+                && o[0].1.kind == OutcomeKind::Completed
+                && o[0].1.response["ledger_seq"] == json!(40)
+        })
         .times(1)
-        .returning(|_, _, _| Ok(()));
+        .returning(|_, _| Ok(()));
     tx.expect_commit().times(1).returning(|| Ok(()));
     let m = muster_with(logbook_with(tx));
     let step = NextStep {
@@ -183,8 +193,8 @@ async fn an_identical_retried_completion_answers_the_stored_response_as_replayed
     let mut item = leased_item(1);
     item.state = ItemState::Done;
     let mut tx = MockLogbookTx::new();
-    tx.expect_lock_lease()
-        .return_once(move |_| Ok(Some((rec, item))));
+    tx.expect_lock_leases()
+        .return_once(move |_| Ok(vec![(rec, item)]));
     tx.expect_append().never();
     tx.expect_commit().never();
     let m = muster_with(logbook_with(tx));
@@ -253,7 +263,8 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
         calls += 1;
         let mut tx = MockLogbookTx::new();
         if calls == 1 {
-            tx.expect_lock_next_leasable().returning(|_, _| Ok(None));
+            tx.expect_lock_next_leasable()
+                .returning(|_, _, _| Ok(vec![]));
             tx.expect_commit().returning(|| Ok(()));
         } else {
             let mut item = leased_item(0);
@@ -261,9 +272,9 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
             item.lease = None;
             item.attempt = 0;
             tx.expect_lock_next_leasable()
-                .return_once(move |_, _| Ok(Some((item, json!({"u": 1})))));
-            tx.expect_save_item().returning(|_| Ok(()));
-            tx.expect_insert_lease().returning(|_, _, _| Ok(()));
+                .return_once(move |_, _, _| Ok(vec![(item, json!({"u": 1}))]));
+            tx.expect_save_items().returning(|_| Ok(()));
+            tx.expect_insert_leases().returning(|_, _, _| Ok(()));
             tx.expect_append_and_commit().returning(|_| Ok(()));
         }
         Ok(Box::new(tx))
@@ -280,4 +291,100 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
     let granted = waiter.await.unwrap().unwrap().unwrap();
     assert_eq!((granted.fence, granted.item.attempt), (1, 1));
     assert!(tokio::time::Instant::now() - before < StdDuration::from_secs(1));
+}
+
+fn queued_item(n: u128) -> Item {
+    let mut item = leased_item(0);
+    item.id = ItemId(Uuid::from_u128(n));
+    item.state = ItemState::Queued;
+    item.lease = None;
+    item.attempt = 0;
+    item
+}
+
+#[tokio::test]
+async fn a_lease_request_with_max_leases_every_offered_item_in_one_transaction() {
+    let mut tx = MockLogbookTx::new();
+    tx.expect_lock_next_leasable()
+        .withf(|_, _, limit| *limit == 3)
+        .times(1)
+        .return_once(|_, _, _| {
+            Ok(vec![
+                (queued_item(1), json!({"n": 1})),
+                (queued_item(2), json!({"n": 2})),
+            ])
+        });
+    tx.expect_save_items()
+        .withf(|i| i.len() == 2 && i.iter().all(|(i, _)| i.state == ItemState::Leased))
+        .times(1)
+        .returning(|_| Ok(()));
+    tx.expect_insert_leases()
+        .withf(|l, _, _| l.len() == 2)
+        .times(1)
+        .returning(|_, _, _| Ok(()));
+    tx.expect_append_and_commit()
+        .withf(|e| e.len() == 2 && e.iter().all(|e| e.entry.event == "leased"))
+        .times(1)
+        .returning(|_| Ok(()));
+    let m = muster_with(logbook_with(tx));
+    let granted = m.lease_many(TRAWL, "w", 0, 3).await.unwrap();
+    assert_eq!(
+        granted
+            .iter()
+            .map(|g| g.item.payload.clone())
+            .collect::<Vec<_>>(),
+        [json!({"n": 1}), json!({"n": 2})]
+    );
+}
+
+#[tokio::test]
+async fn a_lease_request_for_more_than_the_batch_limit_is_a_bad_request() {
+    let m = muster_with(MockLogbook::new());
+    let r = m.lease_many(TRAWL, "w", 0, MAX_BATCH + 1).await;
+    assert_eq!(r.unwrap_err().code(), "E_BAD_REQUEST");
+}
+
+#[tokio::test]
+async fn an_empty_batch_of_completions_is_a_bad_request() {
+    let m = muster_with(MockLogbook::new());
+    let r = m.complete_many(TRAWL, vec![]).await;
+    assert_eq!(r.unwrap_err().code(), "E_BAD_REQUEST");
+}
+
+#[tokio::test]
+async fn a_batch_answers_each_completion_on_its_own() {
+    let known = lease_id();
+    let unknown = LeaseId(Uuid::from_u128(999));
+    let mut tx = MockLogbookTx::new();
+    tx.expect_lock_leases()
+        .withf(move |ids| ids == [known, unknown, known])
+        .return_once(|_| Ok(vec![(record(1), leased_item(1))]));
+    tx.expect_save_items()
+        .withf(|i| i.len() == 1)
+        .times(1)
+        .returning(|_| Ok(()));
+    tx.expect_append().times(1).returning(|_| Ok(vec![7]));
+    tx.expect_finish_leases()
+        .withf(|o, _| o.len() == 1)
+        .times(1)
+        .returning(|_, _| Ok(()));
+    tx.expect_commit().times(1).returning(|| Ok(()));
+    let m = muster_with(logbook_with(tx));
+    let answers = m
+        .complete_many(
+            TRAWL,
+            vec![
+                (known, complete_req(vec![])),
+                (unknown, complete_req(vec![])),
+                (known, complete_req(vec![])),
+            ],
+        )
+        .await
+        .unwrap();
+    let codes: Vec<&str> = answers
+        .iter()
+        .map(|a| a.as_ref().map_or_else(|e| e.code(), |_| "ok"))
+        .collect();
+    assert_eq!(codes, ["ok", "E_NOT_FOUND", "E_BAD_REQUEST"]);
+    assert_eq!(answers[0].as_ref().unwrap().ledger_seq, 7);
 }

@@ -1,0 +1,363 @@
+//! Batching, the opt-in extension of the lease protocol: `"max"` on `POST /v1/leases` and
+//! `POST /v1/completions` (docs/batching.md).
+
+use hyper::StatusCode;
+use serde_json::{Value, json};
+
+use crate::harness::TestApp;
+
+async fn lease_max(app: &TestApp, kind: &str, max: u32) -> (StatusCode, Value) {
+    let r = app
+        .post(
+            "/v1/leases",
+            &format!("worker:{kind}"),
+            json!({"worker_id": "batcher", "wait_ms": 0, "max": max}),
+        )
+        .await;
+    (r.status, r.body)
+}
+
+fn lease_ids(body: &Value) -> Vec<String> {
+    body["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["lease_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn item_ids(body: &Value) -> Vec<String> {
+    body["leases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["item"]["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Each entry's `status`, in order.
+fn statuses(results: &Value) -> Vec<u64> {
+    results["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_lease_request_with_max_hands_out_up_to_max_items_in_lease_order() {
+    let app = TestApp::spawn().await;
+    let a = app.enqueue("trawl", "backfill", json!({})).await;
+    let b = app.enqueue("trawl", "normal", json!({})).await;
+    let c = app.enqueue("trawl", "urgent", json!({})).await;
+    let d = app.enqueue("trawl", "normal", json!({})).await;
+    let (status, first) = lease_max(&app, "trawl", 3).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(item_ids(&first), [c, b, d]);
+    let (_, second) = lease_max(&app, "trawl", 3).await;
+    assert_eq!(item_ids(&second), [a]);
+    assert_eq!(lease_max(&app, "trawl", 3).await.0, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn each_lease_of_a_batch_carries_the_single_lease_fields() {
+    let app = TestApp::spawn().await;
+    let id = app.enqueue("trawl", "urgent", json!({"u": 1})).await;
+    let (_, body) = lease_max(&app, "trawl", 5).await;
+    let l = &body["leases"][0];
+    assert_eq!(
+        (l["fence"].as_u64(), l["heartbeat_ms"].as_u64(), &l["item"]),
+        (
+            Some(1),
+            Some(10_000),
+            &json!({"id": id, "kind": "trawl", "priority": "urgent", "attempt": 1, "payload": {"u": 1}})
+        )
+    );
+}
+
+#[tokio::test]
+async fn max_outside_one_to_256_is_a_bad_request() {
+    let app = TestApp::spawn().await;
+    for max in [0, 257] {
+        let (status, body) = lease_max(&app, "trawl", max).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("E_BAD_REQUEST")),
+            "max {max}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_batch_completes_every_lease_and_enqueues_each_next_step() {
+    let app = TestApp::spawn().await;
+    for n in 0..3 {
+        app.enqueue("trawl", "normal", json!({ "n": n })).await;
+    }
+    let (_, leased) = lease_max(&app, "trawl", 3).await;
+    let completions: Vec<Value> = lease_ids(&leased)
+        .iter()
+        .map(|id| json!({"lease_id": id, "result": {"ok": id}, "next": [{"kind": "sextant", "payload": {"from": id}}]}))
+        .collect();
+    let r = app
+        .post(
+            "/v1/completions",
+            "worker:trawl",
+            json!({ "completions": completions }),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(statuses(&r.body), [200, 200, 200]);
+    let first = &r.body["results"][0];
+    assert_eq!(
+        (
+            first["lease_id"].as_str(),
+            first["state"].as_str(),
+            first["replayed"].as_bool()
+        ),
+        (
+            Some(lease_ids(&leased)[0].as_str()),
+            Some("done"),
+            Some(false)
+        )
+    );
+    assert_eq!(
+        app.scalar_i64(
+            "SELECT count(*) FROM core.items WHERE kind = 'sextant' AND state = 'queued'"
+        )
+        .await,
+        3
+    );
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'trawl' AND state = 'done'")
+            .await,
+        3
+    );
+    app.verify_ledger().await;
+}
+
+#[tokio::test]
+async fn each_completion_of_a_batch_answers_the_ledger_seq_of_its_own_completed_row() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let (_, leased) = lease_max(&app, "trawl", 2).await;
+    let completions: Vec<Value> = lease_ids(&leased)
+        .iter()
+        .map(|id| json!({"lease_id": id, "result": {}, "next": [{"kind": "sextant", "payload": {}}]}))
+        .collect();
+    let r = app
+        .post(
+            "/v1/completions",
+            "worker:trawl",
+            json!({ "completions": completions }),
+        )
+        .await;
+    for result in r.body["results"].as_array().unwrap() {
+        let seq = result["ledger_seq"].as_i64().unwrap();
+        let item = result["item_id"].as_str().unwrap();
+        let sql = format!(
+            "SELECT count(*) FROM core.ledger WHERE seq = {seq} AND subject_id = '{item}' AND event = 'completed'"
+        );
+        assert_eq!(app.scalar_i64(&sql).await, 1, "{result}");
+    }
+}
+
+#[tokio::test]
+async fn a_retried_batch_is_answered_as_replayed_with_the_first_answers() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let (_, leased) = lease_max(&app, "trawl", 2).await;
+    let completions: Vec<Value> = lease_ids(&leased)
+        .iter()
+        .map(|id| json!({"lease_id": id, "result": {"r": 1}}))
+        .collect();
+    let body = json!({ "completions": completions });
+    let first = app
+        .post("/v1/completions", "worker:trawl", body.clone())
+        .await;
+    let rows = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    let again = app.post("/v1/completions", "worker:trawl", body).await;
+    let seqs = |r: &Value| -> Vec<(i64, bool)> {
+        r["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| {
+                (
+                    x["ledger_seq"].as_i64().unwrap(),
+                    x["replayed"].as_bool().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let replayed: Vec<(i64, bool)> = seqs(&first.body)
+        .into_iter()
+        .map(|(s, _)| (s, true))
+        .collect();
+    assert_eq!(seqs(&again.body), replayed);
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.ledger").await,
+        rows
+    );
+}
+
+#[tokio::test]
+async fn a_batch_answers_unknown_malformed_repeated_and_refused_entries_one_by_one() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let (_, leased) = lease_max(&app, "trawl", 2).await;
+    let ids = lease_ids(&leased);
+    let r = app
+        .post(
+            "/v1/completions",
+            "worker:trawl",
+            json!({"completions": [
+                {"lease_id": ids[0], "result": {}},
+                {"lease_id": "00000000-0000-0000-0000-000000000000", "result": {}},
+                {"lease_id": "not-a-lease", "result": {}},
+                {"lease_id": ids[0], "result": {}},
+                {"lease_id": ids[1], "result": {}, "next": [{"kind": "waybill", "payload": {}}]},
+            ]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(statuses(&r.body), [200, 404, 404, 400, 422]);
+    let codes: Vec<&str> = r.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["error"]["code"].as_str().unwrap_or("-"))
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            "-",
+            "E_NOT_FOUND",
+            "E_NOT_FOUND",
+            "E_BAD_REQUEST",
+            "E_ROUTE"
+        ]
+    );
+    // The refused completion left its item leased, as a refused single completion would.
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'leased'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_late_completion_in_a_batch_answers_lease_lost_and_keeps_its_result_in_the_ledger() {
+    let app = TestApp::spawn_with(|s| s.lease_ttl_ms = 200).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let (_, old) = lease_max(&app, "trawl", 1).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let (_, new) = lease_max(&app, "trawl", 1).await;
+    let r = app
+        .post(
+            "/v1/completions",
+            "worker:trawl",
+            json!({"completions": [
+                {"lease_id": lease_ids(&new)[0], "result": {"by": "new"}},
+                {"lease_id": lease_ids(&old)[0], "result": {"by": "old"}},
+            ]}),
+        )
+        .await;
+    assert_eq!(statuses(&r.body), [200, 409]);
+    assert_eq!(r.body["results"][1]["error"]["code"], "E_LEASE_LOST");
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.ledger WHERE event = 'late_result'")
+            .await,
+        1
+    );
+    app.verify_ledger().await;
+}
+
+#[tokio::test]
+async fn a_batch_that_fails_in_the_database_writes_none_of_its_completions() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let (_, leased) = lease_max(&app, "trawl", 2).await;
+    let before = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    app.db
+        .client()
+        .await
+        .batch_execute(
+            "CREATE FUNCTION core.inject_failure() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
+             CREATE TRIGGER inject BEFORE UPDATE OF outcome ON core.leases
+               FOR EACH ROW EXECUTE FUNCTION core.inject_failure();",
+        )
+        .await
+        .unwrap();
+    let completions: Vec<Value> = lease_ids(&leased)
+        .iter()
+        .map(|id| json!({"lease_id": id, "result": {}, "next": [{"kind": "sextant", "payload": {}}]}))
+        .collect();
+    let body = json!({ "completions": completions });
+    let r = app
+        .post("/v1/completions", "worker:trawl", body.clone())
+        .await;
+    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        (
+            app.scalar_i64("SELECT count(*) FROM core.ledger").await,
+            app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'leased'")
+                .await,
+            app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'sextant'")
+                .await,
+        ),
+        (before, 2, 0)
+    );
+    app.db
+        .client()
+        .await
+        .batch_execute("DROP TRIGGER inject ON core.leases")
+        .await
+        .unwrap();
+    let r = app.post("/v1/completions", "worker:trawl", body).await;
+    assert_eq!(statuses(&r.body), [200, 200]);
+    app.verify_ledger().await;
+}
+
+#[tokio::test]
+async fn an_empty_batch_is_a_bad_request() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .post(
+            "/v1/completions",
+            "worker:trawl",
+            json!({"completions": []}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
+    );
+}
+
+#[tokio::test]
+async fn a_batch_from_another_principal_than_the_lease_holder_kind_is_refused_entry_by_entry() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let (_, leased) = lease_max(&app, "trawl", 1).await;
+    let r = app
+        .post(
+            "/v1/completions",
+            "worker:sextant",
+            json!({"completions": [{"lease_id": lease_ids(&leased)[0], "result": {}}]}),
+        )
+        .await;
+    assert_eq!(
+        (
+            statuses(&r.body),
+            r.body["results"][0]["error"]["code"].as_str()
+        ),
+        (vec![403], Some("E_FORBIDDEN"))
+    );
+}
