@@ -211,14 +211,164 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         }));
     }
 
+    // Batching: a database of its own, the trawl queue topped up to BATCH_ITEMS in SQL before
+    // each batch size, a fresh server per size (its peak RSS is read at the end of the run).
+    psql(&cluster.url("postgres"), "create database muster_batch")?;
+    let batch_url = cluster.url("muster_batch");
+    step(
+        "muster migrate (muster_batch)",
+        Command::new(muster).args(["migrate", "--database-url", &batch_url]),
+    )?;
+    let serve = ServeArgs {
+        url: &batch_url,
+        ..serve
+    };
+    let mut batches = Vec::new();
+    for (size, lease_next, seconds) in BATCH_RUNS {
+        let items = BATCH_ITEMS.to_string();
+        run_as(
+            &format!("batch-fill-{size}"),
+            &["backlog-fill", "--database-url", &batch_url, "--to", &items],
+        )?;
+        let name = if lease_next {
+            format!("{size}-lease-next")
+        } else {
+            size.to_string()
+        };
+        let log_path = out.join(format!("server-batch-{name}.log"));
+        let mut server = serve.spawn(&log_path)?;
+        wait_healthy(&listen, &mut server)?;
+        let (size, seconds) = (size.to_string(), seconds.to_string());
+        let mut args = vec![
+            "batch",
+            "--url",
+            &base,
+            "--batch",
+            &size,
+            "--items",
+            &items,
+            "--seconds",
+            &seconds,
+        ];
+        if lease_next {
+            args.push("--lease-next");
+        }
+        let mut measured = run_as(&format!("batch-{name}"), &args)?;
+        measured["server_peak_rss_mib"] = json!(memory(server.pid())?.hwm_mib);
+        server.stop();
+        batches.push(measured);
+    }
+    std::fs::write(
+        out.join("batch.json"),
+        serde_json::to_string_pretty(&json!({ "runs": batches }))?,
+    )?;
+
+    // Bloat: the single-call rate on a fresh database, then after BLOAT_CYCLES more lease →
+    // complete cycles (pushed through in batches of 128, each one lease and one completion with
+    // its ledger rows), on the same server, with autovacuum as configured (V7).
+    psql(&cluster.url("postgres"), "create database muster_bloat")?;
+    let bloat_url = cluster.url("muster_bloat");
+    step(
+        "muster migrate (muster_bloat)",
+        Command::new(muster).args(["migrate", "--database-url", &bloat_url]),
+    )?;
+    let serve = ServeArgs {
+        url: &bloat_url,
+        ..serve
+    };
+    let mut server = serve.spawn(&out.join("server-bloat.log"))?;
+    wait_healthy(&listen, &mut server)?;
+    let single = |name: &str| -> Result<Value> {
+        run_as(
+            &format!("bloat-fill-{name}"),
+            &[
+                "backlog-fill",
+                "--database-url",
+                &bloat_url,
+                "--to",
+                "20000",
+            ],
+        )?;
+        run_as(
+            &format!("bloat-{name}"),
+            &["batch", "--url", &base, "--batch", "1", "--seconds", "10"],
+        )
+    };
+    let before = single("start")?;
+    let bloat_cycles = BLOAT_CYCLES.to_string();
+    run_as(
+        "bloat-fill-cycles",
+        &[
+            "backlog-fill",
+            "--database-url",
+            &bloat_url,
+            "--to",
+            &bloat_cycles,
+        ],
+    )?;
+    let pushed = run_as(
+        "bloat-cycles",
+        &[
+            "batch",
+            "--url",
+            &base,
+            "--batch",
+            "128",
+            "--items",
+            &bloat_cycles,
+            "--seconds",
+            "900",
+        ],
+    )?;
+    let after = single("after")?;
+    let sizes = table_sizes(&bloat_url);
+    server.stop();
+    let bloat = json!({"before": before, "pushed": pushed, "after": after, "sizes": sizes});
+    std::fs::write(
+        out.join("bloat.json"),
+        serde_json::to_string_pretty(&bloat)?,
+    )?;
+
     let machine = machine(&url);
     Ok(render(
-        &machine, &cycles, &pickup, &spam, &feed, &backlog, idle, end,
+        &machine, &cycles, &pickup, &spam, &feed, &backlog, &batches, &bloat, idle, end,
     ))
 }
 
+/// Lease → complete cycles between the two single-call rate measurements of the bloat rows.
+const BLOAT_CYCLES: u64 = 1_000_000;
+
+/// `relation: total size (MiB), dead tuples` of the working tables, as PostgreSQL reports them.
+fn table_sizes(url: &str) -> Value {
+    let sql = "SELECT string_agg(format('%s: %s MiB, %s dead tuples', relname, \
+               round(pg_total_relation_size(relid) / 1048576.0), n_dead_tup), '; ' ORDER BY relname) \
+               FROM pg_stat_user_tables WHERE schemaname = 'core' \
+               AND relname IN ('items', 'leases', 'ledger')";
+    let text = find_bin("psql").and_then(|psql| {
+        command_line(
+            &psql.to_string_lossy(),
+            &["-X", "-tA", "-d", url, "-c", sql],
+        )
+    });
+    json!(text)
+}
+
+/// Batch sizes compared (the first, the v1 single calls, is the baseline), whether completions
+/// ask `lease_next`, and each run's cap in seconds; every run drains up to `BATCH_ITEMS` queued
+/// items with 16 workers.
+const BATCH_RUNS: [(u32, bool, u64); 4] = [
+    (1, false, 15),
+    (1, true, 15),
+    (16, false, 60),
+    (128, false, 60),
+];
+const BATCH_ITEMS: u64 = 200_000;
+
 /// The backlog sizes compared (the first is the baseline).
 const BACKLOG_SIZES: [u64; 2] = [1_000, 1_000_000];
+
+/// The proof-of-work difficulty of the bench server (see `ServeArgs::spawn`).
+const BENCH_POW_DIFFICULTY: u8 = 16;
 
 /// The open-file soft limit the server and the load generator need: 1,000 SSE subscribers are
 /// 1,000 sockets on each side.
@@ -257,6 +407,9 @@ impl ServeArgs<'_> {
                 .arg(self.tokens)
                 .arg("--ownership-map")
                 .arg(self.ownership)
+                // Solving is not timed: a low difficulty only keeps the spam scenario's 256
+                // pre-solved challenges quick to make, whatever the default is.
+                .args(["--pow-difficulty", &BENCH_POW_DIFFICULTY.to_string()])
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log)
@@ -411,6 +564,8 @@ fn render(
     spam: &Value,
     feed: &Value,
     backlog: &[Value],
+    batches: &[Value],
+    bloat: &Value,
     idle: Memory,
     end: Memory,
 ) -> String {
@@ -516,6 +671,20 @@ fn render(
     }
     feed_rows(&mut rows, feed);
     backlog_rows(&mut rows, backlog);
+    batch_rows(&mut rows, batches);
+    let (before, after) = (&bloat["before"], &bloat["after"]);
+    rows.push([
+        format!(
+            "bloat: single-call items/s, 16 workers, after {} more lease→complete cycles ({} s in \
+             batches of 128); tables then: {}",
+            bloat["pushed"]["items"],
+            num(&bloat["pushed"]["seconds"]),
+            bloat["sizes"].as_str().unwrap_or("n/a"),
+        ),
+        num(&after["items_per_s"]),
+        format!("{} on the fresh database", num(&before["items_per_s"])),
+        ratio(&after["items_per_s"], &before["items_per_s"]),
+    ]);
 
     let mut t = String::new();
     t.push_str("| figure | measured (HTTP server) | baseline, same run | ratio |\n");
@@ -579,6 +748,45 @@ fn feed_rows(rows: &mut Vec<[String; 4]>, feed: &Value) {
             num(with),
             format!("{} with none, just before", num(without)),
             ratio(with, without),
+        ]);
+    }
+}
+
+fn batch_rows(rows: &mut Vec<[String; 4]>, batches: &[Value]) {
+    let Some(base) = batches.first() else {
+        return;
+    };
+    for run in batches {
+        let mut note = String::new();
+        if run["errors"].as_u64().unwrap_or(0) > 0 {
+            note.push_str(&format!(
+                " ({} errors: {})",
+                run["errors"], run["first_error"]
+            ));
+        }
+        rows.push([
+            format!(
+                "batching: items/s at batch size {}{}, {} workers ({} items in {} s{}; \
+                 server peak RSS {} MiB){note}",
+                run["batch"],
+                if run["lease_next"].as_bool().unwrap_or(false) {
+                    " with `lease_next`"
+                } else {
+                    ""
+                },
+                run["workers"],
+                run["items"],
+                num(&run["seconds"]),
+                if run["drained"].as_bool().unwrap_or(false) {
+                    ", drained"
+                } else {
+                    ""
+                },
+                num(&run["server_peak_rss_mib"]),
+            ),
+            num(&run["items_per_s"]),
+            format!("{} at batch size 1", num(&base["items_per_s"])),
+            ratio(&run["items_per_s"], &base["items_per_s"]),
         ]);
     }
 }

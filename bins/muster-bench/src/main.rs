@@ -8,6 +8,7 @@
 //! Tokens come from the environment (`MUSTER_BENCH_*_TOKEN`), never from the command line.
 
 mod backlog;
+mod batch;
 mod feed;
 
 use std::sync::Arc;
@@ -130,6 +131,27 @@ enum Scenario {
         #[arg(long)]
         to: u64,
     },
+    /// Batching: items/s draining the `trawl` queue with lease `max` = `--batch` and one
+    /// `POST /v1/completions` per batch (batch 1: the v1 single calls), until drained, `--items`
+    /// are done, or `--seconds` have passed.
+    Batch {
+        /// Base URL of a running `muster serve`.
+        #[arg(long)]
+        url: String,
+        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
+        worker_token: String,
+        #[arg(long)]
+        batch: u32,
+        /// Complete with `"lease_next": true` (batch 1 only).
+        #[arg(long)]
+        lease_next: bool,
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        #[arg(long, default_value_t = 200_000)]
+        items: u64,
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+    },
     /// Backlog cost against a running server: `GET /v1/queues` latency and lease→complete
     /// (with one `next` item, so the backlog keeps its size) cycles/s.
     Backlog {
@@ -216,6 +238,26 @@ fn main() -> Result<()> {
                     enqueues,
                     Duration::from_millis(interval_ms),
                     server_pid,
+                )
+                .await
+            }
+            Scenario::Batch {
+                url,
+                worker_token,
+                batch,
+                lease_next,
+                workers,
+                items,
+                seconds,
+            } => {
+                batch::batch(
+                    &url,
+                    &worker_token,
+                    batch,
+                    lease_next,
+                    workers,
+                    items,
+                    Duration::from_secs(seconds),
                 )
                 .await
             }

@@ -243,14 +243,36 @@ impl Muster {
         actor: Principal,
         max: u32,
     ) -> Result<Vec<LeaseGranted>, AppError> {
-        let policy = self.config.policy(kind);
         let now = self.clock.now();
         let mut tx = self.logbook.begin().await?;
-        let mut granted = Vec::new();
-        let mut saved = Vec::new();
-        let mut records = Vec::new();
-        let mut entries = Vec::new();
-        let mut exhausted = 0;
+        let leased = self
+            .lease_in(tx.as_mut(), kind, worker_id, actor, max, now)
+            .await?;
+        if leased.saved.is_empty() {
+            self.commit(tx).await?;
+            return Ok(leased.granted);
+        }
+        tx.save_items(&leased.saved).await?;
+        tx.insert_leases(&leased.records, kind, now).await?;
+        self.commit_with(tx, &leased.entries).await?;
+        self.stats.leased.add(kind, leased.granted.len() as u64);
+        self.stats.failed_final.add(kind, leased.exhausted);
+        Ok(leased.granted)
+    }
+
+    /// Locks and leases up to `max` items of `kind` in `tx`; the caller writes what it answers
+    /// (items, lease records, ledger entries) and commits.
+    async fn lease_in(
+        &self,
+        tx: &mut dyn LogbookTx,
+        kind: Kind,
+        worker_id: &str,
+        actor: Principal,
+        max: u32,
+        now: time::OffsetDateTime,
+    ) -> Result<Leased, AppError> {
+        let policy = self.config.policy(kind);
+        let mut out = Leased::default();
         // Candidates whose expired lease used up the item's attempts are failed instead (and
         // written in this transaction); a round that found only those looks again.
         for _ in 0..MAX_CANDIDATES {
@@ -267,16 +289,16 @@ impl Muster {
                     now,
                 ) {
                     Ok(LeaseResult::Granted(entry)) => {
-                        records.push(LeaseRecord {
+                        out.records.push(LeaseRecord {
                             lease_id,
                             item_id: item.id,
                             fence: item.fence,
                             worker_id: worker_id.to_owned(),
                             outcome: None,
                         });
-                        entries.push(entry);
+                        out.entries.push(entry);
                         let expires_at = item.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
-                        granted.push(LeaseGranted {
+                        out.granted.push(LeaseGranted {
                             lease_id: lease_id.to_string(),
                             fence: item.fence.0,
                             expires_at,
@@ -289,13 +311,13 @@ impl Muster {
                                 payload,
                             },
                         });
-                        saved.push((item, None));
+                        out.saved.push((item, None));
                     }
                     Ok(LeaseResult::Exhausted(entry)) => {
                         tracing::info!(item_id = %item.id, kind = %kind, "expired lease had no attempts left; item failed");
-                        entries.push(entry);
-                        saved.push((item, None));
-                        exhausted += 1;
+                        out.entries.push(entry);
+                        out.saved.push((item, None));
+                        out.exhausted += 1;
                     }
                     Err(e) => {
                         return Err(AppError::Internal(format!(
@@ -305,20 +327,11 @@ impl Muster {
                     }
                 }
             }
-            if !granted.is_empty() || found < max as usize {
+            if !out.granted.is_empty() || found < max as usize {
                 break;
             }
         }
-        if saved.is_empty() {
-            self.commit(tx).await?;
-            return Ok(granted);
-        }
-        tx.save_items(&saved).await?;
-        tx.insert_leases(&records, kind, now).await?;
-        self.commit_with(tx, &entries).await?;
-        self.stats.leased.add(kind, granted.len() as u64);
-        self.stats.failed_final.add(kind, exhausted);
-        Ok(granted)
+        Ok(out)
     }
 
     /// `POST /v1/leases/{id}/heartbeat`.
@@ -346,10 +359,30 @@ impl Muster {
         lease_id: LeaseId,
         req: CompleteRequest,
     ) -> Result<Completed, AppError> {
-        self.complete_many(actor, vec![(lease_id, req)])
+        self.complete_batch(actor, vec![(lease_id, req)], false)
             .await?
+            .0
             .pop()
             .unwrap_or_else(|| Err(AppError::Internal("a completion went unanswered".into())))
+    }
+
+    /// `POST /v1/leases/{id}/complete` with `"lease_next": true`: the completion and, in the
+    /// same transaction, a new lease for the same worker (`None` when nothing is leasable now).
+    /// A replayed completion leases afresh: the worker asks for work, and a lease granted in a
+    /// lost answer simply expires.
+    pub async fn complete_and_lease(
+        &self,
+        actor: Principal,
+        lease_id: LeaseId,
+        req: CompleteRequest,
+    ) -> Result<(Completed, Option<LeaseGranted>), AppError> {
+        let (mut answers, next) = self
+            .complete_batch(actor, vec![(lease_id, req)], true)
+            .await?;
+        let answer = answers
+            .pop()
+            .unwrap_or_else(|| Err(AppError::Internal("a completion went unanswered".into())))?;
+        Ok((answer, next))
     }
 
     /// `POST /v1/completions`: many completions in one transaction. Each is answered exactly
@@ -361,6 +394,17 @@ impl Muster {
         actor: Principal,
         reqs: Vec<(LeaseId, CompleteRequest)>,
     ) -> Result<Vec<Result<Completed, AppError>>, AppError> {
+        Ok(self.complete_batch(actor, reqs, false).await?.0)
+    }
+
+    /// Completions, and with `lease_next` one new lease for the first completion's worker when
+    /// that completion succeeded, all in one transaction.
+    async fn complete_batch(
+        &self,
+        actor: Principal,
+        reqs: Vec<(LeaseId, CompleteRequest)>,
+        lease_next: bool,
+    ) -> Result<(Vec<Result<Completed, AppError>>, Option<LeaseGranted>), AppError> {
         if reqs.is_empty() || reqs.len() > MAX_BATCH as usize {
             return Err(AppError::BadRequest(format!(
                 "a batch holds 1 to {MAX_BATCH} completions"
@@ -395,13 +439,19 @@ impl Muster {
             };
             answers.push(answer);
         }
-        if batch.is_empty() {
+        // The worker that gets the next lease: the first completion's, if it went through.
+        let next_for = match (lease_next, answers.first(), ids.first()) {
+            (true, Some(Ok(_)), Some(id)) => locked.get(id).map(|r| r.worker_id.clone()),
+            _ => None,
+        };
+        if batch.is_empty() && next_for.is_none() {
             // Nothing to write (replays and refusals only): end the transaction, no COMMIT.
             drop(tx);
-            return Ok(answers
+            let answers = answers
                 .into_iter()
                 .map(|a| a.map(Pending::finish))
-                .collect());
+                .collect();
+            return Ok((answers, None));
         }
         let saved: Vec<(Item, Option<Value>)> = batch
             .saved
@@ -441,7 +491,21 @@ impl Muster {
             .collect();
         finished.extend(batch.finished);
         tx.finish_leases(&finished, now).await?;
-        self.commit(tx).await?;
+        let mut next = None;
+        match (next_for, actor.worker_kind()) {
+            (Some(worker_id), Some(kind)) => {
+                let leased = self
+                    .lease_in(tx.as_mut(), kind, &worker_id, actor, 1, now)
+                    .await?;
+                tx.save_items(&leased.saved).await?;
+                tx.insert_leases(&leased.records, kind, now).await?;
+                self.commit_with(tx, &leased.entries).await?;
+                self.stats.leased.add(kind, leased.granted.len() as u64);
+                self.stats.failed_final.add(kind, leased.exhausted);
+                next = leased.granted.into_iter().next();
+            }
+            _ => self.commit(tx).await?,
+        }
         for (kind, n) in batch.completed {
             self.stats.completed.add(kind, n);
         }
@@ -452,7 +516,7 @@ impl Muster {
             self.stats.enqueued.add(c.item.kind, 1);
             self.signal.notify(c.item.kind);
         }
-        Ok(answers)
+        Ok((answers, next))
     }
 
     /// One completion of a batch, applied to the locked `item`: its writes go into `batch`.
@@ -911,4 +975,14 @@ impl Pending {
             Pending::Done(answer) | Pending::Sealed { answer, .. } => answer,
         }
     }
+}
+
+/// What `lease_in` granted, and what the caller must write for it.
+#[derive(Default)]
+struct Leased {
+    granted: Vec<LeaseGranted>,
+    saved: Vec<(Item, Option<Value>)>,
+    records: Vec<LeaseRecord>,
+    entries: Vec<muster_ledger::SealedEntry>,
+    exhausted: u64,
 }

@@ -215,6 +215,9 @@ struct CompleteBody {
     result: Value,
     #[serde(default)]
     next: Vec<NextBody>,
+    /// Extension: lease the worker's next item in the same transaction (`next_lease`).
+    #[serde(default)]
+    lease_next: bool,
 }
 
 #[derive(Deserialize)]
@@ -250,10 +253,16 @@ async fn complete(
     JsonBody(b): JsonBody<CompleteBody>,
 ) -> ApiResult {
     let id = LeaseId(path_id(&id, "lease")?);
-    Ok(ok_json(
-        StatusCode::OK,
-        &s.muster.complete(p, id, b.into()).await?,
-    ))
+    if !b.lease_next {
+        return Ok(ok_json(
+            StatusCode::OK,
+            &s.muster.complete(p, id, b.into()).await?,
+        ));
+    }
+    let (completed, next) = s.muster.complete_and_lease(p, id, b.into()).await?;
+    let mut body = json!(completed);
+    body["next_lease"] = json!(next);
+    Ok(ok_json(StatusCode::OK, &body))
 }
 
 /// The body limit of a batch of completions (a single completion's is 1 MiB).
@@ -291,6 +300,7 @@ async fn completions(
                 let body = CompleteBody {
                     result: c.result,
                     next: c.next,
+                    lease_next: false,
                 };
                 valid.push((LeaseId(id), body.into()));
             }

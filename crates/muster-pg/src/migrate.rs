@@ -50,6 +50,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "pipelined_writes",
         sql: include_str!("../../../migrations/V6__pipelined_writes.sql"),
     },
+    Migration {
+        version: 7,
+        name: "autovacuum",
+        sql: include_str!("../../../migrations/V7__autovacuum.sql"),
+    },
 ];
 
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".

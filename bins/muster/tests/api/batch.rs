@@ -361,3 +361,105 @@ async fn a_batch_from_another_principal_than_the_lease_holder_kind_is_refused_en
         (vec![403], Some("E_FORBIDDEN"))
     );
 }
+
+async fn complete_leasing_next(app: &TestApp, lease_id: &str, body: Value) -> crate::harness::Resp {
+    app.post(
+        &format!("/v1/leases/{lease_id}/complete"),
+        "worker:trawl",
+        body,
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_completion_with_lease_next_answers_the_next_item_leased_to_the_same_worker() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let second = app.enqueue("trawl", "normal", json!({"n": 2})).await;
+    let first = app.lease("trawl", "w-7").await.unwrap();
+    let r = complete_leasing_next(
+        &app,
+        first["lease_id"].as_str().unwrap(),
+        json!({"result": {}, "lease_next": true}),
+    )
+    .await;
+    assert_eq!(
+        (
+            r.status,
+            r.body["state"].as_str(),
+            r.body["next_lease"]["item"]["id"].as_str()
+        ),
+        (StatusCode::OK, Some("done"), Some(second.as_str()))
+    );
+    let next = r.body["next_lease"]["lease_id"].as_str().unwrap();
+    let sql = format!("SELECT count(*) FROM core.leases WHERE id = '{next}' AND worker_id = 'w-7'");
+    assert_eq!(app.scalar_i64(&sql).await, 1);
+    app.verify_ledger().await;
+}
+
+#[tokio::test]
+async fn a_completion_with_lease_next_on_an_empty_queue_answers_a_null_next_lease() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let r = complete_leasing_next(
+        &app,
+        l["lease_id"].as_str().unwrap(),
+        json!({"result": {}, "lease_next": true}),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.body.get("next_lease")),
+        (StatusCode::OK, Some(&Value::Null))
+    );
+}
+
+#[tokio::test]
+async fn a_completion_without_lease_next_has_no_next_lease_field() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let r =
+        complete_leasing_next(&app, l["lease_id"].as_str().unwrap(), json!({"result": {}})).await;
+    assert_eq!((r.status, r.body.get("next_lease")), (StatusCode::OK, None));
+    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 1);
+}
+
+#[tokio::test]
+async fn a_refused_completion_with_lease_next_leases_nothing() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let r = complete_leasing_next(
+        &app,
+        l["lease_id"].as_str().unwrap(),
+        json!({"result": {}, "next": [{"kind": "waybill", "payload": {}}], "lease_next": true}),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE")
+    );
+    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 1);
+}
+
+#[tokio::test]
+async fn a_replayed_completion_with_lease_next_leases_afresh() {
+    let app = TestApp::spawn().await;
+    for _ in 0..3 {
+        app.enqueue("trawl", "normal", json!({})).await;
+    }
+    let l = app.lease("trawl", "w").await.unwrap();
+    let id = l["lease_id"].as_str().unwrap();
+    let body = json!({"result": {"r": 1}, "lease_next": true});
+    let first = complete_leasing_next(&app, id, body.clone()).await;
+    let again = complete_leasing_next(&app, id, body).await;
+    assert_eq!(again.body["replayed"], true);
+    assert_ne!(
+        again.body["next_lease"]["item"]["id"],
+        first.body["next_lease"]["item"]["id"]
+    );
+    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 3);
+}

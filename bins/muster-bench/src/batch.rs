@@ -1,0 +1,203 @@
+//! Scenario `batch`: items per second through the batching extension (docs/batching.md).
+//!
+//! N workers drain a `trawl` backlog over HTTP. At batch size 1 each worker uses the v1 calls
+//! (`POST /v1/leases`, `POST /v1/leases/{id}/complete`): the baseline. At batch size B > 1 it
+//! leases with `"max": B` and completes the whole batch with one `POST /v1/completions`. A run
+//! ends when the backlog is drained or after `--seconds`, whichever is first; the figure is
+//! completed items over elapsed time. Every completion is checked (`status` 200 per entry).
+//! With `--lease-next` (batch 1 only) each completion asks `"lease_next": true` and the worker
+//! goes on with the lease it answers: one round trip and one transaction per item.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::{Http, percentiles};
+
+/// One completion with `"lease_next": true` of the lease `held` (leasing one first when none
+/// is held); answers the items completed (0 when the queue was empty) and the latencies.
+async fn round_leasing_next(
+    http: &Http,
+    token: &str,
+    worker_id: &str,
+    held: &mut Option<String>,
+) -> Result<(u64, Duration, Duration)> {
+    let mut lease_time = Duration::ZERO;
+    if held.is_none() {
+        let t = Instant::now();
+        let (status, body) = http
+            .post(
+                "/v1/leases",
+                token,
+                &json!({"worker_id": worker_id, "wait_ms": 0}),
+                None,
+            )
+            .await?;
+        lease_time = t.elapsed();
+        match status {
+            200 => *held = body["lease_id"].as_str().map(str::to_owned),
+            204 => return Ok((0, lease_time, Duration::ZERO)),
+            _ => bail!("lease answered {status}: {body}"),
+        }
+    }
+    let id = held.take().context("lease_id missing")?;
+    let t = Instant::now();
+    let (status, body) = http
+        .post(
+            &format!("/v1/leases/{id}/complete"),
+            token,
+            &json!({"result": {}, "lease_next": true}),
+            None,
+        )
+        .await?;
+    if status != 200 {
+        bail!("complete answered {status}: {body}");
+    }
+    *held = body["next_lease"]["lease_id"].as_str().map(str::to_owned);
+    Ok((1, lease_time, t.elapsed()))
+}
+
+/// One lease request and the completion of what it granted; answers the items completed
+/// (0 when the queue was empty) and the two request latencies.
+async fn round(
+    http: &Http,
+    token: &str,
+    worker_id: &str,
+    batch: u32,
+) -> Result<(u64, Duration, Duration)> {
+    let body = if batch == 1 {
+        json!({"worker_id": worker_id, "wait_ms": 0})
+    } else {
+        json!({"worker_id": worker_id, "wait_ms": 0, "max": batch})
+    };
+    let t = Instant::now();
+    let (status, leased) = http.post("/v1/leases", token, &body, None).await?;
+    let lease_time = t.elapsed();
+    match status {
+        200 => {}
+        204 => return Ok((0, lease_time, Duration::ZERO)),
+        _ => bail!("lease answered {status}: {leased}"),
+    }
+    let t = Instant::now();
+    if batch == 1 {
+        let id = leased["lease_id"].as_str().context("lease_id missing")?;
+        let (status, body) = http
+            .post(
+                &format!("/v1/leases/{id}/complete"),
+                token,
+                &json!({"result": {}}),
+                None,
+            )
+            .await?;
+        if status != 200 {
+            bail!("complete answered {status}: {body}");
+        }
+        return Ok((1, lease_time, t.elapsed()));
+    }
+    let leases = leased["leases"].as_array().context("leases missing")?;
+    let completions: Vec<Value> = leases
+        .iter()
+        .map(|l| json!({"lease_id": l["lease_id"], "result": {}}))
+        .collect();
+    let (status, body) = http
+        .post(
+            "/v1/completions",
+            token,
+            &json!({ "completions": completions }),
+            None,
+        )
+        .await?;
+    if status != 200 {
+        bail!("completions answered {status}: {body}");
+    }
+    let results = body["results"].as_array().context("results missing")?;
+    if results.len() != leases.len() || results.iter().any(|r| r["status"] != 200) {
+        bail!("a completion of the batch was refused: {body}");
+    }
+    Ok((leases.len() as u64, lease_time, t.elapsed()))
+}
+
+pub(crate) async fn batch(
+    url: &str,
+    worker_token: &str,
+    batch: u32,
+    lease_next: bool,
+    workers: usize,
+    items: u64,
+    length: Duration,
+) -> Result<Value> {
+    if lease_next && batch != 1 {
+        bail!("--lease-next goes with --batch 1");
+    }
+    let http = Arc::new(Http::new(url));
+    let done = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let start = Instant::now();
+    let deadline = start + length;
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let (http, token, done) = (http.clone(), worker_token.to_owned(), done.clone());
+            tokio::spawn(async move {
+                use std::sync::atomic::Ordering;
+                let worker_id = format!("bench-batch-{w}");
+                let (mut errors, mut first_error, mut dry) = (0u64, None, false);
+                let (mut lease_lat, mut complete_lat) = (Vec::new(), Vec::new());
+                let mut held = None;
+                while Instant::now() < deadline && done.load(Ordering::Relaxed) < items {
+                    let answer = if lease_next {
+                        round_leasing_next(&http, &token, &worker_id, &mut held).await
+                    } else {
+                        round(&http, &token, &worker_id, batch).await
+                    };
+                    match answer {
+                        Ok((0, _, _)) => {
+                            dry = true;
+                            break;
+                        }
+                        Ok((n, lease, complete)) => {
+                            done.fetch_add(n, Ordering::Relaxed);
+                            lease_lat.push(lease);
+                            complete_lat.push(complete);
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            first_error.get_or_insert_with(|| format!("{e:#}"));
+                        }
+                    }
+                }
+                (errors, first_error, dry, lease_lat, complete_lat)
+            })
+        })
+        .collect();
+    let (mut errors, mut first_error, mut dry) = (0, None, false);
+    let (mut lease_lat, mut complete_lat) = (Vec::new(), Vec::new());
+    for t in tasks {
+        let (e, fe, d, l, c) = t.await?;
+        errors += e;
+        first_error = first_error.or(fe);
+        dry |= d;
+        lease_lat.extend(l);
+        complete_lat.extend(c);
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let completed = done.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!(
+        "muster-bench: batch {batch} × {workers} workers: {completed} items in {seconds:.1}s{}",
+        if dry { " (drained)" } else { "" }
+    );
+    Ok(json!({
+        "scenario": "batch",
+        "batch": batch,
+        "lease_next": lease_next,
+        "workers": workers,
+        "items": completed,
+        "seconds": (seconds * 1000.0).round() / 1000.0,
+        "items_per_s": ((completed as f64 / seconds) * 10.0).round() / 10.0,
+        "drained": dry,
+        "errors": errors,
+        "first_error": first_error,
+        "lease": percentiles(lease_lat),
+        "complete": percentiles(complete_lat),
+    }))
+}
