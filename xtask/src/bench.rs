@@ -86,6 +86,9 @@ pub(crate) fn bench(extra: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     println!("\n{table}");
     let path = out_dir.join("results.md");
     std::fs::write(&path, &table).with_context(|| format!("write {}", path.display()))?;
+    // Charts of this run next to the table; `cargo xtask charts` copies an adopted run's into
+    // docs/img/.
+    super::charts::render(&out_dir, &out_dir).context("could not draw the charts")?;
     eprintln!("xtask: table and raw JSON in {}", out_dir.display());
     Ok(ExitCode::SUCCESS)
 }

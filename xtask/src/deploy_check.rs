@@ -790,6 +790,54 @@ fn database_url_comes_from_the_secret_and_no_dev_token_file_is_used() {
     }
 }
 
+#[test]
+fn the_development_web_directory_is_never_served_in_the_cluster() {
+    // `--dev-web-dir` / MUSTER_DEV_WEB_DIR serve static files next to the API, for local
+    // development only (docs/edit-intake.md). No manifest, kustomization or the image may set
+    // it in any way: not as an env entry, an argument, a ConfigMap key fed by envFrom, nor a
+    // default baked into the image. The raw text is searched, comments included.
+    let mut files: Vec<PathBuf> = std::fs::read_dir(k8s_dir())
+        .expect("read deploy/k8s")
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.push(workspace_root().join("deploy").join("Dockerfile"));
+    assert!(files.len() > 2, "deploy/k8s has no files");
+    for path in &files {
+        let text = std::fs::read_to_string(path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let lower = text.to_lowercase();
+        for needle in ["dev-web-dir", "dev_web_dir", "/dev/web"] {
+            assert!(
+                !lower.contains(needle),
+                "{} mentions `{needle}`: the development web directory is never enabled in the \
+                 cluster",
+                path.display()
+            );
+        }
+    }
+    let all = manifests();
+    for m in workloads(&all) {
+        for (c, container) in m.containers() {
+            assert!(
+                env_value(container, "MUSTER_DEV_WEB_DIR").is_none(),
+                "{}: env MUSTER_DEV_WEB_DIR is for development only",
+                m.at(&c)
+            );
+            for list in ["command", "args"] {
+                let words = container[list].as_array().cloned().unwrap_or_default();
+                assert!(
+                    !words
+                        .iter()
+                        .any(|w| w.as_str().is_some_and(|w| w.contains("dev-web"))),
+                    "{}: {list} enables the development web directory",
+                    m.at(&c)
+                );
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Network exposure.
 

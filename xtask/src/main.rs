@@ -6,8 +6,13 @@
 //! - `migrate [ARGS]`, `ledger-verify [ARGS]`: `muster <task>` against `MUSTER_DATABASE_URL`.
 //! - `db`: a throwaway PostgreSQL cluster until Ctrl-C.
 //! - `bench`: the benchmark harness (see `bench.rs` and docs/benchmarks.md).
+//! - `chaos [--short]`, `demo`: the fault suite and the live demo (see docs/chaos.md).
 
 mod bench;
+mod browser;
+mod chaos;
+mod charts;
+mod demo;
 
 #[cfg(test)]
 mod deploy_check;
@@ -27,7 +32,8 @@ usage: cargo xtask <task> [args]
 
 tasks:
   test [-- ARGS]        cargo fmt --check, clippy -D warnings, then cargo test --workspace
-                        against a throwaway PostgreSQL cluster (ARGS go to cargo test)
+                        against a throwaway PostgreSQL cluster (ARGS go to cargo test),
+                        then chaos --short (skipped when ARGS name packages)
   up [ARGS]             start PostgreSQL (unless MUSTER_DATABASE_URL is set), migrate,
                         write dev tokens to target/dev/tokens.json and run `muster serve ARGS`
   migrate [ARGS]        muster migrate against MUSTER_DATABASE_URL
@@ -35,6 +41,14 @@ tasks:
   db                    a throwaway PostgreSQL cluster until Ctrl-C
   bench                 release build, throwaway PostgreSQL (fsync on), muster serve and
                         muster-bench; prints one table (see docs/benchmarks.md)
+  charts [BENCH [OUT]]  PNG charts of the last bench run's JSON (BENCH, default
+                        target/bench/) into OUT (default docs/img/)
+  chaos [--short]       the fault suite: kills muster, PostgreSQL and fleet processes under load,
+                        then checks the database (see docs/chaos.md)
+  demo [--roots N]      PostgreSQL, muster and a simulated fleet, with live per-stage progress
+  browser-test [--runs N] [--difficulty D]
+                        the edit form end to end in headless Chromium (/usr/bin/chromium) against
+                        a throwaway PostgreSQL and muster; N timed solves (docs/edit-intake.md)
 ";
 
 /// The ten work kinds; each gets a `worker:<kind>` dev token.
@@ -78,6 +92,10 @@ fn run() -> Result<ExitCode> {
         "ledger-verify" => muster_task("ledger-verify", without_leading_dashes(rest)),
         "db" => db(),
         "bench" => bench::bench(without_leading_dashes(rest)),
+        "charts" => charts::charts(without_leading_dashes(rest)),
+        "chaos" => chaos::chaos(without_leading_dashes(rest)),
+        "demo" => demo::demo(without_leading_dashes(rest)),
+        "browser-test" => browser::browser_test(without_leading_dashes(rest)),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             Ok(ExitCode::SUCCESS)
@@ -192,15 +210,27 @@ fn test(extra: Vec<OsString>) -> Result<ExitCode> {
     }
     drop(cluster);
     let totals = tested?;
+    if totals.passed == 0 {
+        bail!("no test ran");
+    }
+    // The rest of the suite runs only when nothing narrowed it to some packages: the shortened
+    // fault suite (docs/chaos.md) on the debug build cargo test just made, then the edit form
+    // end to end in headless Chromium (docs/edit-intake.md), which fails, never skips, without
+    // Chromium or Node.
+    if !names_packages(&shown) {
+        if chaos::chaos(vec!["--short".into()])? != ExitCode::SUCCESS {
+            bail!("`cargo xtask chaos --short` found violations");
+        }
+        if browser::browser_test(Vec::new())? != ExitCode::SUCCESS {
+            bail!("`cargo xtask browser-test` failed");
+        }
+    }
     // One closing line over every test binary (cargo prints one `test result:` per binary, the
     // last of which is often an empty doc-test run).
     println!(
         "tests: {} passed, {} failed, {} skipped",
         totals.passed, totals.failed, totals.ignored
     );
-    if totals.passed == 0 {
-        bail!("no test ran");
-    }
     Ok(ExitCode::SUCCESS)
 }
 

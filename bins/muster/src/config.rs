@@ -111,9 +111,31 @@ pub struct Settings {
     /// Edit proposals accepted per client (salted IP hash, IPv6 by /64) per UTC day.
     #[arg(long, env = "MUSTER_EDIT_DAILY_LIMIT", default_value_t = muster_antispam::ip::DEFAULT_DAILY_LIMIT, global = true)]
     pub edit_daily_limit: u32,
+    /// Development only: serve this directory under /dev/web/ (the example edit form,
+    /// clients/web). Off by default; never set in the cluster.
+    #[arg(long, env = "MUSTER_DEV_WEB_DIR", global = true, value_parser = existing_dir)]
+    pub dev_web_dir: Option<PathBuf>,
+}
+
+/// A directory that exists (checked at startup, so a typo fails loudly).
+fn existing_dir(raw: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(raw);
+    if path.is_dir() {
+        Ok(path)
+    } else {
+        Err(format!("{raw} is not a directory"))
+    }
 }
 
 impl Settings {
+    /// The server's settings, with the development web directory of `--dev-web-dir`.
+    pub fn server_settings(&self) -> muster_http::ServerSettings {
+        muster_http::ServerSettings {
+            dev_web_dir: self.dev_web_dir.clone(),
+            ..self.server.clone()
+        }
+    }
+
     /// The edit intake's settings.
     pub fn intake(&self) -> muster_app::intake::IntakeSettings {
         muster_app::intake::IntakeSettings {
@@ -140,6 +162,33 @@ impl Settings {
             server: muster_http::ServerSettings::default(),
             pow_difficulty: muster_antispam::DEFAULT_DIFFICULTY,
             edit_daily_limit: muster_antispam::ip::DEFAULT_DAILY_LIMIT,
+            dev_web_dir: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[test]
+    fn the_development_web_directory_is_off_by_default() {
+        let cli = Cli::try_parse_from(["muster", "serve"]).expect("arguments parse");
+        assert_eq!(cli.settings.dev_web_dir, None);
+        assert_eq!(cli.settings.server_settings().dev_web_dir, None);
+        assert_eq!(Settings::new("postgres://x").dev_web_dir, None);
+    }
+
+    #[test]
+    fn the_development_web_directory_flag_reaches_the_server_and_must_exist() {
+        let dir = std::env::temp_dir();
+        let shown = dir.to_string_lossy().into_owned();
+        let cli = Cli::try_parse_from(["muster", "serve", "--dev-web-dir", shown.as_str()])
+            .expect("arguments parse");
+        assert_eq!(cli.settings.server_settings().dev_web_dir, Some(dir));
+        let missing = Cli::try_parse_from(["muster", "--dev-web-dir", "/no/such/muster/dir"]);
+        assert!(missing.is_err());
     }
 }

@@ -198,7 +198,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     Ok(App {
         state,
         logbook,
-        server: settings.server.clone(),
+        server: settings.server_settings(),
         ownership_file: settings.ownership_map.clone(),
     })
 }

@@ -31,6 +31,9 @@ pub struct ServerSettings {
     /// carries `Connection: close` for this long, so that busy keep-alive clients close their
     /// connections themselves instead of racing a request against the server's close.
     pub lame_duck: Duration,
+    /// Development only: a directory served under `/dev/web/` ([`crate::dev_web`]); `None`
+    /// (the default) means no such route.
+    pub dev_web_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for ServerSettings {
@@ -40,6 +43,7 @@ impl Default for ServerSettings {
             request_timeout: Duration::from_secs(45),
             drain_timeout: Duration::from_secs(25),
             lame_duck: Duration::from_secs(1),
+            dev_web_dir: None,
         }
     }
 }
@@ -66,6 +70,7 @@ pub async fn serve(
     settings: ServerSettings,
     shutdown: impl Future<Output = ()> + Send,
 ) {
+    let router = crate::dev_web::mount(router, settings.dev_web_dir.as_deref());
     let request_timeout = settings.request_timeout;
     let draining = Arc::new(AtomicBool::new(false));
     let closing = draining.clone();

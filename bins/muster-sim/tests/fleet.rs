@@ -1,0 +1,444 @@
+//! The simulated fleet against a real Muster server on a real PostgreSQL: chains end where
+//! their plans say, the database check passes on a clean run and catches a doubled effect, a
+//! restarted fleet delivers its spool, and workers fail over to the second replica.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use muster_domain::Kind;
+use muster_sim::api::Api;
+use muster_sim::check::{self, DbStats};
+use muster_sim::enqueue::{self, Planned};
+use muster_sim::fleet::{self, FleetConfig, Tokens};
+use muster_sim::plan::{Plan, SimPayload};
+use muster_sim::stats::{Stats, Summary};
+use muster_worker::{RetryPolicy, WorkerClient};
+use tokio::net::TcpListener;
+use tokio::sync::{oneshot, watch};
+
+const PRINCIPALS: [&str; 13] = [
+    "operator",
+    "shipkeeper",
+    "conn",
+    "worker:trawl",
+    "worker:sextant",
+    "worker:assay",
+    "worker:countersign",
+    "worker:waybill",
+    "worker:moldloft",
+    "worker:shakedown",
+    "worker:chartroom",
+    "worker:tidegauge",
+    "worker:bellbuoy",
+];
+
+fn token(principal: &str) -> String {
+    format!("sim-test-token-{principal}")
+}
+
+fn tokens() -> Tokens {
+    PRINCIPALS
+        .iter()
+        .map(|p| ((*p).to_owned(), token(p)))
+        .collect()
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(prefix: &str) -> TempDir {
+        let d =
+            std::env::temp_dir().join(format!("{prefix}-{}-{}", std::process::id(), rand_suffix()));
+        std::fs::create_dir_all(&d).unwrap();
+        TempDir(d)
+    }
+}
+
+fn rand_suffix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A real server with a short lease TTL and quick retries, on a fresh database.
+struct Server {
+    url: String,
+    db: muster_testkit::TestDb,
+    settings: muster::Settings,
+    shutdown: Option<oneshot::Sender<()>>,
+    _dir: TempDir,
+}
+
+impl Server {
+    async fn start() -> Server {
+        let db = muster_testkit::fresh_db().await;
+        let dir = TempDir::new("muster-sim-test");
+        let entries: Vec<String> = PRINCIPALS
+            .iter()
+            .map(|p| {
+                format!(
+                    r#"{{"blake3": "{}", "principal": "{p}"}}"#,
+                    blake3::hash(token(p).as_bytes()).to_hex()
+                )
+            })
+            .collect();
+        let tokens = dir.0.join("tokens.json");
+        std::fs::write(&tokens, format!(r#"{{"tokens": [{}]}}"#, entries.join(","))).unwrap();
+        let retry: Vec<String> = Kind::ALL
+            .iter()
+            .map(|k| {
+                format!(
+                    r#""{k}": {{"base_ms": 50, "factor": 2, "cap_ms": 200, "max_attempts": 5}}"#
+                )
+            })
+            .collect();
+        let pipeline = dir.0.join("pipeline.json");
+        std::fs::write(
+            &pipeline,
+            format!(r#"{{"retry": {{{}}}}}"#, retry.join(",")),
+        )
+        .unwrap();
+        let mut settings = muster::Settings::new(db.url.clone());
+        settings.tokens = Some(tokens);
+        settings.pipeline = Some(pipeline);
+        settings.lease_ttl_ms = 600;
+        let app = muster::build(&settings).expect("build the app");
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (tx, rx) = oneshot::channel::<()>();
+        tokio::spawn(muster::serve(app, listener, async move {
+            let _ = rx.await;
+        }));
+        Server {
+            url,
+            db,
+            settings,
+            shutdown: Some(tx),
+            _dir: dir,
+        }
+    }
+
+    async fn db(&self) -> tokio_postgres::Client {
+        check::connect(&self.db.url).await.unwrap()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+}
+
+/// A running fleet; `stop` ends it and answers its summary.
+struct Fleet {
+    stats: Stats,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Fleet {
+    fn start(urls: Vec<String>, spool: &TempDir, workers: usize) -> Fleet {
+        let cfg = FleetConfig {
+            urls,
+            tokens: tokens(),
+            spool: spool.0.clone(),
+            name: "t".into(),
+            workers,
+            kinds: Kind::ALL.to_vec(),
+            work_ms: 2,
+            wait_ms: 500,
+            shipkeeper: true,
+            deploy_every_ms: 300,
+        };
+        let stats = Stats::default();
+        let (stop, rx) = watch::channel(false);
+        let task = tokio::spawn(fleet::run(cfg, stats.clone(), rx));
+        Fleet { stats, stop, task }
+    }
+
+    async fn stop(self) -> Summary {
+        self.stop.send(true).unwrap();
+        tokio::time::timeout(Duration::from_secs(20), self.task)
+            .await
+            .expect("the fleet stops")
+            .unwrap()
+            .unwrap();
+        self.stats.snapshot()
+    }
+}
+
+async fn enqueue(server: &Server, plans: Vec<(u64, Plan)>) -> Planned {
+    let api = Api::new(std::slice::from_ref(&server.url), &token("operator")).unwrap();
+    let planned = enqueue::planned(&plans);
+    enqueue::enqueue(&api, &Stats::default(), plans, 4)
+        .await
+        .unwrap();
+    planned
+}
+
+/// Waits until the database holds `items` items, all finished.
+async fn wait_finished(db: &tokio_postgres::Client, items: u64) -> DbStats {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = check::stats(db).await.unwrap();
+        if stats.items == items as i64 && stats.unfinished == 0 {
+            return stats;
+        }
+        assert!(Instant::now() < deadline, "not finished in time: {stats:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn at(kind: Kind) -> Option<Kind> {
+    Some(kind)
+}
+
+/// Plans covering every event alone, together at one stage, and cut off by a failure.
+fn varied_plans() -> Vec<(u64, Plan)> {
+    let p = |fail, flaky, subtool, crash| Plan {
+        fail_at: fail,
+        flaky_at: flaky,
+        subtool_at: subtool,
+        crash_at: crash,
+    };
+    let plans = [
+        p(None, None, None, None),
+        p(at(Kind::Assay), None, None, None),
+        p(None, at(Kind::Sextant), None, None),
+        p(None, None, at(Kind::Waybill), None),
+        p(None, None, None, at(Kind::Trawl)),
+        p(
+            None,
+            at(Kind::Shakedown),
+            at(Kind::Shakedown),
+            at(Kind::Shakedown),
+        ),
+        p(
+            at(Kind::Trawl),
+            at(Kind::Bellbuoy),
+            at(Kind::Assay),
+            at(Kind::Sextant),
+        ),
+        p(
+            None,
+            at(Kind::Bellbuoy),
+            at(Kind::Bellbuoy),
+            at(Kind::Tidegauge),
+        ),
+        p(
+            at(Kind::Chartroom),
+            at(Kind::Chartroom),
+            at(Kind::Chartroom),
+            None,
+        ),
+        p(None, None, None, None),
+    ];
+    plans
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| (i as u64, p))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_takes_every_chain_to_the_end_its_plan_dictates_and_the_database_check_passes() {
+    let server = Server::start().await;
+    let spool = TempDir::new("muster-sim-spool");
+    let planned = enqueue(&server, varied_plans()).await;
+    assert_eq!(planned.items, 10 + 3 + 10 + 10 + 10 + 10 + 1 + 10 + 8 + 10);
+    assert_eq!((planned.done_roots, planned.failed_roots), (7, 3));
+    assert_eq!(
+        (planned.crashes, planned.parks, planned.flaky_failures),
+        (3, 4, 3)
+    );
+
+    let started_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64()
+        * 1000.0;
+    let fleet = Fleet::start(vec![server.url.clone()], &spool, 10);
+    let db = server.db().await;
+    let stats = wait_finished(&db, planned.items).await;
+    let summary = fleet.stop().await;
+
+    assert_eq!(stats.roots, 10);
+    assert_eq!(stats.roots_done, 7);
+    assert_eq!(stats.failed, 3);
+    assert_eq!(stats.done, planned.items as i64 - 3);
+    assert_eq!(stats.retryable_failures, 3);
+    assert_eq!(stats.parks, 4);
+    assert_eq!(stats.replays, 4);
+    assert_eq!(stats.late_results, 0);
+
+    assert_eq!(summary.crashes, 3);
+    assert_eq!(summary.parks, 4);
+    assert_eq!(summary.fails, 3 + 3);
+    assert_eq!(summary.completes, planned.items - 3);
+    assert_eq!(summary.completes_replayed, 0);
+    assert_eq!(
+        (summary.bad_5xx, summary.unexpected_total),
+        (0, 0),
+        "{summary:?}"
+    );
+    assert_eq!((summary.lease_lost, summary.conflicts), (0, 0));
+
+    // The fleet's start, seen as a fault repaired at once: the stall before the first
+    // completion is exactly the time to that completion.
+    let start = check::Fault {
+        name: "fleet start".into(),
+        start_ms: started_ms,
+        end_ms: started_ms,
+        worker_prefix: Some("nobody-".into()),
+    };
+    let report = check::check(&db, 10, &[start]).await.unwrap();
+    assert_eq!(report.violations, vec![], "{report:?}");
+    assert!(report.ok);
+    let recovery = &report.recoveries[0];
+    let first = recovery
+        .first_completion_ms
+        .expect("a completion after the start");
+    assert!(first > 0.0 && first < 30_000.0, "{recovery:?}");
+    assert_eq!(
+        recovery.longest_stall_ms.map(|s| s >= first),
+        Some(true),
+        "{recovery:?}"
+    );
+    assert_eq!(recovery.abandoned_leases, Some(0));
+    assert_eq!(recovery.slowest_release_ms, None);
+    assert_eq!(report.planned, planned);
+    let verified = muster::ledger_verify(&server.settings).await.unwrap();
+    assert_eq!(verified.entries as i64, stats.ledger_rows);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_check_reports_a_duplicated_next_item_and_a_lost_root() {
+    let server = Server::start().await;
+    let spool = TempDir::new("muster-sim-spool");
+    let planned = enqueue(&server, vec![(0, Plan::default()), (1, Plan::default())]).await;
+    let fleet = Fleet::start(vec![server.url.clone()], &spool, 10);
+    let db = server.db().await;
+    wait_finished(&db, planned.items).await;
+    fleet.stop().await;
+    assert!(check::check(&db, 2, &[]).await.unwrap().ok);
+
+    // A second `assay` item for root 0, as a doubled completion of `sextant` would make it.
+    db.batch_execute(
+        "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, payload,
+                                 parent_id, created_at, chain_len, chain_head)
+         SELECT gen_random_uuid(), kind, priority, 'queued', 0, 0, now(), payload, parent_id, now(),
+                0, chain_head
+         FROM core.items WHERE kind = 'assay' AND payload->>'root' = '0'",
+    )
+    .await
+    .unwrap();
+    let report = check::check(&db, 3, &[]).await.unwrap();
+    assert!(!report.ok);
+    let rules: Vec<&str> = report.violations.iter().map(|v| v.rule.as_str()).collect();
+    for expected in [
+        "each root has at most one item per stage (no duplicate next items)",
+        "each chain reaches exactly the last stage its plan dictates",
+        "each item was enqueued once, completed once if done, failed once if failed, nothing else",
+        "a completion names exactly the next stage's item as its next",
+        "every item finished: none left queued, leased (by a dead lease) or parked",
+        "every enqueued root 0..3 is in the database",
+    ] {
+        assert!(
+            rules.contains(&expected),
+            "{expected} missing from {rules:#?}"
+        );
+    }
+    let dup = &report.violations[rules
+        .iter()
+        .position(|r| r.starts_with("each root has at most one"))
+        .unwrap()];
+    assert_eq!(dup.count, 1);
+    assert_eq!(dup.samples, vec!["root 0 assay: 2 items".to_owned()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_fleet_first_delivers_what_a_killed_one_left_in_its_spool() {
+    let server = Server::start().await;
+    let spool = TempDir::new("muster-sim-spool");
+    enqueue(&server, vec![(0, Plan::default())]).await;
+
+    // A trawl worker leases the root and spools its completion, but the replica it delivers to
+    // is gone (the process "dies" with the delivery spooled).
+    let dir = spool.0.join(fleet::spool_dir_name(Kind::Trawl, 0));
+    let live =
+        WorkerClient::new(&server.url, &token("worker:trawl"), "trawl", "t-old", &dir).unwrap();
+    let lease = live.lease(1_000).await.unwrap().expect("a lease");
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let gone = WorkerClient::new(
+        &format!("http://{dead}"),
+        &token("worker:trawl"),
+        "trawl",
+        "t-old",
+        &dir,
+    )
+    .unwrap()
+    .with_retry(RetryPolicy {
+        max_attempts: Some(1),
+        ..RetryPolicy::default()
+    });
+    let payload: SimPayload = serde_json::from_value(lease.item.payload.clone()).unwrap();
+    let next = vec![muster_worker::NextStep::new(
+        "sextant",
+        lease.item.payload.clone(),
+    )];
+    let undelivered = gone
+        .complete(&lease, serde_json::json!({"root": payload.root}), next)
+        .await
+        .unwrap_err();
+    assert_eq!(undelivered.code(), "E_UNDELIVERED");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+
+    let fleet = Fleet::start(vec![server.url.clone()], &spool, 10);
+    let db = server.db().await;
+    wait_finished(&db, 10).await;
+    let summary = fleet.stop().await;
+    assert_eq!(summary.redelivered_from_spool, 1);
+    assert_eq!(summary.completes, 10);
+    assert_eq!(summary.leases, 9, "the root was not leased again");
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    assert!(check::check(&db, 1, &[]).await.unwrap().ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_fail_over_to_the_second_url_when_the_first_refuses_connections() {
+    let server = Server::start().await;
+    let spool = TempDir::new("muster-sim-spool");
+    let planned = enqueue(&server, vec![(0, Plan::default()), (1, Plan::default())]).await;
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+
+    let fleet = Fleet::start(
+        vec![format!("http://{dead}"), server.url.clone()],
+        &spool,
+        20,
+    );
+    let db = server.db().await;
+    wait_finished(&db, planned.items).await;
+    let summary = fleet.stop().await;
+    assert_eq!(summary.completes, 20);
+    assert!(summary.failovers >= 1, "{summary:?}");
+    assert!(summary.statuses["lease"]["transport"] >= 1);
+    assert_eq!((summary.bad_5xx, summary.unexpected_total), (0, 0));
+    assert!(check::check(&db, 2, &[]).await.unwrap().ok);
+}

@@ -1,0 +1,186 @@
+//! `cargo xtask demo`: PostgreSQL, one `muster serve` and a simulated fleet of the ten worker
+//! kinds, with the live feed drawn in the terminal (`muster-sim watch`): one progress bar per
+//! stage, and the retries, parks and replays of the roots' failure plans as they happen. Ends by
+//! itself once every item is finished (or on Ctrl-C). See docs/chaos.md.
+
+use std::ffi::OsString;
+use std::fs::{self, File};
+use std::process::{Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use muster_devdb::{ClusterOptions, StopMode, TempCluster};
+use serde_json::Value;
+
+use super::chaos::{PIPELINE, Proc, Reaper, append, free_port, wait_healthy, write_private};
+use super::{
+    banner, cargo, dev_principals, new_token, psql, step, target_dir, tokens_file_json,
+    workspace_root,
+};
+
+/// Lease TTL of the demo server: a simulated crash comes back within three seconds.
+const LEASE_TTL_MS: &str = "3000";
+
+pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
+    let mut roots = 200u64;
+    let mut args = args.iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--roots" => {
+                roots = args
+                    .next()
+                    .context("--roots needs a value")?
+                    .parse()
+                    .context("--roots")?;
+            }
+            other => bail!("unknown argument `{other}` (cargo xtask demo [--roots N])"),
+        }
+    }
+    let root = workspace_root();
+    step(
+        "cargo build -p muster -p muster-sim",
+        cargo(&root).args(["build", "-p", "muster", "-p", "muster-sim"]),
+    )?;
+    let bin = target_dir(&root).join("debug");
+    let (muster, sim) = (bin.join("muster"), bin.join("muster-sim"));
+    let dir = target_dir(&root).join("demo");
+    let _ = fs::remove_dir_all(&dir);
+    fs::create_dir_all(&dir)?;
+
+    banner("starting a throwaway PostgreSQL cluster");
+    let mut cluster =
+        TempCluster::start_with(ClusterOptions::default()).context("could not start PostgreSQL")?;
+    let reaper = Reaper::start(&dir)?;
+    psql(&cluster.url("postgres"), "create database muster_demo")?;
+    let url = cluster.url("muster_demo");
+    step(
+        "muster migrate",
+        Command::new(&muster)
+            .args(["migrate", "--database-url", &url, "--log-format", "pretty"])
+            .env("RUST_LOG", "warn"),
+    )?;
+
+    let tokens: Vec<(String, String)> = dev_principals()
+        .into_iter()
+        .map(|p| (p, new_token()))
+        .collect();
+    let tokens_path = dir.join("tokens.json");
+    fs::write(
+        &tokens_path,
+        serde_json::to_string_pretty(&tokens_file_json(&tokens))?,
+    )?;
+    let plain: serde_json::Map<String, Value> = tokens
+        .iter()
+        .map(|(p, t)| (p.clone(), Value::String(t.clone())))
+        .collect();
+    let sim_tokens = dir.join("sim-tokens.json");
+    write_private(&sim_tokens, Value::Object(plain).to_string().as_bytes())?;
+    let pipeline = dir.join("pipeline.json");
+    fs::write(&pipeline, PIPELINE)?;
+
+    let port = free_port()?;
+    let base = format!("http://127.0.0.1:{port}");
+    let log = dir.join("muster.log");
+    let server = Command::new(&muster)
+        .arg("serve")
+        .args([
+            "--database-url",
+            &url,
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg("--tokens")
+        .arg(&tokens_path)
+        .arg("--pipeline")
+        .arg(&pipeline)
+        .args(["--lease-ttl-ms", LEASE_TTL_MS])
+        .stdin(Stdio::null())
+        .stdout(append(&log)?)
+        .stderr(append(&log)?)
+        .spawn()
+        .context("start muster serve")?;
+    reaper.track(server.id());
+    let mut server = Proc { child: server };
+    wait_healthy(port, &mut server, &log)?;
+
+    let roots_arg = roots.to_string();
+    let plan = [
+        "--roots",
+        roots_arg.as_str(),
+        "--fail-rate",
+        "0.05",
+        "--flaky-rate",
+        "0.15",
+        "--subtool-rate",
+        "0.10",
+        "--crash-rate",
+        "0.05",
+    ];
+    let dry = Command::new(&sim)
+        .args(["enqueue", "--url", &base, "--tokens"])
+        .arg(&sim_tokens)
+        .args(plan)
+        .arg("--dry-run")
+        .output()
+        .context("muster-sim enqueue --dry-run")?;
+    let planned: Value = serde_json::from_slice(&dry.stdout).context("dry-run summary")?;
+    let items = planned["planned"]["items"]
+        .as_u64()
+        .context("planned items")?;
+
+    let fleet = Command::new(&sim)
+        .args(["run", "--url", &base, "--tokens"])
+        .arg(&sim_tokens)
+        .arg("--spool")
+        .arg(dir.join("spool"))
+        .args(["--name", "demo", "--workers", "20", "--work-ms", "60"])
+        .args(["--shipkeeper", "--deploy-every-ms", "4000"])
+        .stdin(Stdio::null())
+        .stdout(File::create(dir.join("fleet.out"))?)
+        .stderr(append(&dir.join("fleet.log"))?)
+        .spawn()
+        .context("start muster-sim run")?;
+    reaper.track(fleet.id());
+    let mut fleet = Proc { child: fleet };
+    let enqueue = Command::new(&sim)
+        .args(["enqueue", "--url", &base, "--tokens"])
+        .arg(&sim_tokens)
+        .args(plan)
+        .stdin(Stdio::null())
+        .stdout(File::create(dir.join("enqueue.out"))?)
+        .stderr(append(&dir.join("enqueue.log"))?)
+        .spawn()
+        .context("start muster-sim enqueue")?;
+    reaper.track(enqueue.id());
+    let mut enqueue = Proc { child: enqueue };
+
+    banner(&format!(
+        "Muster on {base}: {roots} root items through trawl → … → bellbuoy ({items} items; \
+         {} chains planned to fail, {} flaky failures, {} parks, {} worker crashes). Ctrl-C stops.",
+        planned["planned"]["failed_roots"],
+        planned["planned"]["flaky_failures"],
+        planned["planned"]["parks"],
+        planned["planned"]["crashes"],
+    ));
+    let watched = Command::new(&sim)
+        .args(["watch", "--url", &base, "--tokens"])
+        .arg(&sim_tokens)
+        .args(["--until-items", &items.to_string()])
+        .status()
+        .context("muster-sim watch")?;
+
+    enqueue.terminate(Duration::from_secs(5));
+    fleet.terminate(Duration::from_secs(15));
+    server.terminate(Duration::from_secs(30));
+    let _ = cluster.stop(StopMode::Fast);
+    drop(cluster);
+    drop(reaper);
+    let summary = fs::read_to_string(dir.join("fleet.out")).unwrap_or_default();
+    println!("\nfleet summary: {}", summary.trim());
+    println!("logs and spool: {}", dir.display());
+    Ok(if watched.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
