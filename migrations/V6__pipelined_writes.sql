@@ -5,7 +5,7 @@
 CREATE FUNCTION core.expect_rows(what text, actual bigint, expected bigint) RETURNS bigint
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF actual <> expected THEN
+    IF actual IS DISTINCT FROM expected THEN
         RAISE EXCEPTION 'muster: % touched % rows, expected %', what, actual, expected
             USING ERRCODE = 'MU001';
     END IF;

@@ -248,7 +248,7 @@ impl Muster {
         let leased = self
             .lease_in(tx.as_mut(), kind, worker_id, actor, max, now)
             .await?;
-        if leased.saved.is_empty() {
+        if leased.entries.is_empty() {
             self.commit(tx).await?;
             return Ok(leased.granted);
         }
@@ -278,6 +278,7 @@ impl Muster {
         for _ in 0..MAX_CANDIDATES {
             let candidates = tx.lock_next_leasable(kind, now, max).await?;
             let found = candidates.len();
+            let mut exhausted = Vec::new();
             for (mut item, payload) in candidates {
                 let lease_id = self.ids.lease_id();
                 match item.lease(
@@ -316,7 +317,7 @@ impl Muster {
                     Ok(LeaseResult::Exhausted(entry)) => {
                         tracing::info!(item_id = %item.id, kind = %kind, "expired lease had no attempts left; item failed");
                         out.entries.push(entry);
-                        out.saved.push((item, None));
+                        exhausted.push((item, None));
                         out.exhausted += 1;
                     }
                     Err(e) => {
@@ -326,6 +327,11 @@ impl Muster {
                         )));
                     }
                 }
+            }
+            // Written now (it travels with the next statement), so that the next round's lock
+            // does not offer this transaction's failed items again.
+            if !exhausted.is_empty() {
+                tx.save_items(&exhausted).await?;
             }
             if !out.granted.is_empty() || found < max as usize {
                 break;
@@ -359,7 +365,7 @@ impl Muster {
         lease_id: LeaseId,
         req: CompleteRequest,
     ) -> Result<Completed, AppError> {
-        self.complete_batch(actor, vec![(lease_id, req)], false)
+        self.complete_batch(actor, vec![(lease_id, req)], None)
             .await?
             .0
             .pop()
@@ -375,9 +381,13 @@ impl Muster {
         actor: Principal,
         lease_id: LeaseId,
         req: CompleteRequest,
+        worker_id: Option<String>,
     ) -> Result<(Completed, Option<LeaseGranted>), AppError> {
+        if let Some(w) = &worker_id {
+            check_worker_id(w)?;
+        }
         let (mut answers, next) = self
-            .complete_batch(actor, vec![(lease_id, req)], true)
+            .complete_batch(actor, vec![(lease_id, req)], Some(worker_id))
             .await?;
         let answer = answers
             .pop()
@@ -394,16 +404,16 @@ impl Muster {
         actor: Principal,
         reqs: Vec<(LeaseId, CompleteRequest)>,
     ) -> Result<Vec<Result<Completed, AppError>>, AppError> {
-        Ok(self.complete_batch(actor, reqs, false).await?.0)
+        Ok(self.complete_batch(actor, reqs, None).await?.0)
     }
 
-    /// Completions, and with `lease_next` one new lease for the first completion's worker when
-    /// that completion succeeded, all in one transaction.
+    /// Completions, and with `lease_next` one new lease when the first completion succeeded
+    /// (for the worker named, else for the first completion's), all in one transaction.
     async fn complete_batch(
         &self,
         actor: Principal,
         reqs: Vec<(LeaseId, CompleteRequest)>,
-        lease_next: bool,
+        lease_next: Option<Option<String>>,
     ) -> Result<(Vec<Result<Completed, AppError>>, Option<LeaseGranted>), AppError> {
         if reqs.is_empty() || reqs.len() > MAX_BATCH as usize {
             return Err(AppError::BadRequest(format!(
@@ -441,7 +451,8 @@ impl Muster {
         }
         // The worker that gets the next lease: the first completion's, if it went through.
         let next_for = match (lease_next, answers.first(), ids.first()) {
-            (true, Some(Ok(_)), Some(id)) => locked.get(id).map(|r| r.worker_id.clone()),
+            (Some(Some(worker_id)), Some(Ok(_)), _) => Some(worker_id),
+            (Some(None), Some(Ok(_)), Some(id)) => locked.get(id).map(|r| r.worker_id.clone()),
             _ => None,
         };
         if batch.is_empty() && next_for.is_none() {

@@ -218,6 +218,9 @@ struct CompleteBody {
     /// Extension: lease the worker's next item in the same transaction (`next_lease`).
     #[serde(default)]
     lease_next: bool,
+    /// With `lease_next`: the worker the next lease is for (default: the completed lease's).
+    #[serde(default)]
+    worker_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -253,20 +256,24 @@ async fn complete(
     JsonBody(b): JsonBody<CompleteBody>,
 ) -> ApiResult {
     let id = LeaseId(path_id(&id, "lease")?);
+    if b.worker_id.is_some() && !b.lease_next {
+        return Err(ApiError::bad_request("worker_id goes with lease_next"));
+    }
     if !b.lease_next {
         return Ok(ok_json(
             StatusCode::OK,
             &s.muster.complete(p, id, b.into()).await?,
         ));
     }
-    let (completed, next) = s.muster.complete_and_lease(p, id, b.into()).await?;
+    let worker_id = b.worker_id.clone();
+    let (completed, next) = s
+        .muster
+        .complete_and_lease(p, id, b.into(), worker_id)
+        .await?;
     let mut body = json!(completed);
     body["next_lease"] = json!(next);
     Ok(ok_json(StatusCode::OK, &body))
 }
-
-/// The body limit of a batch of completions (a single completion's is 1 MiB).
-pub const BATCH_BODY_LIMIT: usize = 4 * 1024 * 1024;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -288,8 +295,14 @@ struct CompletionBody {
 async fn completions(
     State(s): State<AppState>,
     Caller(p): Caller,
-    JsonBody(b): JsonBody<CompletionsBody, BATCH_BODY_LIMIT>,
+    JsonBody(b): JsonBody<CompletionsBody>,
 ) -> ApiResult {
+    if b.completions.is_empty() || b.completions.len() > muster_app::service::MAX_BATCH as usize {
+        return Err(ApiError::bad_request(format!(
+            "a batch holds 1 to {} completions",
+            muster_app::service::MAX_BATCH
+        )));
+    }
     let mut answers: Vec<Option<Result<Value, ApiError>>> = Vec::new();
     let mut lease_ids = Vec::with_capacity(b.completions.len());
     let mut valid = Vec::with_capacity(b.completions.len());
@@ -301,6 +314,7 @@ async fn completions(
                     result: c.result,
                     next: c.next,
                     lease_next: false,
+                    worker_id: None,
                 };
                 valid.push((LeaseId(id), body.into()));
             }

@@ -442,10 +442,12 @@ impl PgTx {
         if let Some((stmt, p)) = last {
             sent.push(async move { c.query(stmt, p).await.map(Answer::Rows) }.boxed());
         }
+        // From the first poll on, BEGIN may be on the wire even if this future is dropped: the
+        // guard must roll back from here on.
+        self.begun = true;
         // join_all polls the futures in order, so they enter the connection's queue in order
         // and go out in one write.
         let mut answers = join_all(sent).await;
-        self.begun = true;
         if begin.is_some() {
             answers.remove(0).map_err(store_err)?;
         }
@@ -997,16 +999,20 @@ impl LogbookTx for PgTx {
              SELECT seq, subject_type, subject_id, subject_seq FROM inserted"
         );
         let rows = self.query(&sql, &refs).await?;
+        let seqs: std::collections::HashMap<(&str, &str, i64), i64> = rows
+            .iter()
+            .map(|r| ((r.get(1), r.get(2), r.get(3)), r.get(0)))
+            .collect();
         entries
             .iter()
             .map(|s| {
-                rows.iter()
-                    .find(|r| {
-                        r.get::<_, &str>(1) == s.entry.subject_type
-                            && r.get::<_, &str>(2) == s.entry.subject_id
-                            && r.get::<_, i64>(3) == s.subject_seq as i64
-                    })
-                    .map(|r| r.get::<_, i64>(0))
+                let key = (
+                    s.entry.subject_type.as_str(),
+                    s.entry.subject_id.as_str(),
+                    s.subject_seq as i64,
+                );
+                seqs.get(&key)
+                    .copied()
                     .ok_or_else(|| internal("ledger insert returned no sequence for an entry"))
             })
             .collect()

@@ -41,8 +41,12 @@ pub(crate) fn pg_config(url: &str, s: &PoolSettings) -> Result<tokio_postgres::C
     cfg.keepalives(true);
     cfg.keepalives_idle(Duration::from_secs(10));
     cfg.application_name("muster");
+    // Every statement is prepared once per connection and written to be an index lookup
+    // whatever its parameters; the bulk statements take arrays (`unnest`), for which PostgreSQL
+    // would otherwise plan afresh at every execution (a custom plan for a one-element array
+    // always looks cheaper than the generic one). Generic plans: planned once per connection.
     cfg.options(format!(
-        "-c statement_timeout={} -c lock_timeout={} -c idle_in_transaction_session_timeout=30000 -c TimeZone=UTC",
+        "-c statement_timeout={} -c lock_timeout={} -c idle_in_transaction_session_timeout=30000 -c TimeZone=UTC -c plan_cache_mode=force_generic_plan",
         s.statement_timeout.as_millis(),
         s.lock_timeout.as_millis()
     ));

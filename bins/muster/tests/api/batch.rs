@@ -463,3 +463,115 @@ async fn a_replayed_completion_with_lease_next_leases_afresh() {
     );
     assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 3);
 }
+
+/// Settings: trawl items get one attempt, leases live 200 ms.
+fn one_attempt_short_leases() -> impl FnOnce(&mut muster::Settings) {
+    let retries = crate::harness::fast_retries(1);
+    move |s| {
+        retries(s);
+        s.lease_ttl_ms = 200;
+    }
+}
+
+async fn expired_last_attempt_then(max: Option<u32>) -> (TestApp, String, Value) {
+    let app = TestApp::spawn_with(one_attempt_short_leases()).await;
+    let poison = app.enqueue("trawl", "normal", json!({"n": "poison"})).await;
+    let l = app.lease("trawl", "crashing-worker").await.unwrap();
+    assert_eq!(l["item"]["id"], poison.as_str());
+    let next = app.enqueue("trawl", "normal", json!({"n": "next"})).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let body = match max {
+        None => json!({"worker_id": "w", "wait_ms": 0}),
+        Some(max) => json!({"worker_id": "w", "wait_ms": 0, "max": max}),
+    };
+    let r = app.post("/v1/leases", "worker:trawl", body).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    let granted = match max {
+        None => r.body["item"]["id"].clone(),
+        Some(_) => r.body["leases"][0]["item"]["id"].clone(),
+    };
+    assert_eq!(granted, json!(next));
+    (app, poison, r.body)
+}
+
+#[tokio::test]
+async fn a_lease_fails_an_expired_item_without_attempts_left_and_hands_out_the_next() {
+    let (app, poison, _) = expired_last_attempt_then(None).await;
+    let sql = format!(
+        "SELECT count(*) FROM core.ledger WHERE subject_id = '{poison}' AND event = 'expired' AND to_state = 'failed'"
+    );
+    assert_eq!(app.scalar_i64(&sql).await, 1);
+    app.verify_ledger().await;
+}
+
+#[tokio::test]
+async fn a_batch_lease_fails_an_expired_item_without_attempts_left_and_hands_out_the_rest() {
+    let (app, poison, body) = expired_last_attempt_then(Some(1)).await;
+    assert_eq!(body["leases"].as_array().map(Vec::len), Some(1));
+    let sql = format!("SELECT state FROM core.items WHERE id = '{poison}'");
+    let state: String = app
+        .db
+        .client()
+        .await
+        .query_one(&sql, &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(state, "failed");
+    app.verify_ledger().await;
+}
+
+#[tokio::test]
+async fn a_completion_with_lease_next_leases_to_the_worker_it_names() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "before-restart").await.unwrap();
+    let r = complete_leasing_next(
+        &app,
+        l["lease_id"].as_str().unwrap(),
+        json!({"result": {}, "lease_next": true, "worker_id": "after-restart"}),
+    )
+    .await;
+    let next = r.body["next_lease"]["lease_id"].as_str().unwrap();
+    let sql = format!(
+        "SELECT count(*) FROM core.leases WHERE id = '{next}' AND worker_id = 'after-restart'"
+    );
+    assert_eq!(app.scalar_i64(&sql).await, 1);
+}
+
+#[tokio::test]
+async fn a_worker_id_without_lease_next_is_a_bad_request() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let r = complete_leasing_next(
+        &app,
+        l["lease_id"].as_str().unwrap(),
+        json!({"result": {}, "worker_id": "w"}),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
+    );
+}
+
+#[tokio::test]
+async fn a_batch_of_more_than_256_entries_is_a_bad_request_even_with_malformed_ids() {
+    let app = TestApp::spawn().await;
+    let entries: Vec<Value> = (0..257)
+        .map(|_| json!({"lease_id": "not-a-lease", "result": {}}))
+        .collect();
+    let r = app
+        .post(
+            "/v1/completions",
+            "worker:trawl",
+            json!({ "completions": entries }),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
+    );
+}
