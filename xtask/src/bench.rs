@@ -6,52 +6,18 @@
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
 use serde_json::{Value, json};
 
+use super::server::Server;
 use super::{banner, cargo, new_token, psql, step, target_dir, tokens_file_json, workspace_root};
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
 const MEMORY_REQUEST_MIB: f64 = 48.0;
-
-/// Stops the server on every way out (SIGTERM, then SIGKILL after 10 s).
-struct Server {
-    child: Child,
-}
-
-impl Server {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 pub(crate) fn bench(extra: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     if !extra.is_empty() {

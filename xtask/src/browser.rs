@@ -24,13 +24,14 @@ use std::ffi::OsString;
 use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, StopMode, TempCluster};
 use serde_json::json;
 
+use super::server::Server;
 use super::{
     banner, cargo, dev_principals, new_token, psql, step, target_dir, tokens_file_json,
     workspace_root,
@@ -88,37 +89,6 @@ fn parse_options(args: &[OsString]) -> Result<Options> {
         }
     }
     Ok(options)
-}
-
-/// Stops the server on every way out (SIGTERM, then SIGKILL after 10 s).
-struct Server {
-    child: Child,
-}
-
-impl Server {
-    fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 pub(crate) fn browser_test(args: Vec<OsString>) -> Result<ExitCode> {

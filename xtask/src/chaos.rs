@@ -518,23 +518,11 @@ impl<'a> Run<'a> {
                 .args(["migrate", "--database-url", &url, "--log-format", "pretty"])
                 .env("RUST_LOG", "warn"),
         )?;
-        let tokens: Vec<(String, String)> = dev_principals()
-            .into_iter()
-            .map(|p| (p, new_token()))
-            .collect();
-        let tokens_path = dir.join("tokens.json");
-        fs::write(
-            &tokens_path,
-            serde_json::to_string_pretty(&tokens_file_json(&tokens))?,
-        )?;
-        let plain: serde_json::Map<String, Value> = tokens
-            .iter()
-            .map(|(p, t)| (p.clone(), Value::String(t.clone())))
-            .collect();
-        let sim_tokens = dir.join("sim-tokens.json");
-        write_private(&sim_tokens, Value::Object(plain).to_string().as_bytes())?;
-        let pipeline = dir.join("pipeline.json");
-        fs::write(&pipeline, PIPELINE)?;
+        let FleetFiles {
+            tokens: tokens_path,
+            sim_tokens,
+            pipeline,
+        } = fleet_files(&dir)?;
         let replicas = (0..scenario.replicas)
             .map(|i| {
                 Ok(Replica {
@@ -1333,6 +1321,40 @@ fn render(results: &[ScenarioResult]) -> String {
         t.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
     }
     t
+}
+
+/// The files a fleet run needs in `dir`: the server's token file (BLAKE3 hashes), the fleet's
+/// plain tokens (owner-only), and the pipeline file.
+pub(crate) struct FleetFiles {
+    pub(crate) tokens: PathBuf,
+    pub(crate) sim_tokens: PathBuf,
+    pub(crate) pipeline: PathBuf,
+}
+
+/// Writes [`FleetFiles`] with a fresh token for every dev principal.
+pub(crate) fn fleet_files(dir: &Path) -> Result<FleetFiles> {
+    let tokens: Vec<(String, String)> = dev_principals()
+        .into_iter()
+        .map(|p| (p, new_token()))
+        .collect();
+    let tokens_path = dir.join("tokens.json");
+    fs::write(
+        &tokens_path,
+        serde_json::to_string_pretty(&tokens_file_json(&tokens))?,
+    )?;
+    let plain: serde_json::Map<String, Value> = tokens
+        .iter()
+        .map(|(p, t)| (p.clone(), Value::String(t.clone())))
+        .collect();
+    let sim_tokens = dir.join("sim-tokens.json");
+    write_private(&sim_tokens, Value::Object(plain).to_string().as_bytes())?;
+    let pipeline = dir.join("pipeline.json");
+    fs::write(&pipeline, PIPELINE)?;
+    Ok(FleetFiles {
+        tokens: tokens_path,
+        sim_tokens,
+        pipeline,
+    })
 }
 
 #[cfg(test)]

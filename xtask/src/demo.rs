@@ -12,11 +12,8 @@ use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, StopMode, TempCluster};
 use serde_json::Value;
 
-use super::chaos::{PIPELINE, Proc, Reaper, append, free_port, wait_healthy, write_private};
-use super::{
-    banner, cargo, dev_principals, new_token, psql, step, target_dir, tokens_file_json,
-    workspace_root,
-};
+use super::chaos::{FleetFiles, Proc, Reaper, append, fleet_files, free_port, wait_healthy};
+use super::{banner, cargo, psql, step, target_dir, workspace_root};
 
 /// Lease TTL of the demo server: a simulated crash comes back within three seconds.
 const LEASE_TTL_MS: &str = "3000";
@@ -60,23 +57,11 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
             .env("RUST_LOG", "warn"),
     )?;
 
-    let tokens: Vec<(String, String)> = dev_principals()
-        .into_iter()
-        .map(|p| (p, new_token()))
-        .collect();
-    let tokens_path = dir.join("tokens.json");
-    fs::write(
-        &tokens_path,
-        serde_json::to_string_pretty(&tokens_file_json(&tokens))?,
-    )?;
-    let plain: serde_json::Map<String, Value> = tokens
-        .iter()
-        .map(|(p, t)| (p.clone(), Value::String(t.clone())))
-        .collect();
-    let sim_tokens = dir.join("sim-tokens.json");
-    write_private(&sim_tokens, Value::Object(plain).to_string().as_bytes())?;
-    let pipeline = dir.join("pipeline.json");
-    fs::write(&pipeline, PIPELINE)?;
+    let FleetFiles {
+        tokens: tokens_path,
+        sim_tokens,
+        pipeline,
+    } = fleet_files(&dir)?;
 
     let port = free_port()?;
     let base = format!("http://127.0.0.1:{port}");

@@ -13,6 +13,7 @@ mod browser;
 mod chaos;
 mod charts;
 mod demo;
+mod server;
 
 #[cfg(test)]
 mod deploy_check;
