@@ -308,8 +308,10 @@ async fn a_fleet_takes_every_chain_to_the_end_its_plan_dictates_and_the_database
         .first_completion_ms
         .expect("a completion after the start");
     assert!(first > 0.0 && first < 30_000.0, "{recovery:?}");
+    // The stall is measured between PostgreSQL timestamps, which keep whole microseconds:
+    // it may come out up to 1 µs shorter than the first completion's float offset.
     assert_eq!(
-        recovery.longest_stall_ms.map(|s| s >= first),
+        recovery.longest_stall_ms.map(|s| s + 0.001 >= first),
         Some(true),
         "{recovery:?}"
     );
