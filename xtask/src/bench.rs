@@ -60,12 +60,7 @@ pub(crate) fn bench(extra: Vec<std::ffi::OsString>) -> Result<ExitCode> {
 }
 
 fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -> Result<String> {
-    psql(&cluster.url("postgres"), "create database muster_bench")?;
-    let url = cluster.url("muster_bench");
-    step(
-        "muster migrate",
-        Command::new(muster).args(["migrate", "--database-url", &url]),
-    )?;
+    let url = migrated_database(cluster, muster, "muster_bench")?;
 
     let principals = ["operator", "conn", "worker:trawl", "worker:sextant"];
     let tokens: Vec<(String, String)> = principals
@@ -149,12 +144,7 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
     server.stop();
 
     // Backlog: a database of its own, filled in SQL, a fresh server per size.
-    psql(&cluster.url("postgres"), "create database muster_backlog")?;
-    let backlog_url = cluster.url("muster_backlog");
-    step(
-        "muster migrate (muster_backlog)",
-        Command::new(muster).args(["migrate", "--database-url", &backlog_url]),
-    )?;
+    let backlog_url = migrated_database(cluster, muster, "muster_backlog")?;
     let serve = ServeArgs {
         url: &backlog_url,
         ..serve
@@ -182,12 +172,7 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
 
     // Batching: a database of its own, the trawl queue topped up to BATCH_ITEMS in SQL before
     // each batch size, a fresh server per size (its peak RSS is read at the end of the run).
-    psql(&cluster.url("postgres"), "create database muster_batch")?;
-    let batch_url = cluster.url("muster_batch");
-    step(
-        "muster migrate (muster_batch)",
-        Command::new(muster).args(["migrate", "--database-url", &batch_url]),
-    )?;
+    let batch_url = migrated_database(cluster, muster, "muster_batch")?;
     let serve = ServeArgs {
         url: &batch_url,
         ..serve
@@ -235,12 +220,7 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
     // Bloat: the single-call rate on a fresh database, then after BLOAT_CYCLES more lease →
     // complete cycles (pushed through in batches of 128, each one lease and one completion with
     // its ledger rows), on the same server, with autovacuum as configured (V7).
-    psql(&cluster.url("postgres"), "create database muster_bloat")?;
-    let bloat_url = cluster.url("muster_bloat");
-    step(
-        "muster migrate (muster_bloat)",
-        Command::new(muster).args(["migrate", "--database-url", &bloat_url]),
-    )?;
+    let bloat_url = migrated_database(cluster, muster, "muster_bloat")?;
     let serve = ServeArgs {
         url: &bloat_url,
         ..serve
@@ -320,6 +300,17 @@ fn table_sizes(url: &str) -> Value {
         )
     });
     json!(text)
+}
+
+/// Creates database `name` in the cluster, migrates it with `muster migrate`, answers its URL.
+fn migrated_database(cluster: &TempCluster, muster: &Path, name: &str) -> Result<String> {
+    psql(&cluster.url("postgres"), &format!("create database {name}"))?;
+    let url = cluster.url(name);
+    step(
+        &format!("muster migrate ({name})"),
+        Command::new(muster).args(["migrate", "--database-url", &url]),
+    )?;
+    Ok(url)
 }
 
 /// Batch sizes compared (the first, the v1 single calls, is the baseline), whether completions

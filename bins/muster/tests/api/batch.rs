@@ -35,6 +35,16 @@ fn item_ids(body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// One completion entry per lease of a `"max"` answer, made by `entry` from the lease id.
+fn for_each_lease(leased: &Value, entry: impl Fn(&String) -> Value) -> Vec<Value> {
+    lease_ids(leased).iter().map(entry).collect()
+}
+
+/// `POST /v1/completions` as a trawl worker.
+async fn post_completions(app: &TestApp, body: Value) -> crate::harness::Resp {
+    app.post("/v1/completions", "worker:trawl", body).await
+}
+
 /// Each entry's `status`, in order.
 fn statuses(results: &Value) -> Vec<u64> {
     results["results"]
@@ -96,17 +106,11 @@ async fn a_batch_completes_every_lease_and_enqueues_each_next_step() {
         app.enqueue("trawl", "normal", json!({ "n": n })).await;
     }
     let (_, leased) = lease_max(&app, "trawl", 3).await;
-    let completions: Vec<Value> = lease_ids(&leased)
-        .iter()
-        .map(|id| json!({"lease_id": id, "result": {"ok": id}, "next": [{"kind": "sextant", "payload": {"from": id}}]}))
-        .collect();
-    let r = app
-        .post(
-            "/v1/completions",
-            "worker:trawl",
-            json!({ "completions": completions }),
-        )
-        .await;
+    let completions = for_each_lease(
+        &leased,
+        |id| json!({"lease_id": id, "result": {"ok": id}, "next": [{"kind": "sextant", "payload": {"from": id}}]}),
+    );
+    let r = post_completions(&app, json!({ "completions": completions })).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(statuses(&r.body), [200, 200, 200]);
     let first = &r.body["results"][0];
@@ -143,17 +147,11 @@ async fn each_completion_of_a_batch_answers_the_ledger_seq_of_its_own_completed_
     app.enqueue("trawl", "normal", json!({})).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let (_, leased) = lease_max(&app, "trawl", 2).await;
-    let completions: Vec<Value> = lease_ids(&leased)
-        .iter()
-        .map(|id| json!({"lease_id": id, "result": {}, "next": [{"kind": "sextant", "payload": {}}]}))
-        .collect();
-    let r = app
-        .post(
-            "/v1/completions",
-            "worker:trawl",
-            json!({ "completions": completions }),
-        )
-        .await;
+    let completions = for_each_lease(
+        &leased,
+        |id| json!({"lease_id": id, "result": {}, "next": [{"kind": "sextant", "payload": {}}]}),
+    );
+    let r = post_completions(&app, json!({ "completions": completions })).await;
     for result in r.body["results"].as_array().unwrap() {
         let seq = result["ledger_seq"].as_i64().unwrap();
         let item = result["item_id"].as_str().unwrap();
@@ -170,16 +168,11 @@ async fn a_retried_batch_is_answered_as_replayed_with_the_first_answers() {
     app.enqueue("trawl", "normal", json!({})).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let (_, leased) = lease_max(&app, "trawl", 2).await;
-    let completions: Vec<Value> = lease_ids(&leased)
-        .iter()
-        .map(|id| json!({"lease_id": id, "result": {"r": 1}}))
-        .collect();
+    let completions = for_each_lease(&leased, |id| json!({"lease_id": id, "result": {"r": 1}}));
     let body = json!({ "completions": completions });
-    let first = app
-        .post("/v1/completions", "worker:trawl", body.clone())
-        .await;
+    let first = post_completions(&app, body.clone()).await;
     let rows = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
-    let again = app.post("/v1/completions", "worker:trawl", body).await;
+    let again = post_completions(&app, body).await;
     let seqs = |r: &Value| -> Vec<(i64, bool)> {
         r["results"]
             .as_array()
@@ -295,14 +288,12 @@ async fn a_batch_that_fails_in_the_database_writes_none_of_its_completions() {
         )
         .await
         .unwrap();
-    let completions: Vec<Value> = lease_ids(&leased)
-        .iter()
-        .map(|id| json!({"lease_id": id, "result": {}, "next": [{"kind": "sextant", "payload": {}}]}))
-        .collect();
+    let completions = for_each_lease(
+        &leased,
+        |id| json!({"lease_id": id, "result": {}, "next": [{"kind": "sextant", "payload": {}}]}),
+    );
     let body = json!({ "completions": completions });
-    let r = app
-        .post("/v1/completions", "worker:trawl", body.clone())
-        .await;
+    let r = post_completions(&app, body.clone()).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(
         (
@@ -320,7 +311,7 @@ async fn a_batch_that_fails_in_the_database_writes_none_of_its_completions() {
         .batch_execute("DROP TRIGGER inject ON core.leases")
         .await
         .unwrap();
-    let r = app.post("/v1/completions", "worker:trawl", body).await;
+    let r = post_completions(&app, body).await;
     assert_eq!(statuses(&r.body), [200, 200]);
     app.verify_ledger().await;
 }
@@ -328,13 +319,7 @@ async fn a_batch_that_fails_in_the_database_writes_none_of_its_completions() {
 #[tokio::test]
 async fn an_empty_batch_is_a_bad_request() {
     let app = TestApp::spawn().await;
-    let r = app
-        .post(
-            "/v1/completions",
-            "worker:trawl",
-            json!({"completions": []}),
-        )
-        .await;
+    let r = post_completions(&app, json!({"completions": []})).await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
@@ -563,13 +548,7 @@ async fn a_batch_of_more_than_256_entries_is_a_bad_request_even_with_malformed_i
     let entries: Vec<Value> = (0..257)
         .map(|_| json!({"lease_id": "not-a-lease", "result": {}}))
         .collect();
-    let r = app
-        .post(
-            "/v1/completions",
-            "worker:trawl",
-            json!({ "completions": entries }),
-        )
-        .await;
+    let r = post_completions(&app, json!({ "completions": entries })).await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
