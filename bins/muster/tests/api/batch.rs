@@ -35,6 +35,15 @@ fn item_ids(body: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A server with two queued trawl items, both leased by one `"max": 2` request.
+async fn two_leased_in_one_batch() -> (TestApp, Value) {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let (_, leased) = lease_max(&app, "trawl", 2).await;
+    (app, leased)
+}
+
 /// One completion entry per lease of a `"max"` answer, made by `entry` from the lease id.
 fn for_each_lease(leased: &Value, entry: impl Fn(&String) -> Value) -> Vec<Value> {
     lease_ids(leased).iter().map(entry).collect()
@@ -143,10 +152,7 @@ async fn a_batch_completes_every_lease_and_enqueues_each_next_step() {
 
 #[tokio::test]
 async fn each_completion_of_a_batch_answers_the_ledger_seq_of_its_own_completed_row() {
-    let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let (_, leased) = lease_max(&app, "trawl", 2).await;
+    let (app, leased) = two_leased_in_one_batch().await;
     let completions = for_each_lease(
         &leased,
         |id| json!({"lease_id": id, "result": {}, "next": [{"kind": "sextant", "payload": {}}]}),
@@ -164,10 +170,7 @@ async fn each_completion_of_a_batch_answers_the_ledger_seq_of_its_own_completed_
 
 #[tokio::test]
 async fn a_retried_batch_is_answered_as_replayed_with_the_first_answers() {
-    let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let (_, leased) = lease_max(&app, "trawl", 2).await;
+    let (app, leased) = two_leased_in_one_batch().await;
     let completions = for_each_lease(&leased, |id| json!({"lease_id": id, "result": {"r": 1}}));
     let body = json!({ "completions": completions });
     let first = post_completions(&app, body.clone()).await;
@@ -199,10 +202,7 @@ async fn a_retried_batch_is_answered_as_replayed_with_the_first_answers() {
 
 #[tokio::test]
 async fn a_batch_answers_unknown_malformed_repeated_and_refused_entries_one_by_one() {
-    let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let (_, leased) = lease_max(&app, "trawl", 2).await;
+    let (app, leased) = two_leased_in_one_batch().await;
     let ids = lease_ids(&leased);
     let r = app
         .post(
@@ -272,10 +272,7 @@ async fn a_late_completion_in_a_batch_answers_lease_lost_and_keeps_its_result_in
 
 #[tokio::test]
 async fn a_batch_that_fails_in_the_database_writes_none_of_its_completions() {
-    let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let (_, leased) = lease_max(&app, "trawl", 2).await;
+    let (app, leased) = two_leased_in_one_batch().await;
     let before = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
     app.db
         .client()
