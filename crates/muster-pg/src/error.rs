@@ -40,10 +40,19 @@ pub(crate) fn is_unavailable(e: &tokio_postgres::Error) -> bool {
     }
     match e.code() {
         // 08: connection exception; 53: insufficient resources; 57: operator intervention
-        // (admin shutdown, statement timeout / cancel); 55P03 (lock timeout) is transient too.
+        // (admin shutdown, statement timeout / cancel); 55P03 (lock timeout) is transient too,
+        // and so are 40001 (serialization failure) and 40P01 (deadlock detected): PostgreSQL
+        // rolled the transaction back whole, and the same request, retried, can succeed. Every
+        // call that reaches the database is safe to retry (leases are re-offered, completions
+        // are idempotent by lease id), so the client's retry on 503 is the right remedy.
         Some(state) => {
             let c = state.code();
-            c.starts_with("08") || c.starts_with("53") || c.starts_with("57") || c == "55P03"
+            c.starts_with("08")
+                || c.starts_with("53")
+                || c.starts_with("57")
+                || c == "55P03"
+                || c == "40001"
+                || c == "40P01"
         }
         // No SQLSTATE: unavailable only if the connection itself failed (I/O, connect,
         // timeout); a type conversion or row-count error is a bug, not an outage.
@@ -106,5 +115,47 @@ impl From<deadpool_postgres::PoolError> for PgError {
             StoreError::Unavailable(m) => PgError::Unavailable(m),
             StoreError::Internal(m) => PgError::Db(m),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_unavailable;
+
+    /// The driver error PostgreSQL answers when a statement raises `sqlstate`.
+    async fn raised(sqlstate: &str) -> tokio_postgres::Error {
+        let db = muster_testkit::fresh_db().await;
+        let client = db.client().await;
+        let sql =
+            format!("DO $$ BEGIN RAISE EXCEPTION 'raised' USING ERRCODE = '{sqlstate}'; END $$");
+        client
+            .batch_execute(&sql)
+            .await
+            .expect_err("the statement raises")
+    }
+
+    #[tokio::test]
+    async fn a_deadlock_is_a_transient_unavailability() {
+        assert!(is_unavailable(&raised("40P01").await));
+    }
+
+    #[tokio::test]
+    async fn a_serialization_failure_is_a_transient_unavailability() {
+        assert!(is_unavailable(&raised("40001").await));
+    }
+
+    #[tokio::test]
+    async fn a_deferred_constraint_failure_at_commit_is_not_transient() {
+        assert!(!is_unavailable(&raised("40002").await));
+    }
+
+    #[tokio::test]
+    async fn a_unique_violation_is_a_bug_not_an_outage() {
+        assert!(!is_unavailable(&raised("23505").await));
+    }
+
+    #[tokio::test]
+    async fn an_admin_shutdown_is_a_transient_unavailability() {
+        assert!(is_unavailable(&raised("57P01").await));
     }
 }
