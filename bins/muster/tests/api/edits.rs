@@ -11,8 +11,30 @@ use crate::harness::{Resp, TestApp};
 const MAP: &str = r#"{"version": 1, "targets": {"docs/intro": {"owner": "alice", "title": "Intro"},
                                                  "docs/faq": {"owner": "bob", "title": "FAQ"}}}"#;
 
+/// An ownership map file, removed when the test is done.
+struct MapFile(std::path::PathBuf);
+
+impl std::ops::Deref for MapFile {
+    type Target = std::path::PathBuf;
+    fn deref(&self) -> &std::path::PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for MapFile {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for MapFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// A server with an ownership map, a quick proof of work and a daily cap of `cap`.
-async fn intake_app(cap: u32) -> (TestApp, std::path::PathBuf) {
+async fn intake_app(cap: u32) -> (TestApp, MapFile) {
     let map = std::env::temp_dir().join(format!("muster-map-{}.json", uuid::Uuid::now_v7()));
     std::fs::write(&map, MAP).unwrap();
     let path = map.clone();
@@ -22,7 +44,7 @@ async fn intake_app(cap: u32) -> (TestApp, std::path::PathBuf) {
         s.edit_daily_limit = cap;
     })
     .await;
-    (app, map)
+    (app, MapFile(map))
 }
 
 async fn solved_pow(app: &TestApp) -> Value {
