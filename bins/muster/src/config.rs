@@ -86,6 +86,12 @@ pub struct Settings {
     #[arg(long, env = "MUSTER_LEASE_TTL_MS", default_value_t = 30_000, global = true,
           value_parser = clap::value_parser!(u64).range(100..=3_600_000))]
     pub lease_ttl_ms: u64,
+    /// Group commit: batch transactions of one worker kind that may run at once for
+    /// concurrent single lease requests (and as many for completions). 1 writes one batch at
+    /// a time; more lets batches overlap. See docs/benchmarks.md.
+    #[arg(long, env = "MUSTER_GROUP_COMMITS", default_value_t = 1, global = true,
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub group_commits: u16,
     /// Log format.
     #[arg(
         long,
@@ -156,6 +162,7 @@ impl Settings {
             serviceaccount_map: None,
             ownership_map: None,
             lease_ttl_ms: 30_000,
+            group_commits: 1,
             log_format: LogFormat::Json,
             pipeline: None,
             feed: muster_app::feed::FeedSettings::default(),

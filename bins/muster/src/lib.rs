@@ -139,6 +139,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let auth = authenticator(settings)?;
     let mut config = Config {
         lease_ttl: time::Duration::milliseconds(settings.lease_ttl_ms as i64),
+        group_commits: usize::from(settings.group_commits),
         ..Config::default()
     };
     if let Some(path) = &settings.pipeline {

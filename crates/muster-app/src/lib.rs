@@ -6,6 +6,7 @@
 //! `muster-domain`. This crate knows neither SQL nor HTTP.
 
 pub mod auth;
+mod combine;
 pub mod error;
 pub mod feed;
 pub mod intake;

@@ -13,6 +13,7 @@ use muster_domain::{
 use serde_json::{Value, json};
 use time::Duration;
 
+use crate::combine::{Combiner, DrainGuard};
 use crate::error::AppError;
 use crate::ports::{Clock, Ids, Inserted, Jitter, Logbook, LogbookTx, NewItem};
 use crate::signal::WorkSignal;
@@ -39,6 +40,10 @@ pub struct Config {
     /// leasable by the passing of time (an expired lease, a `not_before`) or that another
     /// replica enqueued.
     pub recheck: StdDuration,
+    /// Group commit: how many batch transactions of one worker kind may run at once for
+    /// concurrent single lease requests, and as many for single completions. Requests that
+    /// arrive while that many run are written together by the next one (see `combine`).
+    pub group_commits: usize,
 }
 
 impl Default for Config {
@@ -48,6 +53,7 @@ impl Default for Config {
             retry: HashMap::new(),
             lease_ttl: Duration::seconds(30),
             recheck: StdDuration::from_secs(1),
+            group_commits: 1,
         }
     }
 }
@@ -74,7 +80,19 @@ pub struct Muster {
     signal: WorkSignal,
     config: Arc<Config>,
     stats: Arc<Stats>,
+    completions: Arc<CompletionLanes>,
+    leases: Arc<LeaseLanes>,
 }
+
+/// One lease request waiting for a group commit: who asks, and for how many items.
+struct LeaseWant {
+    worker_id: String,
+    max: u32,
+}
+
+type LeaseLanes = Combiner<Principal, LeaseWant, Result<Vec<LeaseGranted>, AppError>>;
+
+type CompletionLanes = Combiner<Principal, (LeaseId, CompleteRequest), Result<Completed, AppError>>;
 
 impl std::fmt::Debug for Muster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -99,6 +117,8 @@ impl Muster {
             ids,
             jitter,
             signal,
+            completions: Arc::new(Combiner::new(config.group_commits)),
+            leases: Arc::new(Combiner::new(config.group_commits)),
             config: Arc::new(config),
             stats: Arc::new(Stats::default()),
         }
@@ -222,7 +242,7 @@ impl Muster {
         let deadline = tokio::time::Instant::now() + StdDuration::from_millis(wait_ms);
         loop {
             let seen = self.signal.generation(kind);
-            let granted = self.try_lease(kind, worker_id, actor, max).await?;
+            let granted = self.try_lease(worker_id, actor, max).await?;
             if !granted.is_empty() {
                 return Ok(granted);
             }
@@ -236,43 +256,118 @@ impl Muster {
         }
     }
 
+    /// One attempt to lease, written in a transaction shared with the concurrent attempts of
+    /// the same worker kind (group commit).
     async fn try_lease(
         &self,
-        kind: Kind,
         worker_id: &str,
         actor: Principal,
         max: u32,
     ) -> Result<Vec<LeaseGranted>, AppError> {
+        let want = LeaseWant {
+            worker_id: worker_id.to_owned(),
+            max,
+        };
+        let (answer, start) = self.leases.submit(actor, want);
+        if start {
+            let this = self.clone();
+            tokio::spawn(async move { this.drain_leases(actor).await });
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(AppError::Internal("a lease request went unanswered".into())))
+    }
+
+    /// A drainer of `actor`'s lease lane: batches of queued lease requests, at most
+    /// `MAX_BATCH` items asked for in all.
+    async fn drain_leases(self, actor: Principal) {
+        let Some(kind) = actor.worker_kind() else {
+            return;
+        };
+        let mut guard = DrainGuard::new(&*self.leases, actor);
+        loop {
+            let mut asked = 0;
+            let Some(batch) = guard.next_batch(|w| {
+                let fits = asked + w.max <= MAX_BATCH;
+                if fits {
+                    asked += w.max;
+                }
+                fits
+            }) else {
+                return;
+            };
+            let (wants, answers): (Vec<_>, Vec<_>) =
+                batch.into_iter().map(|w| (w.req, w.answer)).unzip();
+            match self.lease_for(kind, actor, &wants).await {
+                Ok(granted) => {
+                    for (answer, granted) in answers.into_iter().zip(granted) {
+                        // A receiver that is gone belonged to a client that hung up; its
+                        // leases expire like those of a worker that crashed.
+                        let _ = answer.send(Ok(granted));
+                    }
+                }
+                Err(e) => {
+                    for answer in answers {
+                        let _ = answer.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Leases for every want in one transaction; the grants of each, in want order.
+    async fn lease_for(
+        &self,
+        kind: Kind,
+        actor: Principal,
+        wants: &[LeaseWant],
+    ) -> Result<Vec<Vec<LeaseGranted>>, AppError> {
         let now = self.clock.now();
         let mut tx = self.logbook.begin().await?;
-        let leased = self
-            .lease_in(tx.as_mut(), kind, worker_id, actor, max, now)
-            .await?;
+        let leased = self.lease_in(tx.as_mut(), kind, wants, actor, now).await?;
         if leased.entries.is_empty() {
             self.commit(tx).await?;
             return Ok(leased.granted);
         }
-        tx.save_items(&leased.saved).await?;
-        tx.insert_leases(&leased.records, kind, now).await?;
-        self.commit_with(tx, &leased.entries).await?;
-        self.stats.leased.add(kind, leased.granted.len() as u64);
-        self.stats.failed_final.add(kind, leased.exhausted);
+        self.write_leased(tx, kind, &leased, now).await?;
         Ok(leased.granted)
     }
 
-    /// Locks and leases up to `max` items of `kind` in `tx`; the caller writes what it answers
-    /// (items, lease records, ledger entries) and commits.
+    /// Writes what `lease_in` granted (items, lease records, ledger rows) and commits.
+    async fn write_leased(
+        &self,
+        mut tx: Box<dyn LogbookTx>,
+        kind: Kind,
+        leased: &Leased,
+        now: time::OffsetDateTime,
+    ) -> Result<(), AppError> {
+        tx.save_items(&leased.saved).await?;
+        tx.insert_leases(&leased.records, kind, now).await?;
+        self.commit_with(tx, &leased.entries).await?;
+        self.stats.leased.add(kind, leased.records.len() as u64);
+        self.stats.failed_final.add(kind, leased.exhausted);
+        Ok(())
+    }
+
+    /// Locks and leases up to `max` items of `kind` for each want in `tx`, the wants served
+    /// in order; the caller writes what it answers (items, lease records, ledger entries) and
+    /// commits.
     async fn lease_in(
         &self,
         tx: &mut dyn LogbookTx,
         kind: Kind,
-        worker_id: &str,
+        wants: &[LeaseWant],
         actor: Principal,
-        max: u32,
         now: time::OffsetDateTime,
     ) -> Result<Leased, AppError> {
         let policy = self.config.policy(kind);
-        let mut out = Leased::default();
+        let max: u32 = wants.iter().map(|w| w.max).sum();
+        let mut out = Leased {
+            granted: wants.iter().map(|_| Vec::new()).collect(),
+            ..Leased::default()
+        };
+        // The want being served: the first that has fewer than it asked for.
+        let mut serving = 0;
         // Candidates whose expired lease used up the item's attempts are failed instead (and
         // written in this transaction); a round that found only those looks again.
         for _ in 0..MAX_CANDIDATES {
@@ -280,6 +375,16 @@ impl Muster {
             let found = candidates.len();
             let mut exhausted = Vec::new();
             for (mut item, payload) in candidates {
+                while wants
+                    .get(serving)
+                    .is_some_and(|w| out.granted[serving].len() >= w.max as usize)
+                {
+                    serving += 1;
+                }
+                // Never `None`: no more candidates are locked than were asked for in all.
+                let Some(worker_id) = wants.get(serving).map(|w| w.worker_id.as_str()) else {
+                    break;
+                };
                 let lease_id = self.ids.lease_id();
                 match item.lease(
                     lease_id,
@@ -299,7 +404,7 @@ impl Muster {
                         });
                         out.entries.push(entry);
                         let expires_at = item.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
-                        out.granted.push(LeaseGranted {
+                        out.granted[serving].push(LeaseGranted {
                             lease_id: lease_id.to_string(),
                             fence: item.fence.0,
                             expires_at,
@@ -333,7 +438,7 @@ impl Muster {
             if !exhausted.is_empty() {
                 tx.save_items(&exhausted).await?;
             }
-            if !out.granted.is_empty() || found < max as usize {
+            if !out.records.is_empty() || found < max as usize {
                 break;
             }
         }
@@ -358,18 +463,52 @@ impl Muster {
     }
 
     /// `POST /v1/leases/{id}/complete`: the item's new state, its result, every `next` item
-    /// and their ledger rows, in one transaction.
+    /// and their ledger rows, in one transaction. Concurrent completions of one worker kind
+    /// share that transaction (group commit): each is answered exactly as alone, and none
+    /// is answered before its transaction committed.
     pub async fn complete(
         &self,
         actor: Principal,
         lease_id: LeaseId,
         req: CompleteRequest,
     ) -> Result<Completed, AppError> {
-        self.complete_batch(actor, vec![(lease_id, req)], None)
-            .await?
-            .0
-            .pop()
-            .unwrap_or_else(|| Err(AppError::Internal("a completion went unanswered".into())))
+        let (answer, start) = self.completions.submit(actor, (lease_id, req));
+        if start {
+            let this = self.clone();
+            tokio::spawn(async move { this.drain_completions(actor).await });
+        }
+        answer
+            .await
+            .unwrap_or_else(|_| Err(AppError::Internal("a completion went unanswered".into())))
+    }
+
+    /// A drainer of `actor`'s completion lane: batches of queued completions, no lease twice
+    /// in one batch (a repeated one waits for the next, where it is a replay or a conflict).
+    async fn drain_completions(self, actor: Principal) {
+        let mut guard = DrainGuard::new(&*self.completions, actor);
+        loop {
+            let mut seen = std::collections::HashSet::new();
+            let Some(batch) =
+                guard.next_batch(|(id, _)| seen.len() < MAX_BATCH as usize && seen.insert(*id))
+            else {
+                return;
+            };
+            let (reqs, answers): (Vec<_>, Vec<_>) =
+                batch.into_iter().map(|w| (w.req, w.answer)).unzip();
+            match self.complete_batch(actor, reqs, None).await {
+                Ok((results, _)) => {
+                    for (answer, result) in answers.into_iter().zip(results) {
+                        // A receiver that is gone belonged to a client that hung up.
+                        let _ = answer.send(result);
+                    }
+                }
+                Err(e) => {
+                    for answer in answers {
+                        let _ = answer.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
     }
 
     /// `POST /v1/leases/{id}/complete` with `"lease_next": true`: the completion and, in the
@@ -505,15 +644,12 @@ impl Muster {
         let mut next = None;
         match (next_for, actor.worker_kind()) {
             (Some(worker_id), Some(kind)) => {
+                let want = LeaseWant { worker_id, max: 1 };
                 let leased = self
-                    .lease_in(tx.as_mut(), kind, &worker_id, actor, 1, now)
+                    .lease_in(tx.as_mut(), kind, &[want], actor, now)
                     .await?;
-                tx.save_items(&leased.saved).await?;
-                tx.insert_leases(&leased.records, kind, now).await?;
-                self.commit_with(tx, &leased.entries).await?;
-                self.stats.leased.add(kind, leased.granted.len() as u64);
-                self.stats.failed_final.add(kind, leased.exhausted);
-                next = leased.granted.into_iter().next();
+                self.write_leased(tx, kind, &leased, now).await?;
+                next = leased.granted.into_iter().flatten().next();
             }
             _ => self.commit(tx).await?,
         }
@@ -991,7 +1127,8 @@ impl Pending {
 /// What `lease_in` granted, and what the caller must write for it.
 #[derive(Default)]
 struct Leased {
-    granted: Vec<LeaseGranted>,
+    /// Per want, in want order.
+    granted: Vec<Vec<LeaseGranted>>,
     saved: Vec<(Item, Option<Value>)>,
     records: Vec<LeaseRecord>,
     entries: Vec<muster_ledger::SealedEntry>,

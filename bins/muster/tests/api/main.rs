@@ -4,6 +4,7 @@ mod bad_input;
 mod batch;
 mod edits;
 mod feed;
+mod group_commit;
 mod harness;
 mod health;
 mod leases;

@@ -1,0 +1,201 @@
+//! Group commit: concurrent single lease and complete calls of one worker kind are written
+//! together in shared transactions. Each caller must still get exactly the answer it would
+//! have got alone.
+
+use std::sync::Arc;
+
+use hyper::StatusCode;
+use serde_json::{Value, json};
+
+use crate::harness::{Resp, TestApp};
+
+/// Runs `n` requests at once, made by `request(app, i)`; the answers in `i` order.
+async fn all_at_once<F, Fut>(app: &Arc<TestApp>, n: usize, request: F) -> Vec<Resp>
+where
+    F: Fn(Arc<TestApp>, usize) -> Fut,
+    Fut: std::future::Future<Output = Resp> + Send + 'static,
+{
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let fut = request(Arc::clone(app), i);
+        set.spawn(async move { (i, fut.await) });
+    }
+    let mut answers: Vec<(usize, Resp)> = set.join_all().await;
+    answers.sort_by_key(|(i, _)| *i);
+    answers.into_iter().map(|(_, r)| r).collect()
+}
+
+async fn lease_as(app: Arc<TestApp>, worker: String) -> Resp {
+    app.post(
+        "/v1/leases",
+        "worker:trawl",
+        json!({"worker_id": worker, "wait_ms": 0}),
+    )
+    .await
+}
+
+async fn complete(app: Arc<TestApp>, lease_id: String, result: Value) -> Resp {
+    app.post(
+        &format!("/v1/leases/{lease_id}/complete"),
+        "worker:trawl",
+        json!({ "result": result }),
+    )
+    .await
+}
+
+/// An app with `n` queued trawl items, each leased by its own worker `w{i}` (in order).
+async fn leased_by_n_workers(n: usize) -> (Arc<TestApp>, Vec<Value>) {
+    let app = Arc::new(TestApp::spawn().await);
+    for _ in 0..n {
+        app.enqueue("trawl", "normal", json!({})).await;
+    }
+    let mut leases = Vec::new();
+    for i in 0..n {
+        leases.push(app.lease("trawl", &format!("w{i}")).await.unwrap());
+    }
+    (app, leases)
+}
+
+fn lease_id(lease: &Value) -> String {
+    lease["lease_id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn concurrent_single_leases_each_get_an_item_of_their_own() {
+    let app = Arc::new(TestApp::spawn().await);
+    for _ in 0..24 {
+        app.enqueue("trawl", "normal", json!({})).await;
+    }
+    let answers = all_at_once(&app, 24, |app, i| lease_as(app, format!("w{i}"))).await;
+    let mut items: Vec<&str> = answers
+        .iter()
+        .map(|r| r.body["item"]["id"].as_str().unwrap())
+        .collect();
+    items.sort_unstable();
+    items.dedup();
+    assert_eq!(items.len(), 24);
+}
+
+#[tokio::test]
+async fn concurrent_single_leases_are_recorded_for_the_worker_that_asked() {
+    let app = Arc::new(TestApp::spawn().await);
+    for _ in 0..24 {
+        app.enqueue("trawl", "normal", json!({})).await;
+    }
+    let answers = all_at_once(&app, 24, |app, i| lease_as(app, format!("w{i}"))).await;
+    let mut mismatched = 0;
+    for (i, r) in answers.iter().enumerate() {
+        let sql = format!(
+            "SELECT count(*) FROM core.leases WHERE id = '{}' AND worker_id = 'w{i}'",
+            r.body["lease_id"].as_str().unwrap()
+        );
+        mismatched += 1 - app.scalar_i64(&sql).await;
+    }
+    assert_eq!(mismatched, 0);
+}
+
+#[tokio::test]
+async fn concurrent_single_leases_beyond_the_queue_answer_no_content() {
+    let app = Arc::new(TestApp::spawn().await);
+    for _ in 0..3 {
+        app.enqueue("trawl", "normal", json!({})).await;
+    }
+    let answers = all_at_once(&app, 12, |app, i| lease_as(app, format!("w{i}"))).await;
+    let mut statuses: Vec<u16> = answers.iter().map(|r| r.status.as_u16()).collect();
+    statuses.sort_unstable();
+    assert_eq!(
+        statuses,
+        [200, 200, 200, 204, 204, 204, 204, 204, 204, 204, 204, 204]
+    );
+}
+
+#[tokio::test]
+async fn concurrent_single_completions_all_answer_ok() {
+    let (app, leases) = leased_by_n_workers(24).await;
+    let answers = all_at_once(&app, 24, |app, i| {
+        complete(app, lease_id(&leases[i]), json!({ "n": i }))
+    })
+    .await;
+    let statuses: Vec<StatusCode> = answers.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![StatusCode::OK; 24]);
+}
+
+#[tokio::test]
+async fn concurrent_single_completions_store_each_result_on_its_own_item() {
+    let (app, leases) = leased_by_n_workers(24).await;
+    all_at_once(&app, 24, |app, i| {
+        complete(app, lease_id(&leases[i]), json!({ "n": i }))
+    })
+    .await;
+    let mut misplaced = 0;
+    for (i, lease) in leases.iter().enumerate() {
+        let sql = format!(
+            "SELECT count(*) FROM core.items WHERE id = '{}' AND state = 'done' AND result = '{{\"n\": {i}}}'::jsonb",
+            lease["item"]["id"].as_str().unwrap()
+        );
+        misplaced += 1 - app.scalar_i64(&sql).await;
+    }
+    assert_eq!(misplaced, 0);
+}
+
+#[tokio::test]
+async fn concurrent_single_completions_answer_their_own_item() {
+    let (app, leases) = leased_by_n_workers(24).await;
+    let answers = all_at_once(&app, 24, |app, i| {
+        complete(app, lease_id(&leases[i]), json!({ "n": i }))
+    })
+    .await;
+    let answered: Vec<&Value> = answers.iter().map(|r| &r.body["item_id"]).collect();
+    let expected: Vec<&Value> = leases.iter().map(|l| &l["item"]["id"]).collect();
+    assert_eq!(answered, expected);
+}
+
+#[tokio::test]
+async fn the_same_completion_sent_concurrently_is_written_once_and_replayed_to_the_rest() {
+    let (app, leases) = leased_by_n_workers(1).await;
+    let id = lease_id(&leases[0]);
+    let answers = all_at_once(&app, 8, |app, _| complete(app, id.clone(), json!({"n": 1}))).await;
+    let mut replayed: Vec<(u16, bool)> = answers
+        .iter()
+        .map(|r| (r.status.as_u16(), r.body["replayed"].as_bool().unwrap()))
+        .collect();
+    replayed.sort_unstable();
+    assert_eq!(
+        replayed,
+        [
+            (200, false),
+            (200, true),
+            (200, true),
+            (200, true),
+            (200, true),
+            (200, true),
+            (200, true),
+            (200, true)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_same_completion_sent_concurrently_leaves_one_ledger_row() {
+    let (app, leases) = leased_by_n_workers(1).await;
+    let id = lease_id(&leases[0]);
+    all_at_once(&app, 8, |app, _| complete(app, id.clone(), json!({"n": 1}))).await;
+    let sql = format!(
+        "SELECT count(*) FROM core.ledger WHERE subject_id = '{}' AND event = 'completed'",
+        leases[0]["item"]["id"].as_str().unwrap()
+    );
+    assert_eq!(app.scalar_i64(&sql).await, 1);
+}
+
+#[tokio::test]
+async fn concurrent_completions_with_different_bodies_for_one_lease_conflict_after_the_first() {
+    let (app, leases) = leased_by_n_workers(1).await;
+    let id = lease_id(&leases[0]);
+    let answers = all_at_once(&app, 6, |app, i| {
+        complete(app, id.clone(), json!({ "n": i }))
+    })
+    .await;
+    let mut statuses: Vec<u16> = answers.iter().map(|r| r.status.as_u16()).collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409, 409, 409, 409, 409]);
+}
