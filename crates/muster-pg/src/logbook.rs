@@ -602,18 +602,30 @@ impl LogbookTx for PgTx {
         now: OffsetDateTime,
         limit: u32,
     ) -> Result<Vec<(Item, Value)>, StoreError> {
-        // Walks items_lease_order (kind, priority, enqueued_at): queued items whose backoff is
-        // over and leased items whose lease expired. Rows another lease request holds are
-        // skipped, and READ COMMITTED re-checks the condition on the newest row version after
-        // locking, so an item can never be handed to two live leases.
+        // Queued items whose backoff is over (items_queued_order, in lease order) and leased
+        // items whose lease expired (items_lease_expiry, read only up to `now`), merged in
+        // lease order: items under a live lease are never visited (V8). Rows another lease
+        // request holds are skipped, and READ COMMITTED re-checks each condition on the newest
+        // row version after locking, so an item can never be handed to two live leases. When
+        // both sides find rows, up to `limit` more are locked than answered; they stay untouched
+        // and are free again at the end of this short transaction.
         let sql = format!(
-            "SELECT {ITEM_COLS}, i.payload FROM core.items i
-             WHERE i.kind = $1 AND i.state IN ('queued', 'leased')
-               AND CASE WHEN i.state = 'queued' THEN coalesce(i.not_before <= $2, true)
-                        ELSE i.lease_expires_at <= $2 END
-             ORDER BY i.priority, i.enqueued_at, i.id
-             LIMIT $3
-             FOR UPDATE SKIP LOCKED"
+            "WITH queued AS (
+               SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
+               WHERE i.kind = $1 AND i.state = 'queued' AND coalesce(i.not_before <= $2, true)
+               ORDER BY i.priority, i.enqueued_at, i.id
+               LIMIT $3
+               FOR UPDATE SKIP LOCKED
+             ), expired AS (
+               SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
+               WHERE i.kind = $1 AND i.state = 'leased' AND i.lease_expires_at <= $2
+               ORDER BY i.priority, i.enqueued_at, i.id
+               LIMIT $3
+               FOR UPDATE SKIP LOCKED
+             )
+             SELECT * FROM (TABLE queued UNION ALL TABLE expired) c
+             ORDER BY c.priority, c.enqueued_at, c.id
+             LIMIT $3"
         );
         let rows = self
             .query(&sql, &[&kind.as_str(), &now, &i64::from(limit)])

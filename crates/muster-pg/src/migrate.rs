@@ -55,6 +55,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "autovacuum",
         sql: include_str!("../../../migrations/V7__autovacuum.sql"),
     },
+    Migration {
+        version: 8,
+        name: "lease_indexes",
+        sql: include_str!("../../../migrations/V8__lease_indexes.sql"),
+    },
 ];
 
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".
