@@ -235,7 +235,7 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
                 "--database-url",
                 &bloat_url,
                 "--to",
-                "20000",
+                "40000",
             ],
         )?;
         run_as(

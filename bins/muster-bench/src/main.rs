@@ -65,7 +65,7 @@ enum Scenario {
         #[arg(long, default_value_t = 10)]
         seconds: u64,
         /// Queued items topped up before every run (a run stops early if the queue runs dry).
-        #[arg(long, default_value_t = 20_000)]
+        #[arg(long, default_value_t = 80_000)]
         backlog: u64,
     },
     /// Long-poll pickup latency: a worker waits (`wait_ms` 5000), one item is enqueued, time
