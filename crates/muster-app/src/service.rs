@@ -298,6 +298,10 @@ impl Muster {
             };
             let (wants, answers): (Vec<_>, Vec<_>) =
                 batch.into_iter().map(|w| (w.req, w.answer)).unzip();
+            self.stats.lease_groups.add(kind, 1);
+            self.stats
+                .lease_group_requests
+                .add(kind, wants.len() as u64);
             match self.lease_for(kind, actor, &wants).await {
                 Ok(granted) => {
                     for (answer, granted) in answers.into_iter().zip(granted) {
@@ -495,6 +499,12 @@ impl Muster {
             };
             let (reqs, answers): (Vec<_>, Vec<_>) =
                 batch.into_iter().map(|w| (w.req, w.answer)).unzip();
+            if let Some(kind) = actor.worker_kind() {
+                self.stats.completion_groups.add(kind, 1);
+                self.stats
+                    .completion_group_requests
+                    .add(kind, reqs.len() as u64);
+            }
             match self.complete_batch(actor, reqs, None).await {
                 Ok((results, _)) => {
                     for (answer, result) in answers.into_iter().zip(results) {

@@ -37,4 +37,11 @@ pub struct Stats {
     pub replayed: PerKind,
     /// Completions delivered under a superseded lease (recorded, not applied).
     pub late_results: PerKind,
+    /// Group commit: transactions that wrote grouped single lease requests, and the requests
+    /// they carried (requests / batches is the mean group size).
+    pub lease_groups: PerKind,
+    pub lease_group_requests: PerKind,
+    /// The same for grouped single completions.
+    pub completion_groups: PerKind,
+    pub completion_group_requests: PerKind,
 }

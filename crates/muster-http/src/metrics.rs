@@ -292,6 +292,26 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
                 "Completions under a superseded lease (recorded, not applied)",
                 per_kind(&stats.late_results),
             ),
+            (
+                "muster_lease_groups",
+                "Group commit: transactions that wrote grouped single lease requests",
+                per_kind(&stats.lease_groups),
+            ),
+            (
+                "muster_lease_group_requests",
+                "Group commit: single lease requests written in those transactions",
+                per_kind(&stats.lease_group_requests),
+            ),
+            (
+                "muster_completion_groups",
+                "Group commit: transactions that wrote grouped single completions",
+                per_kind(&stats.completion_groups),
+            ),
+            (
+                "muster_completion_group_requests",
+                "Group commit: single completions written in those transactions",
+                per_kind(&stats.completion_group_requests),
+            ),
         ],
         depths: s.feed.queues().await.map(|q| q.depths).unwrap_or_default(),
         subscribers: s.feed.subscribers() as u64,

@@ -74,3 +74,29 @@ async fn metrics_count_the_work_and_the_answers_without_a_token() {
         .is_some()
     );
 }
+
+#[tokio::test]
+async fn metrics_count_group_commit_transactions_and_the_requests_in_them() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let lid = l["lease_id"].as_str().unwrap();
+    app.post(
+        &format!("/v1/leases/{lid}/complete"),
+        "worker:trawl",
+        json!({"result": {}}),
+    )
+    .await;
+    let m = scrape(&app).await;
+    let wanted = [
+        r#"muster_lease_groups_total{kind="trawl"} 1"#,
+        r#"muster_lease_group_requests_total{kind="trawl"} 1"#,
+        r#"muster_completion_groups_total{kind="trawl"} 1"#,
+        r#"muster_completion_group_requests_total{kind="trawl"} 1"#,
+    ];
+    let found: Vec<Option<&str>> = wanted
+        .iter()
+        .map(|w| line(&m, w.split(' ').next().unwrap()))
+        .collect();
+    assert_eq!(found, wanted.map(Some));
+}
