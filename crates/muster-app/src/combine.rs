@@ -103,6 +103,16 @@ impl<K: Hash + Eq + Copy, R, A> Combiner<K, R, A> {
         Some(batch)
     }
 
+    /// Puts requests back at the head of `key`'s lane, in their order, for a running drainer's
+    /// next batch.
+    fn requeue_front(&self, key: K, waiting: Vec<Waiting<R, A>>) {
+        let mut lanes = self.lanes();
+        let lane = lanes.entry(key).or_default();
+        for w in waiting.into_iter().rev() {
+            lane.queue.push_front(w);
+        }
+    }
+
     /// A drainer of `key`'s lane ended without `next_batch` saying so (it panicked): it no
     /// longer counts, and when no other drainer is left the queue is dropped, which answers
     /// every queued request's receiver with an error.
@@ -145,6 +155,13 @@ impl<'a, K: Hash + Eq + Copy, R, A> DrainGuard<'a, K, R, A> {
         let batch = self.combiner.next_batch(self.key, pick);
         self.finished = batch.is_none();
         batch
+    }
+
+    /// Requests of the last batch that must go with the next one instead of being answered.
+    pub(crate) fn requeue(&self, waiting: Vec<Waiting<R, A>>) {
+        if !waiting.is_empty() {
+            self.combiner.requeue_front(self.key, waiting);
+        }
     }
 }
 
@@ -245,6 +262,25 @@ mod tests {
             queued.try_recv(),
             Err(tokio::sync::oneshot::error::TryRecvError::Closed)
         );
+    }
+
+    #[test]
+    fn requeued_requests_lead_the_next_batch_in_their_order() {
+        let c: Combiner<u8, u32, u32> = Combiner::new(1);
+        for i in 0..4 {
+            c.submit(1, i);
+        }
+        let mut guard = DrainGuard::new(&c, 1);
+        let mut first = guard.next_batch(|r| *r < 3).unwrap();
+        let again: Vec<_> = first.drain(1..).collect();
+        guard.requeue(again);
+        let next: Vec<u32> = guard
+            .next_batch(|_| true)
+            .unwrap()
+            .iter()
+            .map(|w| w.req)
+            .collect();
+        assert_eq!(next, [1, 2, 3]);
     }
 
     #[test]

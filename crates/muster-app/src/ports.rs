@@ -105,12 +105,17 @@ pub trait LogbookTx: Send {
     async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
     /// Locks and returns up to `limit` leasable items of `kind` at `now` in lease order
     /// (priority, then enqueue time), skipping rows other transactions hold, with payloads.
+    /// Payloads stop once those before have reached `payload_budget` bytes (stored size; the
+    /// first item always has its payload): the items after that come with `None` and must not
+    /// be leased in this transaction, so that one answer never holds more than about the
+    /// budget plus one payload.
     async fn lock_next_leasable(
         &mut self,
         kind: Kind,
         now: OffsetDateTime,
         limit: u32,
-    ) -> Result<Vec<(Item, Value)>, StoreError>;
+        payload_budget: u64,
+    ) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
     /// Locks and returns an item.
     async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
     /// Returns a lease record and locks and returns its item.

@@ -27,6 +27,11 @@ const MAX_CANDIDATES: usize = 16;
 const MAX_WORKER_ID: usize = 128;
 /// The most items one lease request or one batch of completions may carry.
 pub const MAX_BATCH: u32 = 256;
+/// Payload bytes (as stored) one lease transaction loads before it stops adding items; the
+/// first item is always leased. Bounds the memory of one answer (and of one group of single
+/// lease requests) far below the pod's 48 MiB whatever the payloads: a request body, and so a
+/// payload, may be up to 1 MiB.
+const LEASE_PAYLOAD_BUDGET: u64 = 2 * 1024 * 1024;
 const MAX_IDEMPOTENCY_KEY: usize = 256;
 
 /// Settings of the use cases.
@@ -303,12 +308,20 @@ impl Muster {
                 .lease_group_requests
                 .add(kind, wants.len() as u64);
             match self.lease_for(kind, actor, &wants).await {
-                Ok(granted) => {
-                    for (answer, granted) in answers.into_iter().zip(granted) {
-                        // A receiver that is gone belonged to a client that hung up; its
-                        // leases expire like those of a worker that crashed.
-                        let _ = answer.send(Ok(granted));
+                Ok((granted, truncated)) => {
+                    let mut again = Vec::new();
+                    for ((req, answer), granted) in wants.into_iter().zip(answers).zip(granted) {
+                        if truncated && granted.is_empty() {
+                            // Items were left because of the payload budget, not because
+                            // there were none: this request goes first in the next batch.
+                            again.push(crate::combine::Waiting { req, answer });
+                        } else {
+                            // A receiver that is gone belonged to a client that hung up; its
+                            // leases expire like those of a worker that crashed.
+                            let _ = answer.send(Ok(granted));
+                        }
                     }
+                    guard.requeue(again);
                 }
                 Err(e) => {
                     for answer in answers {
@@ -319,22 +332,23 @@ impl Muster {
         }
     }
 
-    /// Leases for every want in one transaction; the grants of each, in want order.
+    /// Leases for every want in one transaction; the grants of each, in want order, and
+    /// whether leasable items were left for the payload budget.
     async fn lease_for(
         &self,
         kind: Kind,
         actor: Principal,
         wants: &[LeaseWant],
-    ) -> Result<Vec<Vec<LeaseGranted>>, AppError> {
+    ) -> Result<(Vec<Vec<LeaseGranted>>, bool), AppError> {
         let now = self.clock.now();
         let mut tx = self.logbook.begin().await?;
         let leased = self.lease_in(tx.as_mut(), kind, wants, actor, now).await?;
         if leased.entries.is_empty() {
             self.commit(tx).await?;
-            return Ok(leased.granted);
+        } else {
+            self.write_leased(tx, kind, &leased, now).await?;
         }
-        self.write_leased(tx, kind, &leased, now).await?;
-        Ok(leased.granted)
+        Ok((leased.granted, leased.truncated))
     }
 
     /// Writes what `lease_in` granted (items, lease records, ledger rows) and commits.
@@ -375,10 +389,17 @@ impl Muster {
         // Candidates whose expired lease used up the item's attempts are failed instead (and
         // written in this transaction); a round that found only those looks again.
         for _ in 0..MAX_CANDIDATES {
-            let candidates = tx.lock_next_leasable(kind, now, max).await?;
+            let candidates = tx
+                .lock_next_leasable(kind, now, max, LEASE_PAYLOAD_BUDGET)
+                .await?;
             let found = candidates.len();
             let mut exhausted = Vec::new();
             for (mut item, payload) in candidates {
+                let Some(payload) = payload else {
+                    // Past the payload budget: left for the next transaction.
+                    out.truncated = true;
+                    continue;
+                };
                 while wants
                     .get(serving)
                     .is_some_and(|w| out.granted[serving].len() >= w.max as usize)
@@ -1143,4 +1164,6 @@ struct Leased {
     records: Vec<LeaseRecord>,
     entries: Vec<muster_ledger::SealedEntry>,
     exhausted: u64,
+    /// Leasable items were left because of the payload budget.
+    truncated: bool,
 }

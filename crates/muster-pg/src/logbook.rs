@@ -601,14 +601,17 @@ impl LogbookTx for PgTx {
         kind: Kind,
         now: OffsetDateTime,
         limit: u32,
-    ) -> Result<Vec<(Item, Value)>, StoreError> {
+        payload_budget: u64,
+    ) -> Result<Vec<(Item, Option<Value>)>, StoreError> {
         // Queued items whose backoff is over (items_queued_order, in lease order) and leased
         // items whose lease expired (items_lease_expiry, read only up to `now`), merged in
         // lease order: items under a live lease are never visited (V8). Rows another lease
         // request holds are skipped, and READ COMMITTED re-checks each condition on the newest
         // row version after locking, so an item can never be handed to two live leases. When
         // both sides find rows, up to `limit` more are locked than answered; they stay untouched
-        // and are free again at the end of this short transaction.
+        // and are free again at the end of this short transaction. The payload budget counts
+        // `pg_column_size` (the stored, possibly compressed size: O(1), no detoasting), over the
+        // items before each one in lease order.
         let sql = format!(
             "WITH queued AS (
                SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
@@ -623,12 +626,22 @@ impl LogbookTx for PgTx {
                LIMIT $3
                FOR UPDATE SKIP LOCKED
              )
-             SELECT * FROM (TABLE queued UNION ALL TABLE expired) c
-             ORDER BY c.priority, c.enqueued_at, c.id
-             LIMIT $3"
+             , picked AS (
+               SELECT * FROM (TABLE queued UNION ALL TABLE expired) c
+               ORDER BY c.priority, c.enqueued_at, c.id
+               LIMIT $3
+             )
+             SELECT {ITEM_COLS},
+                    CASE WHEN coalesce(sum(pg_column_size(i.payload)) OVER before, 0) < $4
+                         THEN i.payload END
+             FROM picked i
+             WINDOW before AS (ORDER BY i.priority, i.enqueued_at, i.id
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+             ORDER BY i.priority, i.enqueued_at, i.id"
         );
+        let budget = i64::try_from(payload_budget).unwrap_or(i64::MAX);
         let rows = self
-            .query(&sql, &[&kind.as_str(), &now, &i64::from(limit)])
+            .query(&sql, &[&kind.as_str(), &now, &i64::from(limit), &budget])
             .await?;
         rows.iter()
             .map(|row| Ok((item_from_row(row, 0)?, row.get(ITEM_COL_COUNT))))

@@ -199,3 +199,64 @@ async fn concurrent_completions_with_different_bodies_for_one_lease_conflict_aft
     statuses.sort_unstable();
     assert_eq!(statuses, [200, 409, 409, 409, 409, 409]);
 }
+
+/// A payload of about `kib` KiB that PostgreSQL cannot compress (hex of a BLAKE3 stream), so
+/// that its stored size is its size.
+fn incompressible_payload(seed: u8, kib: usize) -> Value {
+    let mut bytes = vec![0u8; kib * 512];
+    blake3::Hasher::new()
+        .update(&[seed])
+        .finalize_xof()
+        .fill(&mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    json!({ "blob": hex })
+}
+
+/// An app with `n` queued trawl items of about `kib` KiB each.
+async fn large_items(n: u8, kib: usize) -> Arc<TestApp> {
+    let app = Arc::new(TestApp::spawn().await);
+    for seed in 0..n {
+        app.enqueue("trawl", "normal", incompressible_payload(seed, kib))
+            .await;
+    }
+    app
+}
+
+async fn four_large_items() -> Arc<TestApp> {
+    large_items(4, 800).await
+}
+
+async fn lease_max(app: &TestApp, max: u32) -> usize {
+    let r = app
+        .post(
+            "/v1/leases",
+            "worker:trawl",
+            json!({"worker_id": "big", "wait_ms": 0, "max": max}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.status);
+    r.body["leases"].as_array().unwrap().len()
+}
+
+#[tokio::test]
+async fn a_batch_lease_stops_adding_items_after_the_payload_budget() {
+    let app = four_large_items().await;
+    // 2 MiB budget: 0, 800 and 1,600 KiB come before the first three; 2,400 KiB before the fourth.
+    assert_eq!(lease_max(&app, 4).await, 3);
+}
+
+#[tokio::test]
+async fn items_left_by_the_payload_budget_go_to_the_next_lease() {
+    let app = four_large_items().await;
+    lease_max(&app, 4).await;
+    assert_eq!(lease_max(&app, 4).await, 1);
+}
+
+#[tokio::test]
+async fn concurrent_single_leases_each_get_a_large_item_despite_the_payload_budget() {
+    // At most three of these fit one transaction's budget: a group of more must be split.
+    let app = large_items(8, 900).await;
+    let answers = all_at_once(&app, 8, |app, i| lease_as(app, format!("w{i}"))).await;
+    let statuses: Vec<StatusCode> = answers.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![StatusCode::OK; 8]);
+}

@@ -264,7 +264,7 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
         let mut tx = MockLogbookTx::new();
         if calls == 1 {
             tx.expect_lock_next_leasable()
-                .returning(|_, _, _| Ok(vec![]));
+                .returning(|_, _, _, _| Ok(vec![]));
             tx.expect_commit().returning(|| Ok(()));
         } else {
             let mut item = leased_item(0);
@@ -272,7 +272,7 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
             item.lease = None;
             item.attempt = 0;
             tx.expect_lock_next_leasable()
-                .return_once(move |_, _, _| Ok(vec![(item, json!({"u": 1}))]));
+                .return_once(move |_, _, _, _| Ok(vec![(item, Some(json!({"u": 1})))]));
             tx.expect_save_items().returning(|_| Ok(()));
             tx.expect_insert_leases().returning(|_, _, _| Ok(()));
             tx.expect_append_and_commit().returning(|_| Ok(()));
@@ -306,12 +306,12 @@ fn queued_item(n: u128) -> Item {
 async fn a_lease_request_with_max_leases_every_offered_item_in_one_transaction() {
     let mut tx = MockLogbookTx::new();
     tx.expect_lock_next_leasable()
-        .withf(|_, _, limit| *limit == 3)
+        .withf(|_, _, limit, _| *limit == 3)
         .times(1)
-        .return_once(|_, _, _| {
+        .return_once(|_, _, _, _| {
             Ok(vec![
-                (queued_item(1), json!({"n": 1})),
-                (queued_item(2), json!({"n": 2})),
+                (queued_item(1), Some(json!({"n": 1}))),
+                (queued_item(2), Some(json!({"n": 2}))),
             ])
         });
     tx.expect_save_items()
@@ -334,6 +334,40 @@ async fn a_lease_request_with_max_leases_every_offered_item_in_one_transaction()
             .map(|g| g.item.payload.clone())
             .collect::<Vec<_>>(),
         [json!({"n": 1}), json!({"n": 2})]
+    );
+}
+
+#[tokio::test]
+async fn a_lease_leaves_the_items_offered_past_the_payload_budget() {
+    let mut tx = MockLogbookTx::new();
+    tx.expect_lock_next_leasable()
+        .times(1)
+        .return_once(|_, _, _, _| {
+            Ok(vec![
+                (queued_item(1), Some(json!({"n": 1}))),
+                (queued_item(2), None),
+            ])
+        });
+    tx.expect_save_items()
+        .withf(|i| i.len() == 1 && i[0].0.id == ItemId(Uuid::from_u128(1)))
+        .times(1)
+        .returning(|_| Ok(()));
+    tx.expect_insert_leases()
+        .withf(|l, _, _| l.len() == 1)
+        .times(1)
+        .returning(|_, _, _| Ok(()));
+    tx.expect_append_and_commit()
+        .withf(|e| e.len() == 1)
+        .times(1)
+        .returning(|_| Ok(()));
+    let m = muster_with(logbook_with(tx));
+    let granted = m.lease_many(TRAWL, "w", 0, 2).await.unwrap();
+    assert_eq!(
+        granted
+            .iter()
+            .map(|g| g.item.id.clone())
+            .collect::<Vec<_>>(),
+        [Uuid::from_u128(1).to_string()]
     );
 }
 
