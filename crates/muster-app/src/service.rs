@@ -97,7 +97,16 @@ struct LeaseWant {
 
 type LeaseLanes = Combiner<Principal, LeaseWant, Result<Vec<LeaseGranted>, AppError>>;
 
-type CompletionLanes = Combiner<Principal, (LeaseId, CompleteRequest), Result<Completed, AppError>>;
+/// A single completion waiting for a group commit, with its `lease_next` wish: `None` for no
+/// next lease, `Some(None)` for one for the completed lease's worker, `Some(Some(w))` for `w`.
+struct Completion {
+    lease_id: LeaseId,
+    req: CompleteRequest,
+    lease_next: Option<Option<String>>,
+}
+
+type CompletionAnswer = Result<(Completed, Option<LeaseGranted>), AppError>;
+type CompletionLanes = Combiner<Principal, Completion, CompletionAnswer>;
 
 impl std::fmt::Debug for Muster {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -497,7 +506,23 @@ impl Muster {
         lease_id: LeaseId,
         req: CompleteRequest,
     ) -> Result<Completed, AppError> {
-        let (answer, start) = self.completions.submit(actor, (lease_id, req));
+        Ok(self.complete_grouped(actor, lease_id, req, None).await?.0)
+    }
+
+    /// A single completion through its kind's group commit.
+    async fn complete_grouped(
+        &self,
+        actor: Principal,
+        lease_id: LeaseId,
+        req: CompleteRequest,
+        lease_next: Option<Option<String>>,
+    ) -> CompletionAnswer {
+        let completion = Completion {
+            lease_id,
+            req,
+            lease_next,
+        };
+        let (answer, start) = self.completions.submit(actor, completion);
         if start {
             let this = self.clone();
             tokio::spawn(async move { this.drain_completions(actor).await });
@@ -514,23 +539,32 @@ impl Muster {
         loop {
             let mut seen = std::collections::HashSet::new();
             let Some(batch) =
-                guard.next_batch(|(id, _)| seen.len() < MAX_BATCH as usize && seen.insert(*id))
+                guard.next_batch(|c| seen.len() < MAX_BATCH as usize && seen.insert(c.lease_id))
             else {
                 return;
             };
-            let (reqs, answers): (Vec<_>, Vec<_>) =
-                batch.into_iter().map(|w| (w.req, w.answer)).unzip();
+            let mut reqs = Vec::with_capacity(batch.len());
+            let mut nexts = Vec::with_capacity(batch.len());
+            let mut answers = Vec::with_capacity(batch.len());
+            for w in batch {
+                reqs.push((w.req.lease_id, w.req.req));
+                nexts.push(w.req.lease_next);
+                answers.push(w.answer);
+            }
             if let Some(kind) = actor.worker_kind() {
                 self.stats.completion_groups.add(kind, 1);
                 self.stats
                     .completion_group_requests
                     .add(kind, reqs.len() as u64);
             }
-            match self.complete_batch(actor, reqs, None).await {
-                Ok((results, _)) => {
-                    for (answer, result) in answers.into_iter().zip(results) {
-                        // A receiver that is gone belonged to a client that hung up.
-                        let _ = answer.send(result);
+            match self.complete_batch(actor, reqs, nexts).await {
+                Ok((results, next_leases)) => {
+                    for ((answer, result), next) in
+                        answers.into_iter().zip(results).zip(next_leases)
+                    {
+                        // A receiver that is gone belonged to a client that hung up (a next
+                        // lease it was granted expires like a crashed worker's).
+                        let _ = answer.send(result.map(|done| (done, next)));
                     }
                 }
                 Err(e) => {
@@ -556,13 +590,8 @@ impl Muster {
         if let Some(w) = &worker_id {
             check_worker_id(w)?;
         }
-        let (mut answers, next) = self
-            .complete_batch(actor, vec![(lease_id, req)], Some(worker_id))
-            .await?;
-        let answer = answers
-            .pop()
-            .unwrap_or_else(|| Err(AppError::Internal("a completion went unanswered".into())))?;
-        Ok((answer, next))
+        self.complete_grouped(actor, lease_id, req, Some(worker_id))
+            .await
     }
 
     /// `POST /v1/completions`: many completions in one transaction. Each is answered exactly
@@ -574,17 +603,19 @@ impl Muster {
         actor: Principal,
         reqs: Vec<(LeaseId, CompleteRequest)>,
     ) -> Result<Vec<Result<Completed, AppError>>, AppError> {
-        Ok(self.complete_batch(actor, reqs, None).await?.0)
+        let nexts = reqs.iter().map(|_| None).collect();
+        Ok(self.complete_batch(actor, reqs, nexts).await?.0)
     }
 
-    /// Completions, and with `lease_next` one new lease when the first completion succeeded
-    /// (for the worker named, else for the first completion's), all in one transaction.
+    /// Completions, and for each that succeeded and asked for one (`lease_nexts`, see
+    /// [`Completion`]) a new lease, all in one transaction. The next leases are answered in
+    /// request order (`None`: not asked for, refused, or nothing leasable now).
     async fn complete_batch(
         &self,
         actor: Principal,
         reqs: Vec<(LeaseId, CompleteRequest)>,
-        lease_next: Option<Option<String>>,
-    ) -> Result<(Vec<Result<Completed, AppError>>, Option<LeaseGranted>), AppError> {
+        lease_nexts: Vec<Option<Option<String>>>,
+    ) -> Result<(Vec<Result<Completed, AppError>>, Vec<Option<LeaseGranted>>), AppError> {
         if reqs.is_empty() || reqs.len() > MAX_BATCH as usize {
             return Err(AppError::BadRequest(format!(
                 "a batch holds 1 to {MAX_BATCH} completions"
@@ -619,20 +650,30 @@ impl Muster {
             };
             answers.push(answer);
         }
-        // The worker that gets the next lease: the first completion's, if it went through.
-        let next_for = match (lease_next, answers.first(), ids.first()) {
-            (Some(Some(worker_id)), Some(Ok(_)), _) => Some(worker_id),
-            (Some(None), Some(Ok(_)), Some(id)) => locked.get(id).map(|r| r.worker_id.clone()),
-            _ => None,
-        };
-        if batch.is_empty() && next_for.is_none() {
+        // Who gets a next lease: each completion that asked and went through, for the worker
+        // it named or else its lease's worker.
+        let mut wants = Vec::new();
+        let mut wanted_by = Vec::new();
+        for (i, (next, answer)) in lease_nexts.into_iter().zip(&answers).enumerate() {
+            let worker = match (next, answer) {
+                (Some(Some(worker_id)), Ok(_)) => Some(worker_id),
+                (Some(None), Ok(_)) => locked.get(&ids[i]).map(|r| r.worker_id.clone()),
+                _ => None,
+            };
+            if let Some(worker_id) = worker {
+                wants.push(LeaseWant { worker_id, max: 1 });
+                wanted_by.push(i);
+            }
+        }
+        let mut next_leases: Vec<Option<LeaseGranted>> = ids.iter().map(|_| None).collect();
+        if batch.is_empty() && wants.is_empty() {
             // Nothing to write (replays and refusals only): end the transaction, no COMMIT.
             drop(tx);
             let answers = answers
                 .into_iter()
                 .map(|a| a.map(Pending::finish))
                 .collect();
-            return Ok((answers, None));
+            return Ok((answers, next_leases));
         }
         let saved: Vec<(Item, Option<Value>)> = batch
             .saved
@@ -672,15 +713,13 @@ impl Muster {
             .collect();
         finished.extend(batch.finished);
         tx.finish_leases(&finished, now).await?;
-        let mut next = None;
-        match (next_for, actor.worker_kind()) {
-            (Some(worker_id), Some(kind)) => {
-                let want = LeaseWant { worker_id, max: 1 };
-                let leased = self
-                    .lease_in(tx.as_mut(), kind, &[want], actor, now)
-                    .await?;
+        match actor.worker_kind() {
+            Some(kind) if !wants.is_empty() => {
+                let leased = self.lease_in(tx.as_mut(), kind, &wants, actor, now).await?;
                 self.write_leased(tx, kind, &leased, now).await?;
-                next = leased.granted.into_iter().flatten().next();
+                for (i, granted) in wanted_by.into_iter().zip(leased.granted) {
+                    next_leases[i] = granted.into_iter().next();
+                }
             }
             _ => self.commit(tx).await?,
         }
@@ -694,7 +733,7 @@ impl Muster {
             self.stats.enqueued.add(c.item.kind, 1);
             self.signal.notify(c.item.kind);
         }
-        Ok((answers, next))
+        Ok((answers, next_leases))
     }
 
     /// One completion of a batch, applied to the locked `item`: its writes go into `batch`.

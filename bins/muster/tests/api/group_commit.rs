@@ -260,3 +260,57 @@ async fn concurrent_single_leases_each_get_a_large_item_despite_the_payload_budg
     let statuses: Vec<StatusCode> = answers.iter().map(|r| r.status).collect();
     assert_eq!(statuses, vec![StatusCode::OK; 8]);
 }
+
+async fn complete_and_lease_next(app: Arc<TestApp>, lease_id: String) -> Resp {
+    app.post(
+        &format!("/v1/leases/{lease_id}/complete"),
+        "worker:trawl",
+        json!({"result": {}, "lease_next": true}),
+    )
+    .await
+}
+
+/// `leased_by_n_workers(n)` with `n` more items queued behind the leased ones.
+async fn leased_with_n_more_queued(n: usize) -> (Arc<TestApp>, Vec<Value>) {
+    let (app, leases) = leased_by_n_workers(n).await;
+    for _ in 0..n {
+        app.enqueue("trawl", "normal", json!({})).await;
+    }
+    (app, leases)
+}
+
+#[tokio::test]
+async fn concurrent_completions_with_lease_next_each_get_a_next_item_of_their_own() {
+    let (app, leases) = leased_with_n_more_queued(12).await;
+    let answers = all_at_once(&app, 12, |app, i| {
+        complete_and_lease_next(app, lease_id(&leases[i]))
+    })
+    .await;
+    let mut next_items: Vec<&str> = answers
+        .iter()
+        .filter_map(|r| r.body["next_lease"]["item"]["id"].as_str())
+        .collect();
+    next_items.sort_unstable();
+    next_items.dedup();
+    assert_eq!(next_items.len(), 12);
+}
+
+#[tokio::test]
+async fn concurrent_completions_with_lease_next_lease_to_the_worker_of_each_completed_lease() {
+    let (app, leases) = leased_with_n_more_queued(12).await;
+    let answers = all_at_once(&app, 12, |app, i| {
+        complete_and_lease_next(app, lease_id(&leases[i]))
+    })
+    .await;
+    let mut mismatched = 0;
+    for (i, r) in answers.iter().enumerate() {
+        let sql = format!(
+            "SELECT count(*) FROM core.leases WHERE id = '{}' AND worker_id = 'w{i}'",
+            r.body["next_lease"]["lease_id"]
+                .as_str()
+                .unwrap_or("00000000-0000-0000-0000-000000000000")
+        );
+        mismatched += 1 - app.scalar_i64(&sql).await;
+    }
+    assert_eq!(mismatched, 0);
+}
