@@ -537,10 +537,10 @@ async fn run_cycles(mode: &Mode, workers: usize, length: Duration) -> RunResult 
     result
 }
 
-/// Enqueues `n` trawl items in-process (16 at a time): the backlog, not a measured figure.
+/// Enqueues `n` trawl items in-process (64 at a time): the backlog, not a measured figure.
 async fn enqueue_backlog(muster: &Muster, n: u64) -> Result<()> {
     let next = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..16)
+    let tasks: Vec<_> = (0..64)
         .map(|_| {
             let muster = muster.clone();
             let next = next.clone();
