@@ -230,11 +230,13 @@ mod tests {
             status: 503,
             code: Some("E_UNAVAILABLE".into()),
             message: "down".into(),
+            retry_after: None,
         };
         let e500 = ClientError::Unavailable {
             status: 500,
             code: None,
             message: "boom".into(),
+            retry_after: None,
         };
         stats.error("heartbeat", &e503);
         stats.error("complete", &e500);

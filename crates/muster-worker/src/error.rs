@@ -23,12 +23,14 @@ pub enum ClientError {
     /// deployment, the work itself is still good).
     #[error("unauthenticated: {message}")]
     Unauthenticated { message: String },
-    /// 408, 429 or 5xx (e.g. 503 `E_UNAVAILABLE`). Retried.
+    /// 408, 429 or 5xx (e.g. 503 `E_UNAVAILABLE`). Retried, no sooner than `retry_after`
+    /// (the answer's `Retry-After` in seconds) when the server sent one.
     #[error("server unavailable ({status} {}): {message}", code.as_deref().unwrap_or("(no code)"))]
     Unavailable {
         status: u16,
         code: Option<String>,
         message: String,
+        retry_after: Option<std::time::Duration>,
     },
     /// The connection failed (refused, reset, closed before the answer). Retried.
     #[error("transport: {0}")]
@@ -110,8 +112,20 @@ impl ClientError {
         )
     }
 
-    /// Maps a non-success answer (status and raw body) to an error; never panics.
-    pub(crate) fn from_answer(status: u16, body: &[u8]) -> ClientError {
+    /// How long the server asked to wait before trying again (`Retry-After`), if it did.
+    pub fn retry_after(&self) -> Option<std::time::Duration> {
+        match self {
+            ClientError::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// Maps a non-success answer (status, raw body, `Retry-After`) to an error; never panics.
+    pub(crate) fn from_answer(
+        status: u16,
+        body: &[u8],
+        retry_after: Option<std::time::Duration>,
+    ) -> ClientError {
         #[derive(serde::Deserialize)]
         struct Envelope {
             error: Inner,
@@ -136,6 +150,7 @@ impl ClientError {
                 status,
                 code,
                 message,
+                retry_after,
             },
             (400..=499, _) => ClientError::Rejected {
                 status,
@@ -153,31 +168,37 @@ mod tests {
 
     #[test]
     fn lease_lost_and_conflict_are_final_and_keep_their_codes() {
-        let lost =
-            ClientError::from_answer(409, br#"{"error":{"code":"E_LEASE_LOST","message":"x"}}"#);
+        let lost = ClientError::from_answer(
+            409,
+            br#"{"error":{"code":"E_LEASE_LOST","message":"x"}}"#,
+            None,
+        );
         assert_eq!((lost.code(), lost.is_final()), ("E_LEASE_LOST", true));
-        let conflict =
-            ClientError::from_answer(409, br#"{"error":{"code":"E_CONFLICT","message":"x"}}"#);
+        let conflict = ClientError::from_answer(
+            409,
+            br#"{"error":{"code":"E_CONFLICT","message":"x"}}"#,
+            None,
+        );
         assert_eq!((conflict.code(), conflict.is_final()), ("E_CONFLICT", true));
     }
 
     #[test]
     fn unavailable_timeouts_and_rate_limits_are_retried_not_final() {
         for status in [408, 429, 500, 502, 503] {
-            let e = ClientError::from_answer(status, b"<html>oops</html>");
+            let e = ClientError::from_answer(status, b"<html>oops</html>", None);
             assert_eq!(
                 (e.code(), e.is_retryable(), e.is_final()),
                 ("E_UNAVAILABLE", true, false)
             );
         }
-        let e = ClientError::from_answer(401, b"");
+        let e = ClientError::from_answer(401, b"", None);
         assert_eq!((e.code(), e.is_retryable()), ("E_UNAUTHENTICATED", true));
     }
 
     #[test]
     fn other_client_errors_are_final_rejections_even_with_garbage_bodies() {
         for status in [400, 403, 404, 413, 422] {
-            let e = ClientError::from_answer(status, b"\xff\xfe not json");
+            let e = ClientError::from_answer(status, b"\xff\xfe not json", None);
             assert_eq!((e.code(), e.is_final()), ("E_REJECTED", true));
         }
     }
@@ -185,11 +206,21 @@ mod tests {
     #[test]
     fn statuses_outside_the_contract_are_unexpected_neither_final_nor_retried() {
         for status in [100, 201, 302, 304] {
-            let e = ClientError::from_answer(status, b"");
+            let e = ClientError::from_answer(status, b"", None);
             assert_eq!(
                 (e.code(), e.is_final(), e.is_retryable()),
                 ("E_UNEXPECTED_STATUS", false, false)
             );
         }
+    }
+
+    #[test]
+    fn an_unavailable_answer_keeps_the_retry_after_it_came_with() {
+        let e = ClientError::from_answer(
+            503,
+            br#"{"error":{"code":"E_UNAVAILABLE","message":"x"}}"#,
+            Some(std::time::Duration::from_secs(1)),
+        );
+        assert_eq!(e.retry_after(), Some(std::time::Duration::from_secs(1)));
     }
 }

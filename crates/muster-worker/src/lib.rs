@@ -30,7 +30,8 @@
 //! write the delivery to the spool directory (`<lease_id>.<action>.json`, contents
 //! `{"lease_id", "action", "body"}` where `body` is the exact request body; written to a temp file,
 //! fsynced, renamed into place, directory fsynced), then POST it with exponential backoff and
-//! jitter ([`RetryPolicy`]). Which answers end the delivery:
+//! jitter ([`RetryPolicy`]), never sooner than the `Retry-After` of a 503 (up to the policy's
+//! cap). Which answers end the delivery:
 //!
 //! | answer | spool file | result |
 //! |---|---|---|
@@ -160,6 +161,17 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
+    /// The delay after failed attempt `attempt` (1-based) that failed with `error`: the
+    /// jittered backoff, but never shorter than the server's `Retry-After` (itself capped at
+    /// `cap`).
+    pub fn delay_after(&self, attempt: u32, error: &ClientError) -> Duration {
+        let backoff = self.delay(attempt);
+        match error.retry_after() {
+            Some(asked) => backoff.max(asked.min(self.cap)),
+            None => backoff,
+        }
+    }
+
     /// The delay after failed attempt `attempt` (1-based), jittered.
     pub fn delay(&self, attempt: u32) -> Duration {
         let exp = self
@@ -272,13 +284,13 @@ impl WorkerClient {
         &self.inner.spool
     }
 
-    /// One POST; the status and the whole body.
+    /// One POST; the status, the whole body and the `Retry-After` the server asked for.
     async fn post(
         &self,
         path: &str,
         body: Vec<u8>,
         timeout: Duration,
-    ) -> Result<(u16, Bytes), ClientError> {
+    ) -> Result<(u16, Bytes, Option<Duration>), ClientError> {
         let req = Request::builder()
             .method(Method::POST)
             .uri(format!("{}{path}", self.inner.base))
@@ -294,13 +306,14 @@ impl WorkerClient {
                 .await
                 .map_err(|e| ClientError::Transport(error_chain(&e)))?;
             let status = res.status().as_u16();
+            let retry_after = retry_after(res.headers());
             let bytes = res
                 .into_body()
                 .collect()
                 .await
                 .map_err(|e| ClientError::Transport(error_chain(&e)))?
                 .to_bytes();
-            Ok((status, bytes))
+            Ok((status, bytes, retry_after))
         };
         tokio::time::timeout(timeout, exchange)
             .await
@@ -313,7 +326,7 @@ impl WorkerClient {
         let wait_ms = wait_ms.min(MAX_WAIT_MS);
         let body = json!({"worker_id": self.inner.worker_id, "wait_ms": wait_ms});
         let timeout = self.inner.request_timeout + Duration::from_millis(wait_ms);
-        let (status, bytes) = self
+        let (status, bytes, retry_after) = self
             .post("/v1/leases", body.to_string().into_bytes(), timeout)
             .await?;
         match status {
@@ -326,7 +339,7 @@ impl WorkerClient {
                 Ok(Some(lease))
             }
             204 => Ok(None),
-            _ => Err(ClientError::from_answer(status, &bytes)),
+            _ => Err(ClientError::from_answer(status, &bytes, retry_after)),
         }
     }
 
@@ -339,7 +352,7 @@ impl WorkerClient {
         }
         spool::check_lease_id(&lease.lease_id)?;
         let body = json!({"worker_id": self.inner.worker_id});
-        let (status, bytes) = self
+        let (status, bytes, retry_after) = self
             .post(
                 &format!("/v1/leases/{}/heartbeat", lease.lease_id),
                 body.to_string().into_bytes(),
@@ -348,7 +361,7 @@ impl WorkerClient {
             .await?;
         match status {
             200 => Ok(parse::<Answer>(status, &bytes)?.expires_at),
-            _ => Err(ClientError::from_answer(status, &bytes)),
+            _ => Err(ClientError::from_answer(status, &bytes, retry_after)),
         }
     }
 
@@ -448,8 +461,10 @@ impl WorkerClient {
                 .post(&path, body.clone(), self.inner.request_timeout)
                 .await
             {
-                Ok((200, bytes)) => parse::<Ack>(200, &bytes),
-                Ok((status, bytes)) => Err(ClientError::from_answer(status, &bytes)),
+                Ok((200, bytes, _)) => parse::<Ack>(200, &bytes),
+                Ok((status, bytes, retry_after)) => {
+                    Err(ClientError::from_answer(status, &bytes, retry_after))
+                }
                 Err(e) => Err(e),
             };
             match outcome {
@@ -470,7 +485,7 @@ impl WorkerClient {
                             last: Box::new(e),
                         });
                     }
-                    let delay = policy.delay(attempt);
+                    let delay = policy.delay_after(attempt, &e);
                     tracing::info!(lease_id = %entry.lease_id, action = entry.action.as_str(), code = e.code(), attempt, ?delay, "delivery failed, retrying: {e}");
                     tokio::time::sleep(delay).await;
                 }
@@ -487,6 +502,12 @@ impl WorkerClient {
             tracing::warn!(file = %file.display(), "could not remove a delivered spool file: {e}");
         }
     }
+}
+
+/// `Retry-After` in delta-seconds (the form Muster sends); an HTTP date or garbage is ignored.
+fn retry_after(headers: &hyper::HeaderMap) -> Option<Duration> {
+    let value = headers.get(hyper::header::RETRY_AFTER)?.to_str().ok()?;
+    value.trim().parse::<u64>().ok().map(Duration::from_secs)
 }
 
 fn parse<T: serde::de::DeserializeOwned>(status: u16, bytes: &[u8]) -> Result<T, ClientError> {
@@ -510,6 +531,65 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn unavailable(retry_after: Option<Duration>) -> ClientError {
+        ClientError::Unavailable {
+            status: 503,
+            code: Some("E_UNAVAILABLE".into()),
+            message: "down".into(),
+            retry_after,
+        }
+    }
+
+    fn fast_policy() -> RetryPolicy {
+        RetryPolicy {
+            base: Duration::from_millis(10),
+            factor: 2,
+            cap: Duration::from_secs(5),
+            max_attempts: None,
+        }
+    }
+
+    #[test]
+    fn a_retry_after_longer_than_the_backoff_is_waited_out() {
+        let delay = fast_policy().delay_after(1, &unavailable(Some(Duration::from_secs(2))));
+        assert_eq!(delay, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_retry_after_beyond_the_cap_waits_the_cap() {
+        let delay = fast_policy().delay_after(1, &unavailable(Some(Duration::from_secs(3600))));
+        assert_eq!(delay, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn without_a_retry_after_the_backoff_stays_within_its_bounds() {
+        let delay = fast_policy().delay_after(1, &unavailable(None));
+        assert!(delay >= Duration::from_millis(5) && delay <= Duration::from_millis(10));
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_and_anything_else_is_ignored() {
+        let read = |v: &str| {
+            let mut h = hyper::HeaderMap::new();
+            h.insert(hyper::header::RETRY_AFTER, v.parse().unwrap());
+            retry_after(&h)
+        };
+        assert_eq!(
+            [
+                read("1"),
+                read(" 30 "),
+                read("Wed, 21 Oct 2015 07:28:00 GMT"),
+                read("-1")
+            ],
+            [
+                Some(Duration::from_secs(1)),
+                Some(Duration::from_secs(30)),
+                None,
+                None
+            ]
+        );
+    }
 
     #[test]
     fn backoff_grows_by_the_factor_and_stays_within_jitter_and_cap() {
