@@ -278,6 +278,7 @@ mod tests {
                 status: 503,
                 code: None,
                 message: String::new(),
+                retry_after: None,
             }),
         };
         assert_eq!(error_status(&e), "503");
