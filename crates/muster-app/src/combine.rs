@@ -87,6 +87,11 @@ impl<K: Hash + Eq + Copy, R, A> Combiner<K, R, A> {
         let mut batch = Vec::new();
         let mut rest = VecDeque::with_capacity(lane.queue.len());
         while let Some(waiting) = lane.queue.pop_front() {
+            if waiting.answer.is_closed() {
+                // Its caller is gone (hung up, timed out): writing it would lease items nobody
+                // receives, or complete what the worker will deliver again anyway.
+                continue;
+            }
             // The first is always taken, so that a queue is never left without a drainer.
             let picked = pick(&waiting.req);
             if batch.is_empty() || picked {
@@ -177,6 +182,14 @@ impl<K: Hash + Eq + Copy, R, A> Drop for DrainGuard<'_, K, R, A> {
 mod tests {
     use super::*;
 
+    /// Submits `reqs` on lane 1 and keeps their receivers open (a closed one is dropped).
+    fn submit_all<A>(
+        c: &Combiner<u8, u32, A>,
+        reqs: impl IntoIterator<Item = u32>,
+    ) -> Vec<oneshot::Receiver<A>> {
+        reqs.into_iter().map(|r| c.submit(1, r).0).collect()
+    }
+
     fn take_all<R, A>(c: &Combiner<u8, R, A>) -> Option<Vec<Waiting<R, A>>> {
         c.next_batch(1, |_| true)
     }
@@ -204,9 +217,7 @@ mod tests {
     #[test]
     fn a_batch_takes_every_queued_request_in_order() {
         let c: Combiner<u8, u32, u32> = Combiner::new(1);
-        for i in 0..3 {
-            c.submit(1, i);
-        }
+        let _held = submit_all(&c, 0..3);
         let batch: Vec<u32> = take_all(&c).unwrap().iter().map(|w| w.req).collect();
         assert_eq!(batch, [0, 1, 2]);
     }
@@ -214,9 +225,7 @@ mod tests {
     #[test]
     fn requests_pick_refuses_stay_queued_for_the_next_batch_in_order() {
         let c: Combiner<u8, u32, u32> = Combiner::new(1);
-        for i in [1, 2, 1, 3, 1] {
-            c.submit(1, i);
-        }
+        let _held = submit_all(&c, [1, 2, 1, 3, 1]);
         let mut seen = std::collections::HashSet::new();
         let first: Vec<u32> = c
             .next_batch(1, |r| seen.insert(*r))
@@ -267,9 +276,7 @@ mod tests {
     #[test]
     fn requeued_requests_lead_the_next_batch_in_their_order() {
         let c: Combiner<u8, u32, u32> = Combiner::new(1);
-        for i in 0..4 {
-            c.submit(1, i);
-        }
+        let _held = submit_all(&c, 0..4);
         let mut guard = DrainGuard::new(&c, 1);
         let mut first = guard.next_batch(|r| *r < 3).unwrap();
         let again: Vec<_> = first.drain(1..).collect();
@@ -281,6 +288,16 @@ mod tests {
             .map(|w| w.req)
             .collect();
         assert_eq!(next, [1, 2, 3]);
+    }
+
+    #[test]
+    fn requests_whose_caller_is_gone_are_dropped_not_batched() {
+        let c: Combiner<u8, u32, u32> = Combiner::new(1);
+        let (gone, _) = c.submit(1, 10);
+        let (_kept, _) = c.submit(1, 11);
+        drop(gone);
+        let batch: Vec<u32> = take_all(&c).unwrap().iter().map(|w| w.req).collect();
+        assert_eq!(batch, [11]);
     }
 
     #[test]

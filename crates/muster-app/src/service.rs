@@ -357,6 +357,11 @@ impl Muster {
         } else {
             self.write_leased(tx, kind, &leased, now).await?;
         }
+        if leased.truncated {
+            // It held leasable rows it did not lease: requests that skipped them meanwhile
+            // must look again now, not at the next recheck.
+            self.signal.notify(kind);
+        }
         Ok((leased.granted, leased.truncated))
     }
 
@@ -717,6 +722,9 @@ impl Muster {
             Some(kind) if !wants.is_empty() => {
                 let leased = self.lease_in(tx.as_mut(), kind, &wants, actor, now).await?;
                 self.write_leased(tx, kind, &leased, now).await?;
+                if leased.truncated {
+                    self.signal.notify(kind);
+                }
                 for (i, granted) in wanted_by.into_iter().zip(leased.granted) {
                     next_leases[i] = granted.into_iter().next();
                 }
@@ -793,6 +801,7 @@ impl Muster {
         for n in &req.next {
             require_object(&n.payload, "next[].payload")?;
         }
+        require_storable(&req.result, "result")?;
         let mut children = Vec::with_capacity(req.next.len());
         for n in req.next {
             let priority = n.priority.unwrap_or(item.priority);
@@ -1129,11 +1138,32 @@ fn check_worker_id(worker_id: &str) -> Result<(), AppError> {
 
 fn require_object(v: &Value, field: &str) -> Result<(), AppError> {
     if v.is_object() {
-        Ok(())
+        require_storable(v, field)
     } else {
         Err(AppError::BadRequest(format!(
             "{field} must be a JSON object"
         )))
+    }
+}
+
+/// PostgreSQL's `jsonb` cannot hold U+0000 (valid JSON, refused by the database): such a
+/// document is the caller's error, answered 400 before any write (and so never fails the
+/// other requests of a group commit).
+fn require_storable(v: &Value, field: &str) -> Result<(), AppError> {
+    fn has_nul(v: &Value) -> bool {
+        match v {
+            Value::String(s) => s.contains('\0'),
+            Value::Array(a) => a.iter().any(has_nul),
+            Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+            Value::Null | Value::Bool(_) | Value::Number(_) => false,
+        }
+    }
+    if has_nul(v) {
+        Err(AppError::BadRequest(format!(
+            "{field} must not contain U+0000 (\\u0000): Logbook cannot store it"
+        )))
+    } else {
+        Ok(())
     }
 }
 

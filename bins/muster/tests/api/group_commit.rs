@@ -314,3 +314,32 @@ async fn concurrent_completions_with_lease_next_lease_to_the_worker_of_each_comp
     }
     assert_eq!(mismatched, 0);
 }
+
+#[tokio::test]
+async fn a_result_with_u0000_is_a_bad_request_and_fails_none_of_its_group() {
+    let (app, leases) = leased_by_n_workers(8).await;
+    let answers = all_at_once(&app, 8, |app, i| {
+        let result = if i == 3 {
+            json!({"s": "a\u{0}b"})
+        } else {
+            json!({ "n": i })
+        };
+        complete(app, lease_id(&leases[i]), result)
+    })
+    .await;
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status.as_u16()).collect();
+    assert_eq!(statuses, [200, 200, 200, 400, 200, 200, 200, 200]);
+}
+
+#[tokio::test]
+async fn a_payload_with_u0000_in_a_key_is_a_bad_request() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .post(
+            "/v1/items",
+            "operator",
+            json!({"kind": "trawl", "priority": "normal", "payload": {"a\u{0}": 1}}),
+        )
+        .await;
+    assert_eq!((r.status.as_u16(), r.code()), (400, "E_BAD_REQUEST"));
+}
