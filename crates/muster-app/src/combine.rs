@@ -73,6 +73,17 @@ impl<K: Hash + Eq + Copy, R, A> Combiner<K, R, A> {
         (receiver, start)
     }
 
+    /// Queues `req` on `key`'s lane and waits for its answer; `start_drainer` is called when
+    /// the lane needs one more drainer (which must then drain it through a [`DrainGuard`]).
+    /// `None` when the request went unanswered (its drainer died).
+    pub(crate) async fn call(&self, key: K, req: R, start_drainer: impl FnOnce()) -> Option<A> {
+        let (answer, start) = self.submit(key, req);
+        if start {
+            start_drainer();
+        }
+        answer.await.ok()
+    }
+
     /// The next batch for a drainer of `key`'s lane: the queued requests `pick` accepts, in
     /// queue order (the others stay queued, in order). `pick` sees every queued request; the
     /// first is taken even when it refuses it. `None` when there is nothing left, and

@@ -282,23 +282,24 @@ impl Muster {
             worker_id: worker_id.to_owned(),
             max,
         };
-        let (answer, start) = self.leases.submit(actor, want);
-        if start {
+        let drain = || {
             let this = self.clone();
             tokio::spawn(async move { this.drain_leases(actor).await });
-        }
-        answer
+        };
+        self.leases
+            .call(actor, want, drain)
             .await
-            .unwrap_or_else(|_| Err(AppError::Internal("a lease request went unanswered".into())))
+            .unwrap_or_else(|| Err(AppError::Internal("a lease request went unanswered".into())))
     }
 
     /// A drainer of `actor`'s lease lane: batches of queued lease requests, at most
     /// `MAX_BATCH` items asked for in all.
     async fn drain_leases(self, actor: Principal) {
+        // The guard first: whatever ends this drainer, its place in the lane is given back.
+        let mut guard = DrainGuard::new(&*self.leases, actor);
         let Some(kind) = actor.worker_kind() else {
             return;
         };
-        let mut guard = DrainGuard::new(&*self.leases, actor);
         loop {
             let mut asked = 0;
             let Some(batch) = guard.next_batch(|w| {
@@ -527,14 +528,14 @@ impl Muster {
             req,
             lease_next,
         };
-        let (answer, start) = self.completions.submit(actor, completion);
-        if start {
+        let drain = || {
             let this = self.clone();
             tokio::spawn(async move { this.drain_completions(actor).await });
-        }
-        answer
+        };
+        self.completions
+            .call(actor, completion, drain)
             .await
-            .unwrap_or_else(|_| Err(AppError::Internal("a completion went unanswered".into())))
+            .unwrap_or_else(|| Err(AppError::Internal("a completion went unanswered".into())))
     }
 
     /// A drainer of `actor`'s completion lane: batches of queued completions, no lease twice
