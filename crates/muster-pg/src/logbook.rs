@@ -1,5 +1,7 @@
 //! [`PgLogbook`]: the `Logbook` and `LogbookTx` ports on PostgreSQL.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use async_trait::async_trait;
 use deadpool_postgres::{Object, Pool};
 use futures_util::FutureExt;
@@ -393,6 +395,8 @@ struct Deferred {
 enum Answer {
     Rows(Vec<Row>),
     Done,
+    /// Not sent, because an earlier statement of the pipeline failed before it was sent.
+    Withheld,
 }
 
 /// One transaction on one pooled connection. Dropped without `commit`, it is rolled back before
@@ -431,16 +435,44 @@ impl PgTx {
             .iter()
             .map(|d| d.params.iter().map(|p| p.as_ref() as _).collect())
             .collect();
+        // Set when a statement of this pipeline fails before it was sent: the driver encodes
+        // the parameters on a statement's first poll and answers an error right there, without
+        // sending it (a Rust value that does not fit the statement's parameter type). The
+        // server never hears of that statement, so the transaction is not aborted and a COMMIT
+        // behind it would commit the transaction without that write.
+        let unsent = AtomicBool::new(false);
+        let unsent = &unsent;
         let mut sent: Vec<BoxFuture<'_, Result<Answer, tokio_postgres::Error>>> =
             Vec::with_capacity(deferred.len() + 2);
         if let Some(begin) = &begin {
             sent.push(async move { c.execute(begin, &[]).await.map(|_| Answer::Done) }.boxed());
         }
         for (d, p) in deferred.iter().zip(&params) {
-            sent.push(async move { c.execute(&d.stmt, p).await.map(|_| Answer::Done) }.boxed());
+            sent.push(
+                async move {
+                    let answer = c.execute(&d.stmt, p).await.map(|_| Answer::Done);
+                    if answer.is_err() {
+                        unsent.store(true, Ordering::Relaxed);
+                    }
+                    answer
+                }
+                .boxed(),
+            );
         }
         if let Some((stmt, p)) = last {
-            sent.push(async move { c.query(stmt, p).await.map(Answer::Rows) }.boxed());
+            sent.push(
+                async move {
+                    // First polled after every earlier statement's first poll (join_all polls
+                    // in order): a write that failed unsent has set the flag by now, and one
+                    // that failed in the server has not, but then the server aborted the
+                    // transaction and answers this statement (or COMMIT) accordingly.
+                    if unsent.load(Ordering::Relaxed) {
+                        return Ok(Answer::Withheld);
+                    }
+                    c.query(stmt, p).await.map(Answer::Rows)
+                }
+                .boxed(),
+            );
         }
         // From the first poll on, BEGIN may be on the wire even if this future is dropped: the
         // guard must roll back from here on.
@@ -468,7 +500,9 @@ impl PgTx {
         match last {
             Some(Ok(Answer::Rows(rows))) => Ok(rows),
             Some(Err(e)) => Err(store_err(e)),
-            Some(Ok(Answer::Done)) | None => Err(internal("pipeline lost its last answer")),
+            Some(Ok(Answer::Done | Answer::Withheld)) | None => {
+                Err(internal("pipeline lost its last answer"))
+            }
         }
     }
 
@@ -1054,9 +1088,16 @@ impl LogbookTx for PgTx {
             .await
             .map_err(store_err)?;
         let mut answers = self.pipeline(Some((&commit, &[]))).await?;
-        let client = self.client.take().expect("committed twice");
         let committed = answers.pop();
         let first_error = answers.into_iter().find_map(Result::err);
+        if let Some(Ok(Answer::Withheld)) = committed {
+            // A write never reached the server: no COMMIT was sent, and dropping `self` rolls
+            // the transaction back before the connection is used again.
+            return Err(first_error
+                .map(store_err)
+                .unwrap_or_else(|| internal("COMMIT withheld without a failed write")));
+        }
+        let client = self.client.take().expect("committed twice");
         match committed {
             // A statement of the pipeline failed: the transaction was aborted and the COMMIT
             // answered ROLLBACK. The connection is out of the transaction and usable.
@@ -1165,5 +1206,67 @@ impl muster_app::ports::Readiness for PgLogbook {
                 Ok(())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Param, PgLogbook, PgTx};
+    use muster_app::ports::LogbookTx;
+
+    async fn tx_on(logbook: &PgLogbook) -> PgTx {
+        PgTx {
+            client: Some(logbook.pool().get().await.expect("connection")),
+            begun: false,
+            deferred: Vec::new(),
+        }
+    }
+
+    /// A table of its own, and a transaction that defers a write to it and then one whose
+    /// parameter cannot be encoded for its column (an `int4` for a `text`).
+    async fn unencodable_write_before_commit() -> (muster_testkit::TestDb, PgTx) {
+        let db = muster_testkit::fresh_db().await;
+        db.client()
+            .await
+            .batch_execute("CREATE TABLE core.pipeline_probe (v text NOT NULL)")
+            .await
+            .expect("create table");
+        let logbook = PgLogbook::new(db.pool());
+        let mut tx = tx_on(&logbook).await;
+        let first: Vec<Param> = vec![Box::new("written first".to_owned())];
+        tx.defer("INSERT INTO core.pipeline_probe (v) VALUES ($1)", first)
+            .await
+            .expect("defer");
+        let unencodable: Vec<Param> = vec![Box::new(7_i32)];
+        tx.defer(
+            "INSERT INTO core.pipeline_probe (v) VALUES ($1)",
+            unencodable,
+        )
+        .await
+        .expect("defer");
+        (db, tx)
+    }
+
+    #[tokio::test]
+    async fn a_commit_behind_a_write_that_could_not_be_sent_reports_the_error() {
+        let (_db, tx) = unencodable_write_before_commit().await;
+        let err = Box::new(tx).commit().await.expect_err("the commit fails");
+        assert!(
+            err.to_string().contains("error serializing parameter 0"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_commit_behind_a_write_that_could_not_be_sent_commits_nothing() {
+        let (db, tx) = unencodable_write_before_commit().await;
+        let _ = Box::new(tx).commit().await;
+        let rows = db
+            .client()
+            .await
+            .query_one("SELECT count(*) FROM core.pipeline_probe", &[])
+            .await
+            .expect("count");
+        assert_eq!(rows.get::<_, i64>(0), 0);
     }
 }
