@@ -563,6 +563,8 @@ impl Muster {
                     .completion_group_requests
                     .add(kind, reqs.len() as u64);
             }
+            // Kept to complete one by one if the group fails for a reason of its own.
+            let alone = (reqs.len() > 1).then(|| (reqs.clone(), nexts.clone()));
             match self.complete_batch(actor, reqs, nexts).await {
                 Ok((results, next_leases)) => {
                     for ((answer, result), next) in
@@ -573,12 +575,45 @@ impl Muster {
                         let _ = answer.send(result.map(|done| (done, next)));
                     }
                 }
-                Err(e) => {
+                // Logbook unreachable: every request of the group gets the same 503 (and
+                // retries); trying them one by one would only wait for it again.
+                Err(e) if matches!(e, AppError::Unavailable) || alone.is_none() => {
                     for answer in answers {
                         let _ = answer.send(Err(e.clone()));
                     }
                 }
+                Err(e) => {
+                    // Nothing of the group was written. The failure may belong to one request
+                    // (a body the database refuses): each is completed alone, so that it fails
+                    // none of the others.
+                    tracing::warn!(
+                        requests = answers.len(),
+                        error = %e,
+                        code = e.code(),
+                        "a completion group failed; completing its requests one by one"
+                    );
+                    let (reqs, nexts) = alone.unwrap_or_default();
+                    for ((answer, req), next) in answers.into_iter().zip(reqs).zip(nexts) {
+                        let _ = answer.send(self.complete_alone(actor, req, next).await);
+                    }
+                }
             }
+        }
+    }
+
+    /// One completion in a transaction of its own.
+    async fn complete_alone(
+        &self,
+        actor: Principal,
+        req: (LeaseId, CompleteRequest),
+        lease_next: Option<Option<String>>,
+    ) -> CompletionAnswer {
+        let (mut results, mut next_leases) = self
+            .complete_batch(actor, vec![req], vec![lease_next])
+            .await?;
+        match (results.pop(), next_leases.pop()) {
+            (Some(result), Some(next)) => result.map(|done| (done, next)),
+            _ => Err(AppError::Internal("a completion went unanswered".into())),
         }
     }
 

@@ -343,3 +343,57 @@ async fn a_payload_with_u0000_in_a_key_is_a_bad_request() {
         .await;
     assert_eq!((r.status.as_u16(), r.code()), (400, "E_BAD_REQUEST"));
 }
+
+/// Makes PostgreSQL refuse (with a non-transient error) any item update whose result holds
+/// the key `poison`: a body the checks before the database let through but the database
+/// refuses.
+async fn refuse_poisoned_results(app: &TestApp) {
+    app.db
+        .client()
+        .await
+        .batch_execute(
+            "CREATE FUNCTION core.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN RAISE EXCEPTION 'poisoned result refused'; END $$;
+             CREATE TRIGGER refuse_poison BEFORE UPDATE ON core.items
+               FOR EACH ROW WHEN (NEW.result ? 'poison') EXECUTE FUNCTION core.refuse_poison();",
+        )
+        .await
+        .unwrap();
+}
+
+async fn eight_completions_one_poisoned() -> (Arc<TestApp>, Vec<Resp>) {
+    let (app, leases) = leased_by_n_workers(8).await;
+    refuse_poisoned_results(&app).await;
+    let answers = all_at_once(&app, 8, |app, i| {
+        let result = if i == 3 {
+            json!({ "poison": true })
+        } else {
+            json!({ "n": i })
+        };
+        complete(app, lease_id(&leases[i]), result)
+    })
+    .await;
+    (app, answers)
+}
+
+#[tokio::test]
+async fn a_completion_the_database_refuses_fails_only_itself_not_its_group() {
+    let (_app, answers) = eight_completions_one_poisoned().await;
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status.as_u16()).collect();
+    assert_eq!(statuses, [200, 200, 200, 500, 200, 200, 200, 200]);
+}
+
+#[tokio::test]
+async fn the_group_mates_of_a_refused_completion_are_written_with_their_ledger_rows() {
+    let (app, _answers) = eight_completions_one_poisoned().await;
+    assert_eq!(
+        (
+            app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'done'")
+                .await,
+            app.scalar_i64("SELECT count(*) FROM core.ledger WHERE event = 'completed'")
+                .await,
+        ),
+        (7, 7)
+    );
+    app.verify_ledger().await;
+}
