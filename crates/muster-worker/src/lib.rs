@@ -45,6 +45,17 @@
 //! (a rotated ServiceAccount token, a TokenReview outage) and the spooled result is still good.
 //! Call [`WorkerClient::redeliver_spool`] on start: it delivers every spool file, oldest first.
 //!
+//! # Batches
+//!
+//! [`WorkerClient::lease_many`] leases up to [`MAX_BATCH`] items in one call;
+//! [`WorkerClient::complete_many`] completes many leases in one request and one transaction
+//! (`POST /v1/completions`). Each entry is spooled exactly as its single `complete` would be
+//! (`<lease_id>.complete.json`, all with one directory fsync), so a batch that cannot be
+//! delivered is redelivered entry by entry by [`WorkerClient::redeliver_spool`], and the
+//! server treats a batch entry and its single redelivery as the same completion (a replay).
+//! [`WorkerClient::complete_and_lease`] completes and takes the next lease in one round trip
+//! ([`Ack::next_lease`]). docs/batching.md has the protocol.
+//!
 //! # Heartbeats
 //!
 //! [`Lease::keepalive`] spawns a task that heartbeats every `heartbeat_ms` until the
@@ -76,6 +87,10 @@ pub use spool::{Action, SpoolEntry};
 
 /// The longest long poll the contract allows.
 pub const MAX_WAIT_MS: u64 = 30_000;
+
+/// The most leases one `lease_many` asks for, and the most completions one `complete_many`
+/// sends (docs/batching.md).
+pub const MAX_BATCH: usize = 256;
 
 /// A leased item: `POST /v1/leases` 200.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,6 +151,36 @@ pub struct Ack {
     /// `fail` with a re-queue only.
     #[serde(default)]
     pub not_before: Option<String>,
+    /// [`WorkerClient::complete_and_lease`] only: the lease granted in the same transaction
+    /// (`None`: nothing was leasable at that moment, or the completion was redelivered from
+    /// the spool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_lease: Option<Lease>,
+}
+
+/// One completion of a batch ([`WorkerClient::complete_many`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Completion {
+    pub lease_id: String,
+    pub result: Value,
+    pub next: Vec<NextStep>,
+}
+
+impl Completion {
+    /// Completes `lease` with `result` and the `next` pipeline steps.
+    pub fn new(lease: &Lease, result: Value, next: Vec<NextStep>) -> Self {
+        Completion {
+            lease_id: lease.lease_id.clone(),
+            result,
+            next,
+        }
+    }
+
+    /// The body of the single `complete` call: what is spooled, and what the server hashes for
+    /// idempotency (a batch entry and a single delivery of it are the same completion).
+    fn body(&self) -> Value {
+        json!({"result": self.result, "next": self.next})
+    }
 }
 
 /// Backoff of deliveries: `base * factor^(n-1)`, capped, with jitter (half fixed, half random).
@@ -323,21 +368,61 @@ impl WorkerClient {
     /// Leases one item, waiting up to `wait_ms` (capped at 30 000) for one to become leasable;
     /// `None` when nothing did (204). Not retried: call it in the worker's loop.
     pub async fn lease(&self, wait_ms: u64) -> Result<Option<Lease>, ClientError> {
+        match self.lease_call(wait_ms, None).await? {
+            Some((status, bytes)) => Ok(Some(checked_lease(status, parse(status, &bytes)?)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Leases up to `max` items (1 to [`MAX_BATCH`]) in one transaction, waiting up to
+    /// `wait_ms` for at least one; empty when none became leasable. The server may answer
+    /// fewer than `max` although more are queued (its payload budget per answer): ask again.
+    /// Each lease is a lease of its own (heartbeat, complete or fail each one). Not retried.
+    pub async fn lease_many(&self, max: usize, wait_ms: u64) -> Result<Vec<Lease>, ClientError> {
+        #[derive(Deserialize)]
+        struct Answer {
+            leases: Vec<Lease>,
+        }
+        if !(1..=MAX_BATCH).contains(&max) {
+            return Err(ClientError::InvalidArgument(format!(
+                "max {max} is outside 1..={MAX_BATCH}"
+            )));
+        }
+        match self.lease_call(wait_ms, Some(max)).await? {
+            Some((status, bytes)) => {
+                let leases = parse::<Answer>(status, &bytes)?.leases;
+                if leases.is_empty() || leases.len() > max {
+                    return Err(ClientError::BadResponse {
+                        status,
+                        detail: format!("{} leases answered for max {max}", leases.len()),
+                    });
+                }
+                leases
+                    .into_iter()
+                    .map(|lease| checked_lease(status, lease))
+                    .collect()
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// `POST /v1/leases`: the 200 answer's status and body, `None` for 204.
+    async fn lease_call(
+        &self,
+        wait_ms: u64,
+        max: Option<usize>,
+    ) -> Result<Option<(u16, Bytes)>, ClientError> {
         let wait_ms = wait_ms.min(MAX_WAIT_MS);
-        let body = json!({"worker_id": self.inner.worker_id, "wait_ms": wait_ms});
+        let mut body = json!({"worker_id": self.inner.worker_id, "wait_ms": wait_ms});
+        if let Some(max) = max {
+            body["max"] = json!(max);
+        }
         let timeout = self.inner.request_timeout + Duration::from_millis(wait_ms);
         let (status, bytes, retry_after) = self
             .post("/v1/leases", body.to_string().into_bytes(), timeout)
             .await?;
         match status {
-            200 => {
-                let lease: Lease = parse(status, &bytes)?;
-                spool::check_lease_id(&lease.lease_id).map_err(|_| ClientError::BadResponse {
-                    status,
-                    detail: format!("lease id {:?} is not [A-Za-z0-9_-]", lease.lease_id),
-                })?;
-                Ok(Some(lease))
-            }
+            200 => Ok(Some((status, bytes))),
             204 => Ok(None),
             _ => Err(ClientError::from_answer(status, &bytes, retry_after)),
         }
@@ -373,9 +458,105 @@ impl WorkerClient {
         result: Value,
         next: Vec<NextStep>,
     ) -> Result<Ack, ClientError> {
-        let body = json!({"result": result, "next": next});
-        self.spool_and_deliver(&lease.lease_id, Action::Complete, body)
+        let body = Completion::new(lease, result, next).body();
+        self.spool_and_deliver(&lease.lease_id, Action::Complete, body, false)
             .await
+    }
+
+    /// [`complete`](Self::complete), and in the same round trip and transaction a new lease
+    /// for this worker: [`Ack::next_lease`] (`None` when nothing was leasable at that moment;
+    /// fall back to [`lease`](Self::lease)). Spooled like `complete`; a delivery retried
+    /// after a lost answer leases afresh, and a redelivery from the spool leases nothing.
+    pub async fn complete_and_lease(
+        &self,
+        lease: &Lease,
+        result: Value,
+        next: Vec<NextStep>,
+    ) -> Result<Ack, ClientError> {
+        let body = Completion::new(lease, result, next).body();
+        let ack = self
+            .spool_and_deliver(&lease.lease_id, Action::Complete, body, true)
+            .await?;
+        if let Some(next) = &ack.next_lease {
+            checked_lease(200, next.clone())?;
+        }
+        Ok(ack)
+    }
+
+    /// Completes many leases in one request and one transaction (`POST /v1/completions`,
+    /// 1 to [`MAX_BATCH`] entries, at most 1 MiB in all). Every entry is spooled first as
+    /// the single `complete` of its lease (so [`redeliver_spool`](Self::redeliver_spool)
+    /// delivers it alone if this process dies), then the batch is sent until the server
+    /// answers it, with the same retries as single deliveries.
+    ///
+    /// `Ok` holds one answer per entry, in order, each the answer the single call would have
+    /// got (`LeaseLost`, `Conflict`, `Rejected` are final and unspooled like theirs). `Err` is
+    /// the whole batch's failure; its entries then stay spooled — a refusal of the batch as a
+    /// whole (`413 E_TOO_LARGE`: split it) says nothing against any one completion.
+    pub async fn complete_many(
+        &self,
+        completions: &[Completion],
+    ) -> Result<Vec<Result<Ack, ClientError>>, ClientError> {
+        #[derive(Deserialize)]
+        struct Answer {
+            results: Vec<Value>,
+        }
+        if !(1..=MAX_BATCH).contains(&completions.len()) {
+            return Err(ClientError::InvalidArgument(format!(
+                "a batch holds 1 to {MAX_BATCH} completions, not {}",
+                completions.len()
+            )));
+        }
+        let entries = completions
+            .iter()
+            .map(|c| {
+                spool::check_lease_id(&c.lease_id)?;
+                Ok(SpoolEntry {
+                    lease_id: c.lease_id.clone(),
+                    action: Action::Complete,
+                    body: c.body(),
+                })
+            })
+            .collect::<Result<Vec<_>, ClientError>>()?;
+        let dir = self.inner.spool.clone();
+        let to_write = entries.clone();
+        let files = tokio::task::spawn_blocking(move || spool::write_all(&dir, &to_write))
+            .await
+            .map_err(|e| ClientError::Transport(e.to_string()))??;
+        let batch: Vec<Value> = completions
+            .iter()
+            .map(|c| json!({"lease_id": c.lease_id, "result": c.result, "next": c.next}))
+            .collect();
+        let body = json!({ "completions": batch }).to_string().into_bytes();
+        let answer: Answer = self
+            .send_until_answered("/v1/completions", body, "complete_many")
+            .await?;
+        if answer.results.len() != completions.len() {
+            return Err(ClientError::BadResponse {
+                status: 200,
+                detail: format!(
+                    "{} results for {} completions",
+                    answer.results.len(),
+                    completions.len()
+                ),
+            });
+        }
+        let mut done = Vec::new();
+        let mut acks = Vec::with_capacity(completions.len());
+        for ((result, file), c) in answer.results.into_iter().zip(files).zip(completions) {
+            let ack = entry_answer(result, &c.lease_id);
+            match &ack {
+                Ok(_) => done.push(file),
+                Err(e) if e.is_final() => {
+                    tracing::warn!(lease_id = %c.lease_id, code = e.code(), "completion refused for good: {e}");
+                    done.push(file);
+                }
+                Err(_) => {}
+            }
+            acks.push(ack);
+        }
+        self.unspool_all(done).await;
+        Ok(acks)
     }
 
     /// Fails the lease (spooled, then delivered); `retryable` re-queues with backoff.
@@ -388,7 +569,7 @@ impl WorkerClient {
     ) -> Result<Ack, ClientError> {
         let body =
             json!({"error": {"code": error_code, "message": message}, "retryable": retryable});
-        self.spool_and_deliver(&lease.lease_id, Action::Fail, body)
+        self.spool_and_deliver(&lease.lease_id, Action::Fail, body, false)
             .await
     }
 
@@ -402,7 +583,7 @@ impl WorkerClient {
     ) -> Result<Ack, ClientError> {
         let body =
             json!({"worker_digest": digest, "layout": {"signature": signature, "detail": detail}});
-        self.spool_and_deliver(&lease.lease_id, Action::NeedsSubtool, body)
+        self.spool_and_deliver(&lease.lease_id, Action::NeedsSubtool, body, false)
             .await
     }
 
@@ -420,7 +601,7 @@ impl WorkerClient {
                 .await
                 .map_err(|e| ClientError::Transport(e.to_string()));
             let outcome = match entry {
-                Ok(Ok(entry)) => self.deliver(&file, &entry).await,
+                Ok(Ok(entry)) => self.deliver(&file, &entry, false).await,
                 Ok(Err(e)) | Err(e) => Err(e),
             };
             done.push(Redelivery { file, outcome });
@@ -433,6 +614,7 @@ impl WorkerClient {
         lease_id: &str,
         action: Action,
         body: Value,
+        lease_next: bool,
     ) -> Result<Ack, ClientError> {
         spool::check_lease_id(lease_id)?;
         let entry = SpoolEntry {
@@ -445,40 +627,65 @@ impl WorkerClient {
         let file = tokio::task::spawn_blocking(move || spool::write(&dir, &to_write))
             .await
             .map_err(|e| ClientError::Transport(e.to_string()))??;
-        self.deliver(&file, &entry).await
+        self.deliver(&file, &entry, lease_next).await
     }
 
     /// Sends a spooled delivery until acknowledged or finally refused; removes the spool file
-    /// then (and only then).
-    async fn deliver(&self, file: &Path, entry: &SpoolEntry) -> Result<Ack, ClientError> {
+    /// then (and only then). With `lease_next` the request also asks for the next lease (not
+    /// part of what is spooled: a redelivery only completes).
+    async fn deliver(
+        &self,
+        file: &Path,
+        entry: &SpoolEntry,
+        lease_next: bool,
+    ) -> Result<Ack, ClientError> {
         let path = format!("/v1/leases/{}/{}", entry.lease_id, entry.action.as_str());
-        let body = entry.body.to_string().into_bytes();
+        let body = if lease_next {
+            let mut body = entry.body.clone();
+            body["lease_next"] = json!(true);
+            body
+        } else {
+            entry.body.clone()
+        };
+        let outcome = self
+            .send_until_answered::<Ack>(&path, body.to_string().into_bytes(), entry.action.as_str())
+            .await;
+        match &outcome {
+            Ok(_) => self.unspool(file).await,
+            Err(e) if e.is_final() => {
+                tracing::warn!(lease_id = %entry.lease_id, action = entry.action.as_str(), code = e.code(), "delivery refused for good: {e}");
+                self.unspool(file).await;
+            }
+            Err(_) => {}
+        }
+        outcome
+    }
+
+    /// POSTs `body` until the server answers 200 with a `T` (`Ok`), refuses it for good or
+    /// answers something the contract does not (`Err`), or the retry budget runs out
+    /// (`Err(Undelivered)`). Retryable failures wait per the [`RetryPolicy`].
+    async fn send_until_answered<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: Vec<u8>,
+        what: &str,
+    ) -> Result<T, ClientError> {
         let policy = &self.inner.retry;
         let mut attempt = 0u32;
         loop {
             attempt += 1;
             let outcome = match self
-                .post(&path, body.clone(), self.inner.request_timeout)
+                .post(path, body.clone(), self.inner.request_timeout)
                 .await
             {
-                Ok((200, bytes, _)) => parse::<Ack>(200, &bytes),
+                Ok((200, bytes, _)) => parse::<T>(200, &bytes),
                 Ok((status, bytes, retry_after)) => {
                     Err(ClientError::from_answer(status, &bytes, retry_after))
                 }
                 Err(e) => Err(e),
             };
             match outcome {
-                Ok(ack) => {
-                    self.unspool(file).await;
-                    return Ok(ack);
-                }
-                Err(e) if e.is_final() => {
-                    tracing::warn!(lease_id = %entry.lease_id, action = entry.action.as_str(), code = e.code(), "delivery refused for good: {e}");
-                    self.unspool(file).await;
-                    return Err(e);
-                }
-                Err(e) if !e.is_retryable() => return Err(e),
-                Err(e) => {
+                Err(e) if e.is_retryable() => {
                     if policy.max_attempts.is_some_and(|max| attempt >= max) {
                         return Err(ClientError::Undelivered {
                             attempts: attempt,
@@ -486,9 +693,17 @@ impl WorkerClient {
                         });
                     }
                     let delay = policy.delay_after(attempt, &e);
-                    tracing::info!(lease_id = %entry.lease_id, action = entry.action.as_str(), code = e.code(), attempt, ?delay, "delivery failed, retrying: {e}");
+                    tracing::info!(
+                        path,
+                        what,
+                        code = e.code(),
+                        attempt,
+                        ?delay,
+                        "delivery failed, retrying: {e}"
+                    );
                     tokio::time::sleep(delay).await;
                 }
+                answered => return answered,
             }
         }
     }
@@ -496,11 +711,53 @@ impl WorkerClient {
     /// Removes a spool file after an answer; a failure is logged (the redelivery it causes
     /// is answered `replayed` or final, never a duplicate).
     async fn unspool(&self, file: &Path) {
-        let path = file.to_owned();
-        let removed = tokio::task::spawn_blocking(move || spool::remove(&path)).await;
-        if let Ok(Err(e)) | Err(e) = removed.map_err(|e| ClientError::Transport(e.to_string())) {
-            tracing::warn!(file = %file.display(), "could not remove a delivered spool file: {e}");
+        self.unspool_all(vec![file.to_owned()]).await;
+    }
+
+    /// [`unspool`](Self::unspool) for many files, with one directory fsync.
+    async fn unspool_all(&self, files: Vec<PathBuf>) {
+        if files.is_empty() {
+            return;
         }
+        let removed = tokio::task::spawn_blocking(move || spool::remove_all(&files)).await;
+        if let Ok(Err(e)) | Err(e) = removed.map_err(|e| ClientError::Transport(e.to_string())) {
+            tracing::warn!("could not remove delivered spool files: {e}");
+        }
+    }
+}
+
+/// A lease whose id can name a spool file; anything else is a bad answer.
+fn checked_lease(status: u16, lease: Lease) -> Result<Lease, ClientError> {
+    spool::check_lease_id(&lease.lease_id).map_err(|_| ClientError::BadResponse {
+        status,
+        detail: format!("lease id {:?} is not [A-Za-z0-9_-]", lease.lease_id),
+    })?;
+    Ok(lease)
+}
+
+/// One entry of a `POST /v1/completions` answer: `status` 200 with the `complete` answer's
+/// fields, or the single call's error status and `error` object.
+fn entry_answer(entry: Value, lease_id: &str) -> Result<Ack, ClientError> {
+    let bad = |detail: String| ClientError::BadResponse {
+        status: 200,
+        detail: format!("completion of lease {lease_id}: {detail}"),
+    };
+    if entry.get("lease_id").and_then(Value::as_str) != Some(lease_id) {
+        return Err(bad(format!("answered for {:?}", entry.get("lease_id"))));
+    }
+    let status = entry
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+        .ok_or_else(|| bad("no status".into()))?;
+    if status == 200 {
+        serde_json::from_value(entry).map_err(|e| bad(e.to_string()))
+    } else {
+        Err(ClientError::from_answer(
+            status,
+            entry.to_string().as_bytes(),
+            None,
+        ))
     }
 }
 

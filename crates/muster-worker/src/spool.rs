@@ -70,6 +70,22 @@ fn spool_err(path: &Path) -> impl FnOnce(std::io::Error) -> ClientError + '_ {
 
 /// Writes `entry` durably: temp file, fsync, rename into place, fsync the directory.
 pub(crate) fn write(dir: &Path, entry: &SpoolEntry) -> Result<PathBuf, ClientError> {
+    write_all(dir, std::slice::from_ref(entry)).map(|mut paths| paths.remove(0))
+}
+
+/// Writes every entry as [`write`] does, with one directory fsync at the end for all of them.
+/// On an error, the files already renamed into place stay (each is a complete delivery).
+pub(crate) fn write_all(dir: &Path, entries: &[SpoolEntry]) -> Result<Vec<PathBuf>, ClientError> {
+    let paths = entries
+        .iter()
+        .map(|entry| write_file(dir, entry))
+        .collect::<Result<Vec<_>, _>>()?;
+    sync_dir(dir).map_err(spool_err(dir))?;
+    Ok(paths)
+}
+
+/// Temp file, fsync, rename into place; the directory is not synced.
+fn write_file(dir: &Path, entry: &SpoolEntry) -> Result<PathBuf, ClientError> {
     let name = entry.file_name();
     let path = dir.join(&name);
     let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::now_v7()));
@@ -80,8 +96,7 @@ pub(crate) fn write(dir: &Path, entry: &SpoolEntry) -> Result<PathBuf, ClientErr
         f.write_all(&bytes)?;
         f.sync_all()?;
         drop(f);
-        std::fs::rename(&tmp, &path)?;
-        sync_dir(dir)
+        std::fs::rename(&tmp, &path)
     })();
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -90,15 +105,18 @@ pub(crate) fn write(dir: &Path, entry: &SpoolEntry) -> Result<PathBuf, ClientErr
     Ok(path)
 }
 
-/// Removes a delivered (or finally rejected) spool file, durably.
-pub(crate) fn remove(path: &Path) -> Result<(), ClientError> {
-    match std::fs::remove_file(path) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(spool_err(path)(e)),
+/// Removes delivered (or finally rejected) spool files of one directory, durably, with one
+/// directory fsync for all of them.
+pub(crate) fn remove_all(paths: &[PathBuf]) -> Result<(), ClientError> {
+    for path in paths {
+        match std::fs::remove_file(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(spool_err(path)(e)),
+        }
     }
-    match path.parent() {
-        Some(dir) => sync_dir(dir).map_err(spool_err(path)),
+    match paths.first().and_then(|p| p.parent()) {
+        Some(dir) => sync_dir(dir).map_err(spool_err(dir)),
         None => Ok(()),
     }
 }
@@ -173,7 +191,7 @@ mod tests {
         assert_eq!(path, dir.join("0192-abc.needs_subtool.json"));
         assert_eq!(list(&dir).unwrap(), vec![path.clone()]);
         assert_eq!(read(&path).unwrap(), entry);
-        remove(&path).unwrap();
+        remove_all(std::slice::from_ref(&path)).unwrap();
         assert_eq!(list(&dir).unwrap(), Vec::<PathBuf>::new());
         std::fs::remove_dir_all(dir).unwrap();
     }
