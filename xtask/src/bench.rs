@@ -370,6 +370,9 @@ impl ServeArgs<'_> {
                 // Solving is not timed: a low difficulty only keeps the spam scenario's 256
                 // pre-solved challenges quick to make, whatever the default is.
                 .args(["--pow-difficulty", &BENCH_POW_DIFFICULTY.to_string()])
+                // The glibc setting deploy/k8s/deployment.yaml gives the pod, so that the
+                // memory figures are the deployed server's.
+                .env("MALLOC_MMAP_THRESHOLD_", "131072")
                 .stdin(Stdio::null())
                 .stdout(log.try_clone()?)
                 .stderr(log)

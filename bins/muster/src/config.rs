@@ -92,6 +92,13 @@ pub struct Settings {
     #[arg(long, env = "MUSTER_GROUP_COMMITS", default_value_t = 1, global = true,
           value_parser = clap::value_parser!(u16).range(1..=64))]
     pub group_commits: u16,
+    /// Request bodies the server holds at once, in MiB, counted by `Content-Length` on the
+    /// worker, operator and Shipkeeper routes. A request that would go over waits up to 5 s
+    /// for room, then is answered 503 `E_UNAVAILABLE` with `Retry-After`. Handling a body
+    /// takes several times its size (docs/operations.md has the measurement).
+    #[arg(long, env = "MUSTER_INFLIGHT_BODY_MIB", default_value_t = 2, global = true,
+          value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub inflight_body_mib: u16,
     /// Log format.
     #[arg(
         long,
@@ -163,6 +170,7 @@ impl Settings {
             ownership_map: None,
             lease_ttl_ms: 30_000,
             group_commits: 1,
+            inflight_body_mib: 2,
             log_format: LogFormat::Json,
             pipeline: None,
             feed: muster_app::feed::FeedSettings::default(),

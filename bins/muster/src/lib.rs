@@ -195,6 +195,10 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         http_metrics: muster_http::metrics::HttpMetrics::default(),
         auth,
         readiness: Arc::new(logbook.clone()),
+        body_budget: muster_http::BodyBudget::new(
+            u64::from(settings.inflight_body_mib) * 1024 * 1024,
+            settings.server.body_wait,
+        ),
     };
     Ok(App {
         state,

@@ -5,6 +5,7 @@
 //! every error to a status and an `E_…` code ([`error`]), and the server loop with header-read
 //! timeout and graceful shutdown ([`server`]). It knows nothing of SQL.
 
+pub mod budget;
 pub mod dev_web;
 mod edits;
 pub mod error;
@@ -14,5 +15,6 @@ mod routes;
 pub mod server;
 mod sse;
 
+pub use budget::BodyBudget;
 pub use routes::{AppState, router};
 pub use server::{ServerSettings, serve};

@@ -342,6 +342,12 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
         "HTTP request latency by route",
         s.http_metrics.latency.clone(),
     );
+    registry.register(
+        "muster_http_body_budget_refusals",
+        "Requests answered 503 because the request bodies in flight filled the body budget \
+         (--inflight-body-mib) for longer than the wait",
+        s.body_budget.refused.clone(),
+    );
     registry.register_collector(Box::new(snapshot));
     let mut body = String::new();
     if prometheus_client::encoding::text::encode(&mut body, &registry).is_err() {

@@ -31,6 +31,8 @@ pub struct AppState {
     pub http_metrics: crate::metrics::HttpMetrics,
     pub auth: Arc<dyn Authenticator>,
     pub readiness: Arc<dyn Readiness>,
+    /// Request bodies in flight on the cluster-private routes ([`crate::budget`]).
+    pub body_budget: crate::budget::BodyBudget,
 }
 
 /// The whole HTTP surface of Muster.
@@ -53,6 +55,12 @@ pub fn router(state: AppState) -> Router {
             axum::routing::put(report_digest),
         )
         .route("/v1/health", post(report_health))
+        // Only the routes above count their bodies against the budget (route_layer wraps
+        // the routes added so far): the public edit routes below cut theirs at 4 KiB.
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.body_budget.clone(),
+            crate::budget::hold,
+        ))
         .route("/v1/queues", get(queues))
         .route("/v1/edits/challenge", post(crate::edits::challenge))
         .route(

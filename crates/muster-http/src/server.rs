@@ -31,6 +31,9 @@ pub struct ServerSettings {
     /// carries `Connection: close` for this long, so that busy keep-alive clients close their
     /// connections themselves instead of racing a request against the server's close.
     pub lame_duck: Duration,
+    /// How long a request waits for room in the body budget before it is answered 503
+    /// ([`crate::budget`]).
+    pub body_wait: Duration,
     /// Development only: a directory served under `/dev/web/` ([`crate::dev_web`]); `None`
     /// (the default) means no such route.
     pub dev_web_dir: Option<std::path::PathBuf>,
@@ -43,6 +46,7 @@ impl Default for ServerSettings {
             request_timeout: Duration::from_secs(45),
             drain_timeout: Duration::from_secs(25),
             lame_duck: Duration::from_secs(1),
+            body_wait: Duration::from_secs(5),
             dev_web_dir: None,
         }
     }

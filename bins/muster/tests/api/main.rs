@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod batch;
+mod budget;
 mod edits;
 mod feed;
 mod group_commit;
