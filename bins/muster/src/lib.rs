@@ -198,6 +198,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         body_budget: muster_http::BodyBudget::new(
             u64::from(settings.inflight_body_mib) * 1024 * 1024,
             settings.server.body_wait,
+            settings.server.body_read_deadline,
         ),
     };
     Ok(App {

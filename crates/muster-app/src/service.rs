@@ -565,8 +565,8 @@ impl Muster {
             }
             // Kept to complete one by one if the group fails for a reason of its own.
             let alone = (reqs.len() > 1).then(|| (reqs.clone(), nexts.clone()));
-            match self.complete_batch(actor, reqs, nexts).await {
-                Ok((results, next_leases)) => {
+            match (self.complete_batch(actor, reqs, nexts).await, alone) {
+                (Ok((results, next_leases)), _) => {
                     for ((answer, result), next) in
                         answers.into_iter().zip(results).zip(next_leases)
                     {
@@ -575,30 +575,55 @@ impl Muster {
                         let _ = answer.send(result.map(|done| (done, next)));
                     }
                 }
-                // Logbook unreachable: every request of the group gets the same 503 (and
-                // retries); trying them one by one would only wait for it again.
-                Err(e) if matches!(e, AppError::Unavailable) || alone.is_none() => {
+                (Err(e), Some((reqs, nexts))) if splits(&e) => {
+                    let open: Vec<bool> = answers.iter().map(|a| !a.is_closed()).collect();
+                    let redone = self
+                        .complete_each_alone(actor, &e, reqs, nexts, |i| open[i])
+                        .await;
+                    for (answer, result) in answers.into_iter().zip(redone) {
+                        if let Some(result) = result {
+                            let _ = answer.send(result);
+                        }
+                    }
+                }
+                // Logbook unreachable (every request of the group gets the same 503 and
+                // retries; trying them one by one would only wait for it again), or a group
+                // of one.
+                (Err(e), _) => {
                     for answer in answers {
                         let _ = answer.send(Err(e.clone()));
                     }
                 }
-                Err(e) => {
-                    // Nothing of the group was written. The failure may belong to one request
-                    // (a body the database refuses): each is completed alone, so that it fails
-                    // none of the others.
-                    tracing::warn!(
-                        requests = answers.len(),
-                        error = %e,
-                        code = e.code(),
-                        "a completion group failed; completing its requests one by one"
-                    );
-                    let (reqs, nexts) = alone.unwrap_or_default();
-                    for ((answer, req), next) in answers.into_iter().zip(reqs).zip(nexts) {
-                        let _ = answer.send(self.complete_alone(actor, req, next).await);
-                    }
-                }
             }
         }
+    }
+
+    /// After a shared completion transaction failed with `error` (nothing of it written):
+    /// each completion `wanted` (by index) in a transaction of its own, so that one the
+    /// database refuses fails only itself; `None` for one not wanted.
+    async fn complete_each_alone(
+        &self,
+        actor: Principal,
+        error: &AppError,
+        reqs: Vec<(LeaseId, CompleteRequest)>,
+        nexts: Vec<Option<Option<String>>>,
+        wanted: impl Fn(usize) -> bool,
+    ) -> Vec<Option<CompletionAnswer>> {
+        tracing::warn!(
+            requests = reqs.len(),
+            error = %error,
+            code = error.code(),
+            "a transaction of several completions failed; completing them one by one"
+        );
+        let mut answers = Vec::with_capacity(reqs.len());
+        for (i, (req, next)) in reqs.into_iter().zip(nexts).enumerate() {
+            answers.push(if wanted(i) {
+                Some(self.complete_alone(actor, req, next).await)
+            } else {
+                None
+            });
+        }
+        answers
     }
 
     /// One completion in a transaction of its own.
@@ -637,15 +662,31 @@ impl Muster {
 
     /// `POST /v1/completions`: many completions in one transaction. Each is answered exactly
     /// as `complete` would have answered it alone (fencing, idempotent replay, routes, late
-    /// results kept in the ledger); one refused completion does not hold the others back. An
-    /// error of the Logbook fails the whole batch, and then none of it is written.
+    /// results kept in the ledger); one refused completion does not hold the others back.
+    /// Logbook unreachable fails the whole batch, and none of it is written; any other failure
+    /// of the shared transaction (nothing of it written either) is redone one completion per
+    /// transaction, so a body the database refuses fails only its own entry.
     pub async fn complete_many(
         &self,
         actor: Principal,
         reqs: Vec<(LeaseId, CompleteRequest)>,
     ) -> Result<Vec<Result<Completed, AppError>>, AppError> {
-        let nexts = reqs.iter().map(|_| None).collect();
-        Ok(self.complete_batch(actor, reqs, nexts).await?.0)
+        let nexts: Vec<_> = reqs.iter().map(|_| None).collect();
+        // Kept to complete one by one if the batch fails for a reason of its own.
+        let alone = (reqs.len() > 1).then(|| (reqs.clone(), nexts.clone()));
+        match (self.complete_batch(actor, reqs, nexts).await, alone) {
+            (Ok((answers, _)), _) => Ok(answers),
+            (Err(e), Some((reqs, nexts))) if splits(&e) => Ok(self
+                .complete_each_alone(actor, &e, reqs, nexts, |_| true)
+                .await
+                .into_iter()
+                .map(|a| match a {
+                    Some(answer) => answer.map(|(done, _)| done),
+                    None => Err(AppError::Internal("a completion went unanswered".into())),
+                })
+                .collect()),
+            (Err(e), _) => Err(e),
+        }
     }
 
     /// Completions, and for each that succeeded and asked for one (`lease_nexts`, see
@@ -1151,6 +1192,13 @@ impl Muster {
         self.signal.ledger_changed();
         Ok(())
     }
+}
+
+/// Whether a failed transaction of several completions is redone one completion per
+/// transaction: not when Logbook is unreachable (each would only fail the same way) nor for a
+/// malformed batch, but for anything that may belong to one completion's body.
+fn splits(e: &AppError) -> bool {
+    !matches!(e, AppError::Unavailable | AppError::BadRequest(_))
 }
 
 async fn lock_lease(tx: &mut dyn LogbookTx, id: LeaseId) -> Result<(LeaseRecord, Item), AppError> {

@@ -1,24 +1,28 @@
-//! The body budget: how many bytes of request bodies the server holds at once.
+//! The body budget: how many bytes of large request bodies the server holds at once.
 //!
-//! A request body costs the server far more than its size while it is handled: the raw bytes,
+//! A request body costs the server several times its size while it is handled: the raw bytes,
 //! the parsed JSON, the canonical form hashed for idempotency, the ledger entry that records
 //! it and the statement parameters that carry it to PostgreSQL. Without a bound, a burst of
 //! large results takes the pod far past its memory request: 32 concurrent completions of
 //! 1 MB each peaked at 279 MiB resident; with the default budget of 2 MiB, at 30 MiB
-//! (docs/operations.md). Each request
-//! with a body therefore reserves its `Content-Length` (the body limit when it sends none)
-//! before its body is read, and gives it back when its answer is ready. A request that finds
-//! no room waits for it, its unread body left in the socket, up to a wait (`ServerSettings::body_wait`, 5 s); then
-//! it is answered `503 E_UNAVAILABLE` with `Retry-After`, which every worker retries.
+//! (docs/operations.md).
 //!
-//! The edit intake routes are not counted: their bodies are cut at 4 KiB, and submissions
-//! Conn forwards from anonymous visitors must not be able to take the room the workers need.
+//! A request whose body is declared larger than [`SMALL_BODY`] (or streams without a length)
+//! is authenticated first, then reserves its `Content-Length` before its body is read, and
+//! gives it back when its answer is ready. One that finds no room waits for it, its unread
+//! body left in the socket, up to `ServerSettings::body_wait` (5 s); then it is answered
+//! `503 E_UNAVAILABLE` with `Retry-After`, which every worker retries. Small bodies —
+//! leases, heartbeats, failures, the completions of most workers — are not counted, so they
+//! never wait behind a large one. Every body must arrive within the read deadline
+//! ([`crate::extract::read_limited`]), so a stalled sender cannot keep its room for long.
+//!
+//! The edit intake routes are not counted: their bodies are cut at 4 KiB.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::{FromRequestParts, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -26,22 +30,27 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
-use crate::extract::BODY_LIMIT;
+use crate::extract::{Authenticated, BODY_LIMIT, Caller};
+use crate::routes::AppState;
 
-/// Request bodies in flight, counted in KiB.
+/// Bodies declared at most this large are not counted.
+pub const SMALL_BODY: u64 = 16 * 1024;
+
+/// Large request bodies in flight, counted in KiB, and how long a body may take to arrive.
 #[derive(Debug, Clone)]
 pub struct BodyBudget {
     room: Arc<Semaphore>,
     capacity_kib: u32,
     wait: Duration,
+    read_deadline: Duration,
     /// Requests answered 503 because no room came within the wait.
     pub(crate) refused: Counter,
 }
 
 impl BodyBudget {
     /// A budget of `bytes`, a request waiting up to `wait` for room (one body of the largest
-    /// size always fits, whatever `bytes`).
-    pub fn new(bytes: u64, wait: Duration) -> Self {
+    /// size always fits, whatever `bytes`), every body arriving within `read_deadline`.
+    pub fn new(bytes: u64, wait: Duration, read_deadline: Duration) -> Self {
         let capacity_kib = u32::try_from(bytes.div_ceil(1024))
             .unwrap_or(u32::MAX)
             .clamp(1, Semaphore::MAX_PERMITS as u32);
@@ -49,14 +58,26 @@ impl BodyBudget {
             room: Arc::new(Semaphore::new(capacity_kib as usize)),
             capacity_kib,
             wait,
+            read_deadline,
             refused: Counter::default(),
         }
     }
 
-    /// The KiB a request reserves: its declared length up to the body limit (a body that says
-    /// it is longer is refused when read), the body limit when it streams without a length,
-    /// nothing when it has no body. Never more than the whole budget, so that one largest
-    /// body always fits.
+    /// How long a request body may take to arrive whole.
+    pub fn read_deadline(&self) -> Duration {
+        self.read_deadline
+    }
+
+    /// Bytes reserved by the large bodies in flight now.
+    pub(crate) fn used_bytes(&self) -> u64 {
+        let free = self.room.available_permits() as u64;
+        (u64::from(self.capacity_kib).saturating_sub(free)) * 1024
+    }
+
+    /// The KiB a request reserves: none for a small body (or none at all); its declared
+    /// length up to the body limit (a body that says it is longer is refused when read); the
+    /// body limit when it streams without a length. Never more than the whole budget, so that
+    /// one largest body always fits.
     fn charge(&self, req: &Request<Body>) -> u32 {
         let headers = req.headers();
         let declared = headers
@@ -64,9 +85,10 @@ impl BodyBudget {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
         let bytes = match declared {
+            Some(n) if n <= SMALL_BODY => return 0,
             Some(n) => n.min(BODY_LIMIT as u64),
             None if headers.contains_key(header::TRANSFER_ENCODING) => BODY_LIMIT as u64,
-            None => 0,
+            None => return 0,
         };
         u32::try_from(bytes.div_ceil(1024))
             .unwrap_or(u32::MAX)
@@ -74,16 +96,26 @@ impl BodyBudget {
     }
 }
 
-/// Middleware: holds the request's share of the budget until its answer is ready.
+/// Middleware: authenticates a request with a large body and holds its share of the budget
+/// until its answer is ready.
 pub(crate) async fn hold(
-    State(budget): State<BodyBudget>,
+    State(state): State<AppState>,
     req: Request<Body>,
     next: Next,
 ) -> Response {
+    let budget = &state.body_budget;
     let kib = budget.charge(&req);
     if kib == 0 {
         return next.run(req).await;
     }
+    // Only a caller with a valid token may take room: anyone else is answered now.
+    let (mut parts, body) = req.into_parts();
+    let caller = match Caller::from_request_parts(&mut parts, &state).await {
+        Ok(Caller(p)) => p,
+        Err(e) => return e.into_response(),
+    };
+    parts.extensions.insert(Authenticated(caller));
+    let req = Request::from_parts(parts, body);
     let reserved = tokio::time::timeout(
         budget.wait,
         Arc::clone(&budget.room).acquire_many_owned(kib),
@@ -95,13 +127,13 @@ pub(crate) async fn hold(
             drop(permit);
             res
         }
-        // Timed out (or, never, closed): too many bodies in flight.
+        // Timed out (or, never, closed): too many large bodies in flight.
         _ => {
             budget.refused.inc();
             ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "E_UNAVAILABLE",
-                "the server is handling as many request bodies as its memory allows; retry shortly",
+                "the server is handling as many large request bodies as its memory allows; retry shortly",
             )
             .into_response()
         }

@@ -24,7 +24,8 @@ pub(crate) async fn challenge(
     body: axum::body::Body,
 ) -> ApiResult {
     // The request carries nothing; an empty body or `{}` is fine, anything else is refused.
-    let body = crate::extract::read_limited(body, EDIT_BODY_LIMIT).await?;
+    let body =
+        crate::extract::read_limited(body, EDIT_BODY_LIMIT, s.body_budget.read_deadline()).await?;
     if !body.is_empty() {
         serde_json::from_slice::<NoBody>(&body)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
@@ -112,7 +113,7 @@ pub(crate) async fn decide(
     State(s): State<AppState>,
     Caller(p): Caller,
     Path(id): Path<String>,
-    JsonBody(b): JsonBody<DecisionBody>,
+    JsonBody(b): JsonBody<DecisionBody, EDIT_BODY_LIMIT>,
 ) -> ApiResult {
     let id = EditId(path_id(&id, "edit")?);
     Ok(ok_json(

@@ -2,8 +2,8 @@
 
 use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::http::header;
 use axum::http::request::Parts;
+use axum::http::{StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use muster_app::auth::AuthError;
 use muster_domain::Principal;
@@ -23,6 +23,11 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        // Already authenticated by the body budget (a large body is, before its room is
+        // reserved): the token is not checked twice.
+        if let Some(Authenticated(p)) = parts.extensions.get::<Authenticated>() {
+            return Ok(Caller(*p));
+        }
         let token = parts
             .headers
             .get(header::AUTHORIZATION)
@@ -44,6 +49,10 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The principal of a request the body budget authenticated ([`crate::budget`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Authenticated(pub Principal);
+
 /// A JSON body, read to at most `LIMIT` bytes (refused while reading, never buffered beyond
 /// the limit) and parsed strictly into `T`.
 #[derive(Debug)]
@@ -52,7 +61,7 @@ pub struct JsonBody<T, const LIMIT: usize = BODY_LIMIT>(pub T);
 impl<T: DeserializeOwned, const LIMIT: usize> FromRequest<AppState> for JsonBody<T, LIMIT> {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, _state: &AppState) -> Result<Self, ApiError> {
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, ApiError> {
         if let Some(ct) = req.headers().get(header::CONTENT_TYPE) {
             let ok = ct
                 .to_str()
@@ -65,16 +74,32 @@ impl<T: DeserializeOwned, const LIMIT: usize> FromRequest<AppState> for JsonBody
                 ));
             }
         }
-        let bytes = read_limited(req.into_body(), LIMIT).await?;
+        let bytes = read_limited(req.into_body(), LIMIT, state.body_budget.read_deadline()).await?;
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))
     }
 }
 
-/// Reads a body up to `limit` bytes; a longer one is refused as soon as it passes the limit.
-pub async fn read_limited(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
-    match Limited::new(body, limit).collect().await {
+/// Reads a body up to `limit` bytes; a longer one is refused as soon as it passes the limit,
+/// and one that has not arrived whole within `deadline` is answered 503 (a stalled sender
+/// holds neither a handler nor its room in the body budget for longer).
+pub async fn read_limited(
+    body: Body,
+    limit: usize,
+    deadline: std::time::Duration,
+) -> Result<axum::body::Bytes, ApiError> {
+    let Ok(read) = tokio::time::timeout(deadline, Limited::new(body, limit).collect()).await else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "E_UNAVAILABLE",
+            format!(
+                "the request body did not arrive within {} ms",
+                deadline.as_millis()
+            ),
+        ));
+    };
+    match read {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e)
             if e.downcast_ref::<http_body_util::LengthLimitError>()

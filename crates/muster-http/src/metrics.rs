@@ -120,6 +120,7 @@ struct Snapshot {
     intake: Vec<(&'static str, u64)>,
     feed_gap_wait: f64,
     oldest: Vec<(Kind, Priority, f64)>,
+    body_budget_used: u64,
 }
 
 fn kind_label(k: Kind) -> Labels {
@@ -199,7 +200,7 @@ impl Collector for Snapshot {
             None,
             held.metric_type(),
         )?)?;
-        let gauges: [(&str, &str, i64); 5] = [
+        let gauges: [(&str, &str, i64); 6] = [
             (
                 "muster_sse_subscribers",
                 "Open live-feed subscriptions",
@@ -224,6 +225,11 @@ impl Collector for Snapshot {
                 "muster_db_pool_waiting",
                 "Requests waiting for a Logbook connection",
                 self.pool.waiting as i64,
+            ),
+            (
+                "muster_http_body_budget_used_bytes",
+                "Bytes of the body budget (--inflight-body-mib) reserved by large request bodies in flight",
+                self.body_budget_used as i64,
             ),
         ];
         for (name, help, v) in gauges {
@@ -330,6 +336,7 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
             ]
         },
         oldest,
+        body_budget_used: s.body_budget.used_bytes(),
     };
     let mut registry = Registry::default();
     registry.register(

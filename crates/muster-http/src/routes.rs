@@ -58,7 +58,7 @@ pub fn router(state: AppState) -> Router {
         // Only the routes above count their bodies against the budget (route_layer wraps
         // the routes added so far): the public edit routes below cut theirs at 4 KiB.
         .route_layer(axum::middleware::from_fn_with_state(
-            state.body_budget.clone(),
+            state.clone(),
             crate::budget::hold,
         ))
         .route("/v1/queues", get(queues))

@@ -34,6 +34,8 @@ pub struct ServerSettings {
     /// How long a request waits for room in the body budget before it is answered 503
     /// ([`crate::budget`]).
     pub body_wait: Duration,
+    /// How long a request body may take to arrive whole; a slower one is answered 503.
+    pub body_read_deadline: Duration,
     /// Development only: a directory served under `/dev/web/` ([`crate::dev_web`]); `None`
     /// (the default) means no such route.
     pub dev_web_dir: Option<std::path::PathBuf>,
@@ -47,6 +49,7 @@ impl Default for ServerSettings {
             drain_timeout: Duration::from_secs(25),
             lame_duck: Duration::from_secs(1),
             body_wait: Duration::from_secs(5),
+            body_read_deadline: Duration::from_secs(10),
             dev_web_dir: None,
         }
     }

@@ -181,6 +181,13 @@ impl Completion {
     fn body(&self) -> Value {
         json!({"result": self.result, "next": self.next})
     }
+
+    /// Its entry in a `POST /v1/completions` batch: the single call's body and the lease id.
+    fn batch_entry(&self) -> Value {
+        let mut entry = self.body();
+        entry["lease_id"] = json!(self.lease_id);
+        entry
+    }
 }
 
 /// Backoff of deliveries: `base * factor^(n-1)`, capped, with jitter (half fixed, half random).
@@ -474,11 +481,16 @@ impl WorkerClient {
         next: Vec<NextStep>,
     ) -> Result<Ack, ClientError> {
         let body = Completion::new(lease, result, next).body();
-        let ack = self
+        let mut ack = self
             .spool_and_deliver(&lease.lease_id, Action::Complete, body, true)
             .await?;
-        if let Some(next) = &ack.next_lease {
-            checked_lease(200, next.clone())?;
+        // The completion is acknowledged whatever came with it; a next lease whose id could
+        // not name a spool file is left to expire.
+        if let Some(next) = &ack.next_lease
+            && spool::check_lease_id(&next.lease_id).is_err()
+        {
+            tracing::warn!(lease_id = ?next.lease_id, "next lease with an unusable id dropped");
+            ack.next_lease = None;
         }
         Ok(ack)
     }
@@ -490,9 +502,13 @@ impl WorkerClient {
     /// answers it, with the same retries as single deliveries.
     ///
     /// `Ok` holds one answer per entry, in order, each the answer the single call would have
-    /// got (`LeaseLost`, `Conflict`, `Rejected` are final and unspooled like theirs). `Err` is
-    /// the whole batch's failure; its entries then stay spooled — a refusal of the batch as a
-    /// whole (`413 E_TOO_LARGE`: split it) says nothing against any one completion.
+    /// got (`LeaseLost`, `Conflict`, `Rejected` are final and unspooled like theirs). An entry
+    /// answered with a non-final error (the server's `500` for the one entry it could not
+    /// write) is not retried here and stays spooled: [`ClientError::is_final`] tells which;
+    /// [`redeliver_spool`](Self::redeliver_spool) sends it again alone. `Err` is the whole
+    /// batch's failure; its entries then stay spooled — a refusal of the batch as a whole
+    /// (`413 E_TOO_LARGE`: split it) says nothing against any one completion. A lease named
+    /// twice is refused before anything is written (`InvalidArgument`).
     pub async fn complete_many(
         &self,
         completions: &[Completion],
@@ -507,6 +523,15 @@ impl WorkerClient {
                 completions.len()
             )));
         }
+        // One spool file per lease: a lease twice would share it (and the server applies only
+        // the first of the two).
+        let mut seen = std::collections::HashSet::with_capacity(completions.len());
+        if let Some(twice) = completions.iter().find(|c| !seen.insert(&c.lease_id)) {
+            return Err(ClientError::InvalidArgument(format!(
+                "lease {} appears more than once in the batch",
+                twice.lease_id
+            )));
+        }
         let entries = completions
             .iter()
             .map(|c| {
@@ -519,14 +544,10 @@ impl WorkerClient {
             })
             .collect::<Result<Vec<_>, ClientError>>()?;
         let dir = self.inner.spool.clone();
-        let to_write = entries.clone();
-        let files = tokio::task::spawn_blocking(move || spool::write_all(&dir, &to_write))
+        let files = tokio::task::spawn_blocking(move || spool::write_all(&dir, &entries))
             .await
             .map_err(|e| ClientError::Transport(e.to_string()))??;
-        let batch: Vec<Value> = completions
-            .iter()
-            .map(|c| json!({"lease_id": c.lease_id, "result": c.result, "next": c.next}))
-            .collect();
+        let batch: Vec<Value> = completions.iter().map(Completion::batch_entry).collect();
         let body = json!({ "completions": batch }).to_string().into_bytes();
         let answer: Answer = self
             .send_until_answered("/v1/completions", body, "complete_many")

@@ -5,7 +5,7 @@ mod support;
 
 use muster_worker::{ClientError, Completion, Lease, NextStep, WorkerClient};
 use serde_json::json;
-use support::{Server, TempDir, dead_addr, quick_retry, token};
+use support::{Server, TempDir, quick_retry, unreachable_trawl};
 
 /// A server with `n` queued trawl items, and a trawl worker spooling to `spool`.
 async fn queued(n: usize, spool: &TempDir) -> (Server, WorkerClient, Vec<String>) {
@@ -49,14 +49,7 @@ async fn lease_many_answers_empty_when_nothing_becomes_leasable_within_the_wait(
 #[tokio::test]
 async fn lease_many_refuses_a_max_outside_the_contract_before_sending_anything() {
     let spool = TempDir::new("spool");
-    let client = WorkerClient::new(
-        &format!("http://{}", dead_addr().await),
-        "t",
-        "trawl",
-        "trawl-1",
-        &spool.0,
-    )
-    .unwrap();
+    let client = unreachable_trawl(&spool, quick_retry(1)).await;
     for max in [0, 257] {
         let err = client.lease_many(max, 0).await.unwrap_err();
         assert_eq!(err.code(), "E_INVALID_ARGUMENT", "max {max}");
@@ -120,15 +113,7 @@ async fn a_batch_that_cannot_be_delivered_stays_spooled_as_single_completions() 
     let spool = TempDir::new("spool");
     let (server, live, ids) = queued(2, &spool).await;
     let leases = live.lease_many(2, 1_000).await.unwrap();
-    let down = WorkerClient::new(
-        &format!("http://{}", dead_addr().await),
-        &token("worker:trawl"),
-        "trawl",
-        "trawl-1",
-        &spool.0,
-    )
-    .unwrap()
-    .with_retry(quick_retry(2));
+    let down = unreachable_trawl(&spool, quick_retry(2)).await;
     let batch: Vec<Completion> = leases
         .iter()
         .map(|l| Completion::new(l, json!({"ok": true}), vec![]))
@@ -153,15 +138,7 @@ async fn a_spooled_batch_entry_is_redelivered_alone_as_the_same_completion() {
         .iter()
         .map(|l| Completion::new(l, json!({"ok": true}), vec![]))
         .collect();
-    let down = WorkerClient::new(
-        &format!("http://{}", dead_addr().await),
-        &token("worker:trawl"),
-        "trawl",
-        "trawl-1",
-        &spool.0,
-    )
-    .unwrap()
-    .with_retry(quick_retry(1));
+    let down = unreachable_trawl(&spool, quick_retry(1)).await;
     // The first entry reached the server once already; then the whole batch failed to
     // reach it and stayed spooled.
     assert!(live.complete_many(&batch[..1]).await.unwrap()[0].is_ok());
@@ -219,4 +196,20 @@ async fn complete_and_lease_answers_no_next_lease_when_nothing_is_queued() {
         .await
         .unwrap();
     assert_eq!((ack.state.as_str(), ack.next_lease), ("done", None));
+}
+
+#[tokio::test]
+async fn complete_many_refuses_a_lease_named_twice_before_writing_anything() {
+    let spool = TempDir::new("spool");
+    let (_server, trawl, _) = queued(1, &spool).await;
+    let lease = trawl.lease(1_000).await.unwrap().unwrap();
+    let twice = Completion::new(&lease, json!({}), vec![]);
+    let err = trawl
+        .complete_many(&[twice.clone(), twice])
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (err.code(), spool.names()),
+        ("E_INVALID_ARGUMENT", Vec::<String>::new())
+    );
 }

@@ -271,7 +271,7 @@ async fn a_late_completion_in_a_batch_answers_lease_lost_and_keeps_its_result_in
 }
 
 #[tokio::test]
-async fn a_batch_that_fails_in_the_database_writes_none_of_its_completions() {
+async fn a_batch_whose_every_entry_the_database_refuses_writes_none_of_them() {
     let (app, leased) = two_leased_in_one_batch().await;
     let before = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
     app.db
@@ -291,7 +291,7 @@ async fn a_batch_that_fails_in_the_database_writes_none_of_its_completions() {
     );
     let body = json!({ "completions": completions });
     let r = post_completions(&app, body.clone()).await;
-    assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(statuses(&r.body), [500, 500]);
     assert_eq!(
         (
             app.scalar_i64("SELECT count(*) FROM core.ledger").await,
@@ -550,4 +550,25 @@ async fn a_batch_of_more_than_256_entries_is_a_bad_request_even_with_malformed_i
         (r.status, r.code()),
         (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
     );
+}
+
+#[tokio::test]
+async fn an_entry_the_database_refuses_fails_only_itself_and_the_others_are_applied() {
+    let (app, leased) = two_leased_in_one_batch().await;
+    app.refuse_poisoned_results().await;
+    let ids = lease_ids(&leased);
+    let body = json!({"completions": [
+        {"lease_id": ids[0], "result": {"poison": true}},
+        {"lease_id": ids[1], "result": {"fine": true}},
+    ]});
+    let r = post_completions(&app, body).await;
+    assert_eq!(
+        (
+            statuses(&r.body),
+            app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'done'")
+                .await
+        ),
+        (vec![500, 200], 1)
+    );
+    app.verify_ledger().await;
 }

@@ -344,35 +344,55 @@ async fn a_payload_with_u0000_in_a_key_is_a_bad_request() {
     assert_eq!((r.status.as_u16(), r.code()), (400, "E_BAD_REQUEST"));
 }
 
-/// Makes PostgreSQL refuse (with a non-transient error) any item update whose result holds
-/// the key `poison`: a body the checks before the database let through but the database
-/// refuses.
-async fn refuse_poisoned_results(app: &TestApp) {
-    app.db
-        .client()
-        .await
-        .batch_execute(
-            "CREATE FUNCTION core.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS
-               $$ BEGIN RAISE EXCEPTION 'poisoned result refused'; END $$;
-             CREATE TRIGGER refuse_poison BEFORE UPDATE ON core.items
-               FOR EACH ROW WHEN (NEW.result ? 'poison') EXECUTE FUNCTION core.refuse_poison();",
-        )
-        .await
-        .unwrap();
-}
-
+/// Eight completions, the fourth with a result the database refuses; the last seven go in
+/// one group: the first one's transaction waits on a row lock held here while they queue.
 async fn eight_completions_one_poisoned() -> (Arc<TestApp>, Vec<Resp>) {
     let (app, leases) = leased_by_n_workers(8).await;
-    refuse_poisoned_results(&app).await;
-    let answers = all_at_once(&app, 8, |app, i| {
-        let result = if i == 3 {
-            json!({ "poison": true })
-        } else {
-            json!({ "n": i })
-        };
-        complete(app, lease_id(&leases[i]), result)
-    })
-    .await;
+    app.refuse_poisoned_results().await;
+    let mut blocker = app.db.client().await;
+    let lock = blocker.transaction().await.unwrap();
+    let first_item = leases[0]["item"]["id"].as_str().unwrap().to_owned();
+    lock.execute(
+        "SELECT 1 FROM core.items WHERE id = $1::text::uuid FOR UPDATE",
+        &[&first_item],
+    )
+    .await
+    .unwrap();
+    let first = tokio::spawn(complete(
+        Arc::clone(&app),
+        lease_id(&leases[0]),
+        json!({ "n": 0 }),
+    ));
+    while app
+        .scalar_i64(
+            "SELECT count(*) FROM pg_stat_activity \
+             WHERE wait_event_type = 'Lock' AND datname = current_database()",
+        )
+        .await
+        == 0
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let rest = tokio::spawn({
+        let app = Arc::clone(&app);
+        async move {
+            all_at_once(&app, 7, |app, i| {
+                let result = if i == 2 {
+                    json!({ "poison": true })
+                } else {
+                    json!({ "n": i + 1 })
+                };
+                complete(app, lease_id(&leases[i + 1]), result)
+            })
+            .await
+        }
+    });
+    // The seven reach the server's queue long before this; were one late, it would only
+    // make a group of its own (the assertions hold for any grouping).
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    lock.rollback().await.unwrap();
+    let mut answers = vec![first.await.unwrap()];
+    answers.extend(rest.await.unwrap());
     (app, answers)
 }
 

@@ -305,6 +305,23 @@ impl TestApp {
     }
 
     /// A single value from the test's database.
+    /// Makes PostgreSQL refuse (with a non-transient error) any item update whose result
+    /// holds the key `poison`: a body the checks before the database let through but the
+    /// database refuses.
+    pub async fn refuse_poisoned_results(&self) {
+        self.db
+            .client()
+            .await
+            .batch_execute(
+                "CREATE FUNCTION core.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS
+                   $$ BEGIN RAISE EXCEPTION 'poisoned result refused'; END $$;
+                 CREATE TRIGGER refuse_poison BEFORE UPDATE ON core.items
+                   FOR EACH ROW WHEN (NEW.result ? 'poison') EXECUTE FUNCTION core.refuse_poison();",
+            )
+            .await
+            .unwrap();
+    }
+
     pub async fn scalar_i64(&self, sql: &str) -> i64 {
         self.db
             .client()

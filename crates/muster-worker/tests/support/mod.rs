@@ -184,6 +184,19 @@ pub async fn dead_addr() -> SocketAddr {
     l.local_addr().unwrap()
 }
 
+/// A `trawl-1` worker of kind `trawl` whose Muster is down, spooling to `spool`.
+pub async fn unreachable_trawl(spool: &TempDir, retry: RetryPolicy) -> WorkerClient {
+    WorkerClient::new(
+        &format!("http://{}", dead_addr().await),
+        &token("worker:trawl"),
+        "trawl",
+        "trawl-1",
+        &spool.0,
+    )
+    .unwrap()
+    .with_retry(retry)
+}
+
 /// A TCP proxy to `upstream` that forwards the first `lose` requests but closes the client's
 /// connection as soon as the answer starts (a lost acknowledgement); later connections pass.
 pub struct LossyProxy {
