@@ -615,6 +615,9 @@ impl Muster {
             code = error.code(),
             "a transaction of several completions failed; completing them one by one"
         );
+        if let Some(kind) = actor.worker_kind() {
+            self.stats.completion_splits.add(kind, 1);
+        }
         let mut answers = Vec::with_capacity(reqs.len());
         for (i, (req, next)) in reqs.into_iter().zip(nexts).enumerate() {
             answers.push(if wanted(i) {

@@ -44,4 +44,8 @@ pub struct Stats {
     /// The same for grouped single completions.
     pub completion_groups: PerKind,
     pub completion_group_requests: PerKind,
+    /// Transactions of several completions (a group, or a `POST /v1/completions` batch) that
+    /// failed for a reason other than an unreachable Logbook and were redone one completion
+    /// per transaction.
+    pub completion_splits: PerKind,
 }

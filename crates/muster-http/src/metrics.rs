@@ -318,6 +318,11 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
                 "Group commit: single completions written in those transactions",
                 per_kind(&stats.completion_group_requests),
             ),
+            (
+                "muster_completion_splits",
+                "Transactions of several completions that failed (Logbook reachable) and were redone one completion per transaction",
+                per_kind(&stats.completion_splits),
+            ),
         ],
         depths: s.feed.queues().await.map(|q| q.depths).unwrap_or_default(),
         subscribers: s.feed.subscribers() as u64,

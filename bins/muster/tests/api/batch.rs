@@ -572,3 +572,22 @@ async fn an_entry_the_database_refuses_fails_only_itself_and_the_others_are_appl
     );
     app.verify_ledger().await;
 }
+
+#[tokio::test]
+async fn a_batch_redone_one_entry_at_a_time_is_counted_in_the_metrics() {
+    let (app, leased) = two_leased_in_one_batch().await;
+    app.refuse_poisoned_results().await;
+    let ids = lease_ids(&leased);
+    let body = json!({"completions": [
+        {"lease_id": ids[0], "result": {"poison": true}},
+        {"lease_id": ids[1], "result": {"fine": true}},
+    ]});
+    post_completions(&app, body).await;
+    let metrics = app.get("/metrics", "operator").await;
+    let text = metrics.body.as_str().unwrap_or_default().to_owned();
+    assert!(
+        text.lines()
+            .any(|l| l == r#"muster_completion_splits_total{kind="trawl"} 1"#),
+        "{text}"
+    );
+}
