@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use muster_worker::{Action, ClientError, LeaseState, NextStep, SpoolEntry, WorkerClient};
 use serde_json::json;
-use support::{FakeServer, LossyProxy, Server, TempDir, dead_addr, quick_retry, token};
+use support::{
+    FakeServer, LossyProxy, Server, TempDir, dead_addr, quick_retry, token, unreachable_trawl,
+};
 
 const GENEROUS: Duration = Duration::from_secs(20);
 
@@ -105,15 +107,7 @@ async fn a_delivery_spooled_while_the_server_is_down_is_delivered_when_it_is_bac
     let lease = live.lease(1_000).await.unwrap().unwrap();
 
     // The same worker, while Muster is unreachable.
-    let down = WorkerClient::new(
-        &format!("http://{}", dead_addr().await),
-        &token("worker:trawl"),
-        "trawl",
-        "trawl-1",
-        &spool.0,
-    )
-    .unwrap()
-    .with_retry(quick_retry(3));
+    let down = unreachable_trawl(&spool, quick_retry(3)).await;
     let err = down
         .complete(
             &lease,

@@ -552,8 +552,8 @@ async fn a_batch_of_more_than_256_entries_is_a_bad_request_even_with_malformed_i
     );
 }
 
-#[tokio::test]
-async fn an_entry_the_database_refuses_fails_only_itself_and_the_others_are_applied() {
+/// Two leases completed in one batch whose first result the database refuses.
+async fn batch_with_one_refused_entry() -> (TestApp, crate::harness::Resp) {
     let (app, leased) = two_leased_in_one_batch().await;
     app.refuse_poisoned_results().await;
     let ids = lease_ids(&leased);
@@ -562,6 +562,12 @@ async fn an_entry_the_database_refuses_fails_only_itself_and_the_others_are_appl
         {"lease_id": ids[1], "result": {"fine": true}},
     ]});
     let r = post_completions(&app, body).await;
+    (app, r)
+}
+
+#[tokio::test]
+async fn an_entry_the_database_refuses_fails_only_itself_and_the_others_are_applied() {
+    let (app, r) = batch_with_one_refused_entry().await;
     assert_eq!(
         (
             statuses(&r.body),
@@ -575,16 +581,8 @@ async fn an_entry_the_database_refuses_fails_only_itself_and_the_others_are_appl
 
 #[tokio::test]
 async fn a_batch_redone_one_entry_at_a_time_is_counted_in_the_metrics() {
-    let (app, leased) = two_leased_in_one_batch().await;
-    app.refuse_poisoned_results().await;
-    let ids = lease_ids(&leased);
-    let body = json!({"completions": [
-        {"lease_id": ids[0], "result": {"poison": true}},
-        {"lease_id": ids[1], "result": {"fine": true}},
-    ]});
-    post_completions(&app, body).await;
-    let metrics = app.get("/metrics", "operator").await;
-    let text = metrics.body.as_str().unwrap_or_default().to_owned();
+    let (app, _) = batch_with_one_refused_entry().await;
+    let text = app.metrics().await;
     assert!(
         text.lines()
             .any(|l| l == r#"muster_completion_splits_total{kind="trawl"} 1"#),

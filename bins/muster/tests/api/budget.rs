@@ -22,8 +22,7 @@ async fn one_mib_budget() -> TestApp {
 
 /// The `muster_http_body_budget_used_bytes` gauge.
 async fn used_bytes(app: &TestApp) -> u64 {
-    let metrics = app.get("/metrics", "operator").await;
-    let text = metrics.body.as_str().unwrap_or_default().to_owned();
+    let text = app.metrics().await;
     text.lines()
         .find_map(|l| l.strip_prefix("muster_http_body_budget_used_bytes "))
         .and_then(|v| v.trim().parse().ok())
@@ -184,8 +183,7 @@ async fn refusals_are_counted_in_the_metrics() {
     let app = one_mib_budget().await;
     let _held = hold_most_of_the_budget(&app).await;
     enqueue_of(&app, 100).await;
-    let metrics = app.get("/metrics", "operator").await;
-    let text = metrics.body.as_str().unwrap_or_default().to_owned();
+    let text = app.metrics().await;
     assert!(
         text.lines()
             .any(|l| l == "muster_http_body_budget_refusals_total 1"),

@@ -305,6 +305,13 @@ impl TestApp {
     }
 
     /// A single value from the test's database.
+    /// The `/metrics` exposition text (no token needed).
+    pub async fn metrics(&self) -> String {
+        let r = self.raw(Method::GET, "/metrics", None, vec![]).await;
+        assert_eq!(r.status.as_u16(), 200);
+        r.body.as_str().expect("metrics are text").to_owned()
+    }
+
     /// Makes PostgreSQL refuse (with a non-transient error) any item update whose result
     /// holds the key `poison`: a body the checks before the database let through but the
     /// database refuses.

@@ -2,15 +2,12 @@
 
 use std::time::Duration;
 
-use hyper::{Method, StatusCode};
 use serde_json::json;
 
 use crate::harness::TestApp;
 
 async fn scrape(app: &TestApp) -> String {
-    let r = app.raw(Method::GET, "/metrics", None, vec![]).await;
-    assert_eq!(r.status, StatusCode::OK);
-    r.body.as_str().expect("metrics are text").to_owned()
+    app.metrics().await
 }
 
 fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
