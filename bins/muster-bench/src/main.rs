@@ -585,7 +585,7 @@ async fn settle_database(database_url: &str) -> Result<()> {
 
 fn in_process(database_url: &str) -> Result<Muster> {
     let app = muster::build(&muster::Settings::new(database_url))?;
-    Ok(app.state.muster)
+    Ok(app.state.muster.clone())
 }
 
 async fn cycles(

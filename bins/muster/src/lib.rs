@@ -15,7 +15,7 @@ use muster_app::signal::WorkSignal;
 use muster_app::{Config, Muster};
 use muster_domain::edit::EditId;
 use muster_domain::{ItemId, LeaseId};
-use muster_http::{AppState, ServerSettings};
+use muster_http::{AppParts, AppState, ServerSettings};
 use muster_kube::{ServiceAccountMap, TokenReviewAuthenticator, TokenReviewSettings};
 use muster_pg::{PgLogbook, PoolSettings};
 use tokio::net::TcpListener;
@@ -187,7 +187,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         signal,
         settings.feed.clone(),
     );
-    let state = AppState {
+    let state = AppState::new(AppParts {
         muster,
         intake,
         feed,
@@ -200,7 +200,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
             settings.server.body_wait,
             settings.server.body_read_deadline,
         ),
-    };
+    });
     Ok(App {
         state,
         logbook,

@@ -16,5 +16,5 @@ pub mod server;
 mod sse;
 
 pub use budget::BodyBudget;
-pub use routes::{AppState, router};
+pub use routes::{AppParts, AppState, router};
 pub use server::{ServerSettings, serve};

@@ -20,9 +20,27 @@ use uuid::Uuid;
 use crate::error::ApiError;
 use crate::extract::{Caller, JsonBody};
 
-/// What every handler can reach.
+/// What every handler can reach. Cloned for every request (each `State` extractor and
+/// middleware takes a copy), so it is one shared allocation: a clone is one reference count.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<AppParts>);
+
+impl AppState {
+    pub fn new(parts: AppParts) -> Self {
+        AppState(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = AppParts;
+
+    fn deref(&self) -> &AppParts {
+        &self.0
+    }
+}
+
+/// The parts of [`AppState`].
+pub struct AppParts {
     pub muster: Muster,
     pub intake: muster_app::intake::Intake,
     pub feed: muster_app::feed::Feed,
