@@ -679,15 +679,25 @@ impl Muster {
         let alone = (reqs.len() > 1).then(|| (reqs.clone(), nexts.clone()));
         match (self.complete_batch(actor, reqs, nexts).await, alone) {
             (Ok((answers, _)), _) => Ok(answers),
-            (Err(e), Some((reqs, nexts))) if splits(&e) => Ok(self
-                .complete_each_alone(actor, &e, reqs, nexts, |_| true)
-                .await
-                .into_iter()
-                .map(|a| match a {
-                    Some(answer) => answer.map(|(done, _)| done),
-                    None => Err(AppError::Internal("a completion went unanswered".into())),
-                })
-                .collect()),
+            (Err(e), Some((reqs, nexts))) if splits(&e) => {
+                // A lease named again is refused as in the shared transaction, not redone.
+                let ids: Vec<LeaseId> = reqs.iter().map(|(id, _)| *id).collect();
+                let mut seen = std::collections::HashSet::with_capacity(ids.len());
+                let first: Vec<bool> = ids.iter().map(|id| seen.insert(*id)).collect();
+                let redone = self
+                    .complete_each_alone(actor, &e, reqs, nexts, |i| first[i])
+                    .await;
+                Ok(redone
+                    .into_iter()
+                    .zip(ids)
+                    .map(|(a, id)| match a {
+                        Some(answer) => answer.map(|(done, _)| done),
+                        None => Err(AppError::BadRequest(format!(
+                            "lease {id} appears more than once in the batch"
+                        ))),
+                    })
+                    .collect())
+            }
             (Err(e), _) => Err(e),
         }
     }

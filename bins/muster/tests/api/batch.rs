@@ -589,3 +589,18 @@ async fn a_batch_redone_one_entry_at_a_time_is_counted_in_the_metrics() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_lease_named_twice_in_a_batch_redone_one_entry_at_a_time_is_still_refused_the_second_time()
+ {
+    let (app, leased) = two_leased_in_one_batch().await;
+    app.refuse_poisoned_results().await;
+    let ids = lease_ids(&leased);
+    let body = json!({"completions": [
+        {"lease_id": ids[0], "result": {"poison": true}},
+        {"lease_id": ids[1], "result": {"fine": true}},
+        {"lease_id": ids[1], "result": {"fine": true}},
+    ]});
+    let r = post_completions(&app, body).await;
+    assert_eq!(statuses(&r.body), [500, 200, 400]);
+}
