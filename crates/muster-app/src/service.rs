@@ -609,9 +609,14 @@ impl Muster {
         nexts: Vec<Option<Option<String>>>,
         wanted: impl Fn(usize) -> bool,
     ) -> Vec<Option<CompletionAnswer>> {
+        // The database's own words (an internal error's Display is only "internal error").
+        let detail = match error {
+            AppError::Internal(detail) => detail.clone(),
+            other => other.to_string(),
+        };
         tracing::warn!(
             requests = reqs.len(),
-            error = %error,
+            error = %detail,
             code = error.code(),
             "a transaction of several completions failed; completing them one by one"
         );
