@@ -156,15 +156,7 @@ async fn redeliver_spool_sends_the_oldest_delivery_first() {
     server.enqueue("trawl", json!({"n": 2})).await;
     let a = live.lease(1_000).await.unwrap().unwrap();
     let b = live.lease(1_000).await.unwrap().unwrap();
-    let down = WorkerClient::new(
-        &format!("http://{}", dead_addr().await),
-        &token("worker:trawl"),
-        "trawl",
-        "trawl-1",
-        &spool.0,
-    )
-    .unwrap()
-    .with_retry(quick_retry(1));
+    let down = unreachable_trawl(&spool, quick_retry(1)).await;
     down.complete(&a, json!({"n": 1}), vec![])
         .await
         .unwrap_err();
