@@ -9,7 +9,12 @@ fn init_logging(format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            // The current span (the request id) is kept; the list of all spans repeated it.
+            .with_span_list(false)
+            .init(),
         LogFormat::Pretty => builder.init(),
     }
 }

@@ -52,8 +52,9 @@ impl Default for HttpMetrics {
 }
 
 /// Middleware: gives every request an id (`X-Request-Id`, the caller's if it sent a sane one),
-/// logs one line per answer under a span carrying that id (never a token or a client address),
-/// counts every answer by route, method, status and error code, and times it.
+/// logs the answer under a span carrying that id (never a token or a client address; see
+/// [`log_answer`] for the level), counts every answer by route, method, status and error code,
+/// and times it.
 pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next) -> Response {
     use tracing::Instrument;
     let route = req
@@ -79,14 +80,8 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
         .map(|c| c.0)
         .unwrap_or("");
     let status = res.status().as_u16();
-    span.in_scope(|| {
-        tracing::info!(
-            status,
-            code,
-            latency_ms = elapsed.as_secs_f64() * 1e3,
-            "answered"
-        );
-    });
+    let anonymous = is_anonymous(&method, &route);
+    span.in_scope(|| log_answer(status, code, elapsed, anonymous));
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         res.headers_mut().insert("x-request-id", v);
     }
@@ -105,6 +100,29 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
             .observe(elapsed.as_secs_f64());
     }
     res
+}
+
+/// Routes anyone on the internet may call (edit proposals and their challenges) and paths that
+/// match no route (scanners).
+fn is_anonymous(method: &str, route: &str) -> bool {
+    route == "unmatched"
+        || (method == "POST" && matches!(route, "/v1/edits" | "/v1/edits/challenge"))
+}
+
+/// One line per answer, at a level that follows the outcome: a server-side failure (5xx) is a
+/// warning, a refused request (4xx) is info, and a success is debug. Refusals of anonymous
+/// requests are debug too: whoever sends them decides how many there are, and a log flood is
+/// theirs to cause (`muster_edit_submissions_total` counts them by layer). Successes are the worker
+/// fleet's steady traffic: at 64 workers, logging each at info wrote about 6,000 lines and
+/// 2.7 MB a second (a JSON encoding and a write(2) per answer), while the metrics count and
+/// time every answer anyway. `RUST_LOG=info,muster_http::metrics=debug` brings back every line.
+fn log_answer(status: u16, code: &str, elapsed: std::time::Duration, anonymous: bool) {
+    let latency_ms = elapsed.as_secs_f64() * 1e3;
+    match status {
+        500.. => tracing::warn!(status, code, latency_ms, "answered"),
+        400..=499 if !anonymous => tracing::info!(status, code, latency_ms, "answered"),
+        _ => tracing::debug!(status, code, latency_ms, "answered"),
+    }
 }
 
 /// A counter per kind: name, help, values.
@@ -371,4 +389,92 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
         HeaderValue::from_static("application/openmetrics-text; version=1.0.0; charset=utf-8"),
     );
     res
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use super::{is_anonymous, log_answer};
+
+    /// A `MakeWriter` into a shared buffer.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    /// The levels of the lines one answer logs under the production default filter (`info`).
+    fn levels_logged_at_info(method: &str, route: &str, status: u16, code: &str) -> Vec<String> {
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(captured.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let anonymous = is_anonymous(method, route);
+            log_answer(status, code, Duration::from_millis(3), anonymous);
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["level"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    }
+
+    const COMPLETE: &str = "/v1/leases/{id}/complete";
+
+    #[test]
+    fn a_success_is_not_logged_at_the_default_level() {
+        let levels = levels_logged_at_info("POST", COMPLETE, 200, "");
+        assert_eq!(levels, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_refused_worker_request_is_logged_at_info() {
+        let levels = levels_logged_at_info("POST", COMPLETE, 409, "E_LEASE_LOST");
+        assert_eq!(levels, vec!["INFO"]);
+    }
+
+    #[test]
+    fn a_server_side_failure_is_logged_as_a_warning() {
+        let levels = levels_logged_at_info("POST", COMPLETE, 503, "E_UNAVAILABLE");
+        assert_eq!(levels, vec!["WARN"]);
+    }
+
+    #[test]
+    fn a_refused_anonymous_edit_proposal_is_not_logged_at_the_default_level() {
+        let levels = levels_logged_at_info("POST", "/v1/edits", 400, "E_BAD_REQUEST");
+        assert_eq!(levels, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_request_for_a_path_no_route_matches_is_not_logged_at_the_default_level() {
+        let levels = levels_logged_at_info("GET", "unmatched", 404, "E_NOT_FOUND");
+        assert_eq!(levels, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_refused_operator_decision_on_an_edit_is_logged_at_info() {
+        let levels = levels_logged_at_info("POST", "/v1/edits/{id}/decision", 409, "E_CONFLICT");
+        assert_eq!(levels, vec!["INFO"]);
+    }
 }
