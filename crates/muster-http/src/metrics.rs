@@ -4,18 +4,20 @@
 //! queue depths, subscribers, pool usage and the age of the oldest queued item are read at
 //! scrape time (a collector over a snapshot), so nothing is kept twice.
 
+use std::collections::HashSet;
+use std::sync::{OnceLock, PoisonError, RwLock};
 use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use muster_app::feed::Depth;
 use muster_app::ports::PoolStatus;
 use muster_domain::{Kind, Priority};
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
@@ -38,8 +40,8 @@ pub struct ErrorCode(pub &'static str);
 /// Metrics the transport keeps itself.
 #[derive(Debug, Clone)]
 pub struct HttpMetrics {
-    requests: Family<Labels, Counter>,
-    latency: Family<Labels, Histogram, fn() -> Histogram>,
+    requests: Family<AnswerLabels, Counter>,
+    latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
 }
 
 impl Default for HttpMetrics {
@@ -60,9 +62,8 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
     let route = req
         .extensions()
         .get::<MatchedPath>()
-        .map(|p| p.as_str().to_owned())
-        .unwrap_or_else(|| "unmatched".to_owned());
-    let method = req.method().as_str().to_owned();
+        .map_or("unmatched", |p| intern_route(p.as_str()));
+    let method = method_label(req.method());
     let request_id = req
         .headers()
         .get("x-request-id")
@@ -80,33 +81,89 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
         .map(|c| c.0)
         .unwrap_or("");
     let status = res.status().as_u16();
-    let anonymous = is_anonymous(&method, &route);
+    let anonymous = is_anonymous(method, route);
     span.in_scope(|| log_answer(status, code, elapsed, anonymous));
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         res.headers_mut().insert("x-request-id", v);
     }
     m.requests
-        .get_or_create(&vec![
-            ("route", route.clone()),
-            ("method", method.clone()),
-            ("status", status.to_string()),
-            ("code", code.to_owned()),
-        ])
+        .get_or_create(&AnswerLabels {
+            route,
+            method,
+            status,
+            code,
+        })
         .inc();
     // The live feed's duration is how long a client watched, not a latency.
     if route != "/v1/events" {
         m.latency
-            .get_or_create(&vec![("route", route), ("method", method)])
+            .get_or_create(&RouteLabels { route, method })
             .observe(elapsed.as_secs_f64());
     }
     res
 }
 
-/// Routes anyone on the internet may call (edit proposals and their challenges) and paths that
-/// match no route (scanners).
+/// The labels of `muster_http_requests_total`. Every value is `'static` or a number, so
+/// counting an answer allocates nothing.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct AnswerLabels {
+    route: &'static str,
+    method: &'static str,
+    status: u16,
+    code: &'static str,
+}
+
+/// The labels of `muster_http_request_duration_seconds`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct RouteLabels {
+    route: &'static str,
+    method: &'static str,
+}
+
+/// The method as a label value. Methods outside HTTP's own set are "other": a client chooses
+/// them freely, and a series per invented method would grow the server's memory without bound.
+fn method_label(method: &Method) -> &'static str {
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        Method::TRACE => "TRACE",
+        Method::CONNECT => "CONNECT",
+        _ => "other",
+    }
+}
+
+/// The route pattern as a `'static` label value. The patterns are the router's own (a matched
+/// path is a pattern, never the request's path), so the set is small and fixed; each is leaked
+/// once, the first time it answers.
+fn intern_route(pattern: &str) -> &'static str {
+    static ROUTES: OnceLock<RwLock<HashSet<&'static str>>> = OnceLock::new();
+    let routes = ROUTES.get_or_init(Default::default);
+    if let Some(known) = routes
+        .read()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(pattern)
+    {
+        return known;
+    }
+    let mut routes = routes.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(known) = routes.get(pattern) {
+        return known;
+    }
+    let leaked: &'static str = Box::leak(pattern.to_owned().into_boxed_str());
+    routes.insert(leaked);
+    leaked
+}
+
+/// Routes anyone on the internet may call: edit proposals and their challenges. (A path that
+/// matches no route never reaches this middleware: the router's fallback answers it 404 outside
+/// the route layer, so scanners are neither logged nor counted.)
 fn is_anonymous(method: &str, route: &str) -> bool {
-    route == "unmatched"
-        || (method == "POST" && matches!(route, "/v1/edits" | "/v1/edits/challenge"))
+    method == "POST" && matches!(route, "/v1/edits" | "/v1/edits/challenge")
 }
 
 /// One line per answer, at a level that follows the outcome: a server-side failure (5xx) is a
@@ -463,12 +520,6 @@ mod tests {
     #[test]
     fn a_refused_anonymous_edit_proposal_is_not_logged_at_the_default_level() {
         let levels = levels_logged_at_info("POST", "/v1/edits", 400, "E_BAD_REQUEST");
-        assert_eq!(levels, Vec::<String>::new());
-    }
-
-    #[test]
-    fn a_request_for_a_path_no_route_matches_is_not_logged_at_the_default_level() {
-        let levels = levels_logged_at_info("GET", "unmatched", 404, "E_NOT_FOUND");
         assert_eq!(levels, Vec::<String>::new());
     }
 

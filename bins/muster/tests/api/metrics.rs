@@ -97,3 +97,24 @@ async fn metrics_count_group_commit_transactions_and_the_requests_in_them() {
         .collect();
     assert_eq!(found, wanted.map(Some));
 }
+
+#[tokio::test]
+async fn answers_to_invented_methods_are_counted_in_one_series() {
+    let app = TestApp::spawn().await;
+    for i in 0..5 {
+        let method = hyper::Method::from_bytes(format!("PROBE{i}").as_bytes()).unwrap();
+        let r = app.raw(method, "/v1/items", None, Vec::new()).await;
+        assert_eq!(r.status, 405);
+    }
+    let m = scrape(&app).await;
+    let counted: Vec<&str> = m
+        .lines()
+        .filter(|l| l.starts_with(r#"muster_http_requests_total{route="/v1/items""#))
+        .collect();
+    assert_eq!(
+        counted,
+        vec![
+            r#"muster_http_requests_total{route="/v1/items",method="other",status="405",code="E_BAD_REQUEST"} 5"#
+        ]
+    );
+}
