@@ -73,7 +73,13 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let span = tracing::info_span!("request", id = %request_id, method = %method, route = %route);
     let started = Instant::now();
+    let mut unanswered = Unanswered {
+        span: span.clone(),
+        started,
+        armed: true,
+    };
     let mut res = next.run(req).instrument(span.clone()).await;
+    unanswered.armed = false;
     let elapsed = started.elapsed();
     let code = res
         .extensions()
@@ -81,8 +87,8 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
         .map(|c| c.0)
         .unwrap_or("");
     let status = res.status().as_u16();
-    let anonymous = is_anonymous(method, route);
-    span.in_scope(|| log_answer(status, code, elapsed, anonymous));
+    let class = RouteClass::of(method, route);
+    span.in_scope(|| log_answer(status, code, elapsed, class));
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         res.headers_mut().insert("x-request-id", v);
     }
@@ -159,25 +165,85 @@ fn intern_route(pattern: &str) -> &'static str {
     leaked
 }
 
-/// Routes anyone on the internet may call: edit proposals and their challenges. (A path that
-/// matches no route never reaches this middleware: the router's fallback answers it 404 outside
-/// the route layer, so scanners are neither logged nor counted.)
-fn is_anonymous(method: &str, route: &str) -> bool {
-    method == "POST" && matches!(route, "/v1/edits" | "/v1/edits/challenge")
+/// Logs, under the request's span, a request whose future was dropped before it produced an
+/// answer: its client went away, or the request timeout (an outer layer, which then answers
+/// 503 itself and warns) cut it. Such a request is not counted in `muster_http_requests_total`.
+struct Unanswered {
+    span: tracing::Span,
+    started: Instant,
+    armed: bool,
 }
 
-/// One line per answer, at a level that follows the outcome: a server-side failure (5xx) is a
-/// warning, a refused request (4xx) is info, and a success is debug. Refusals of anonymous
-/// requests are debug too: whoever sends them decides how many there are, and a log flood is
-/// theirs to cause (`muster_edit_submissions_total` counts them by layer). Successes are the worker
-/// fleet's steady traffic: at 64 workers, logging each at info wrote about 6,000 lines and
-/// 2.7 MB a second (a JSON encoding and a write(2) per answer), while the metrics count and
-/// time every answer anyway. `RUST_LOG=info,muster_http::metrics=debug` brings back every line.
-fn log_answer(status: u16, code: &str, elapsed: std::time::Duration, anonymous: bool) {
+impl Drop for Unanswered {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let latency_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        self.span.in_scope(|| {
+            tracing::info!(
+                latency_ms,
+                "no answer: the client went away or the request timed out"
+            );
+        });
+    }
+}
+
+/// What a route is, for the level of its answer's log line. (A path that matches no route
+/// never reaches this middleware: the router's fallback answers it 404 outside the route
+/// layer, so scanners are neither logged nor counted.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RouteClass {
+    /// Anyone on the internet may call it: edit proposals and their challenges.
+    Anonymous,
+    /// A rare change an operator or Shipkeeper makes: a retry, an edit decision, a new
+    /// worker image digest.
+    Control,
+    /// Answers when there is something to say, so its latency is not slowness: the lease
+    /// long poll and the live feed.
+    Waits,
+    /// Everything else, the worker fleet's steady traffic above all.
+    Other,
+}
+
+impl RouteClass {
+    fn of(method: &str, route: &str) -> RouteClass {
+        match (method, route) {
+            ("POST", "/v1/edits" | "/v1/edits/challenge") => RouteClass::Anonymous,
+            ("POST", "/v1/items/{id}/retry" | "/v1/edits/{id}/decision")
+            | ("PUT", "/v1/workers/{kind}/digest") => RouteClass::Control,
+            ("POST", "/v1/leases") | ("GET", "/v1/events") => RouteClass::Waits,
+            _ => RouteClass::Other,
+        }
+    }
+}
+
+/// A success slower than this is logged at info (long polls and the feed aside).
+const SLOW: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// One line per answer, at a level that follows the outcome:
+/// - a server-side failure (5xx) is a warning;
+/// - a refused request (4xx) is info, except a refusal of an anonymous request, a missing or
+///   wrong token (401) and a method the route does not have (405), which are debug: whoever
+///   sends those decides how many there are, and a log flood would be theirs to cause (the
+///   metrics count them by code);
+/// - a success is debug, except a control action (info: it changed what the fleet does) and a
+///   success slower than [`SLOW`] (info, with its request id, for whoever chases a slow call).
+///
+/// Successes are the worker fleet's steady traffic: at 64 workers, logging each at info wrote
+/// about 6,000 lines and 2.7 MB a second (a JSON encoding and a write(2) per answer), while the
+/// metrics count and time every answer anyway. `RUST_LOG=info,muster_http::metrics=debug`
+/// brings back every line.
+fn log_answer(status: u16, code: &str, elapsed: std::time::Duration, class: RouteClass) {
     let latency_ms = elapsed.as_secs_f64() * 1e3;
+    let refused_quietly = matches!(status, 401 | 405) || class == RouteClass::Anonymous;
+    let notable_success =
+        class == RouteClass::Control || (elapsed >= SLOW && !matches!(class, RouteClass::Waits));
     match status {
         500.. => tracing::warn!(status, code, latency_ms, "answered"),
-        400..=499 if !anonymous => tracing::info!(status, code, latency_ms, "answered"),
+        400..=499 if !refused_quietly => tracing::info!(status, code, latency_ms, "answered"),
+        400..=499 => tracing::debug!(status, code, latency_ms, "answered"),
+        _ if notable_success => tracing::info!(status, code, latency_ms, "answered"),
         _ => tracing::debug!(status, code, latency_ms, "answered"),
     }
 }
@@ -453,7 +519,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
     use std::time::Duration;
 
-    use super::{is_anonymous, log_answer};
+    use super::{RouteClass, Unanswered, log_answer};
 
     /// A `MakeWriter` into a shared buffer.
     #[derive(Clone, Default)]
@@ -476,17 +542,28 @@ mod tests {
         }
     }
 
-    /// The levels of the lines one answer logs under the production default filter (`info`).
+    /// The levels of the lines one answer (3 ms) logs under the production default filter.
     fn levels_logged_at_info(method: &str, route: &str, status: u16, code: &str) -> Vec<String> {
+        levels_logged(tracing::Level::INFO, method, route, status, code, 3)
+    }
+
+    fn levels_logged(
+        filter: tracing::Level,
+        method: &str,
+        route: &str,
+        status: u16,
+        code: &str,
+        millis: u64,
+    ) -> Vec<String> {
         let captured = Captured::default();
         let subscriber = tracing_subscriber::fmt()
             .json()
-            .with_max_level(tracing::Level::INFO)
+            .with_max_level(filter)
             .with_writer(captured.clone())
             .finish();
         tracing::subscriber::with_default(subscriber, || {
-            let anonymous = is_anonymous(method, route);
-            log_answer(status, code, Duration::from_millis(3), anonymous);
+            let class = RouteClass::of(method, route);
+            log_answer(status, code, Duration::from_millis(millis), class);
         });
         let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
         text.lines()
@@ -520,6 +597,80 @@ mod tests {
     #[test]
     fn a_refused_anonymous_edit_proposal_is_not_logged_at_the_default_level() {
         let levels = levels_logged_at_info("POST", "/v1/edits", 400, "E_BAD_REQUEST");
+        assert_eq!(levels, Vec::<String>::new());
+    }
+
+    /// The messages logged at info while a request's guard is dropped.
+    fn messages_when_dropped(armed: bool) -> Vec<String> {
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(captured.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("request", id = "r-1");
+            drop(Unanswered {
+                span,
+                started: std::time::Instant::now(),
+                armed,
+            });
+        });
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                format!("{} {}", v["span"]["id"], v["fields"]["message"])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_request_dropped_before_its_answer_is_logged_with_its_id() {
+        assert_eq!(
+            messages_when_dropped(true),
+            vec![r#""r-1" "no answer: the client went away or the request timed out""#]
+        );
+    }
+
+    #[test]
+    fn an_answered_request_logs_no_drop_line() {
+        assert_eq!(messages_when_dropped(false), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_success_is_logged_at_debug() {
+        let levels = levels_logged(tracing::Level::DEBUG, "POST", COMPLETE, 200, "", 3);
+        assert_eq!(levels, vec!["DEBUG"]);
+    }
+
+    #[test]
+    fn a_success_slower_than_a_second_is_logged_at_info() {
+        let levels = levels_logged(tracing::Level::INFO, "POST", COMPLETE, 200, "", 1_500);
+        assert_eq!(levels, vec!["INFO"]);
+    }
+
+    #[test]
+    fn a_long_poll_lease_that_waited_is_not_logged_at_the_default_level() {
+        let levels = levels_logged(tracing::Level::INFO, "POST", "/v1/leases", 200, "", 5_000);
+        assert_eq!(levels, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_successful_retry_by_an_operator_is_logged_at_info() {
+        let levels = levels_logged_at_info("POST", "/v1/items/{id}/retry", 200, "");
+        assert_eq!(levels, vec!["INFO"]);
+    }
+
+    #[test]
+    fn a_reported_worker_image_digest_is_logged_at_info() {
+        let levels = levels_logged_at_info("PUT", "/v1/workers/{kind}/digest", 200, "");
+        assert_eq!(levels, vec!["INFO"]);
+    }
+
+    #[test]
+    fn a_request_with_a_wrong_token_is_not_logged_at_the_default_level() {
+        let levels = levels_logged_at_info("POST", COMPLETE, 401, "E_UNAUTHENTICATED");
         assert_eq!(levels, Vec::<String>::new());
     }
 

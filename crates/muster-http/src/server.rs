@@ -60,12 +60,20 @@ impl Default for ServerSettings {
 async fn timed(req: Request<Body>, next: axum::middleware::Next, limit: Duration) -> Response {
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(res) => res,
-        Err(_) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "E_UNAVAILABLE",
-            "the request timed out",
-        )
-        .into_response(),
+        Err(_) => {
+            // The request's own line ("no answer", with its id) was logged when its future
+            // was dropped; this one says why.
+            tracing::warn!(
+                timeout_s = limit.as_secs_f64(),
+                "a request timed out and was answered 503"
+            );
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "E_UNAVAILABLE",
+                "the request timed out",
+            )
+            .into_response()
+        }
     }
 }
 
