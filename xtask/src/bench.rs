@@ -178,16 +178,16 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         ..serve
     };
     let mut batches = Vec::new();
-    for (size, lease_next, seconds) in BATCH_RUNS {
+    for (size, lease_next, next, seconds) in BATCH_RUNS {
         let items = BATCH_ITEMS.to_string();
         run_as(
             &format!("batch-fill-{size}"),
             &["backlog-fill", "--database-url", &batch_url, "--to", &items],
         )?;
-        let name = if lease_next {
-            format!("{size}-lease-next")
-        } else {
-            size.to_string()
+        let name = match (lease_next, next) {
+            (true, _) => format!("{size}-lease-next"),
+            (false, true) => format!("{size}-next"),
+            (false, false) => size.to_string(),
         };
         let log_path = out.join(format!("server-batch-{name}.log"));
         let mut server = serve.spawn(&log_path)?;
@@ -206,6 +206,9 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         ];
         if lease_next {
             args.push("--lease-next");
+        }
+        if next {
+            args.push("--next");
         }
         let mut measured = run_as(&format!("batch-{name}"), &args)?;
         measured["server_peak_rss_mib"] = json!(memory(server.pid())?.hwm_mib);
@@ -314,13 +317,15 @@ fn migrated_database(cluster: &TempCluster, muster: &Path, name: &str) -> Result
 }
 
 /// Batch sizes compared (the first, the v1 single calls, is the baseline), whether completions
-/// ask `lease_next`, and each run's cap in seconds; every run drains up to `BATCH_ITEMS` queued
-/// items with 16 workers.
-const BATCH_RUNS: [(u32, bool, u64); 4] = [
-    (1, false, 15),
-    (1, true, 15),
-    (16, false, 60),
-    (128, false, 60),
+/// ask `lease_next`, whether each carries a `next` step, and each run's cap in seconds; every
+/// run drains up to `BATCH_ITEMS` queued items with 16 workers.
+const BATCH_RUNS: [(u32, bool, bool, u64); 6] = [
+    (1, false, false, 15),
+    (1, true, false, 15),
+    (1, false, true, 15),
+    (16, false, false, 60),
+    (128, false, false, 60),
+    (128, false, true, 60),
 ];
 const BATCH_ITEMS: u64 = 200_000;
 
@@ -732,10 +737,13 @@ fn batch_rows(rows: &mut Vec<[String; 4]>, batches: &[Value]) {
                 "batching: items/s at batch size {}{}, {} workers ({} items in {} s{}; \
                  server peak RSS {} MiB){note}",
                 run["batch"],
-                if run["lease_next"].as_bool().unwrap_or(false) {
-                    " with `lease_next`"
-                } else {
-                    ""
+                match (
+                    run["lease_next"].as_bool().unwrap_or(false),
+                    run["next"].as_bool().unwrap_or(false),
+                ) {
+                    (true, _) => " with `lease_next`",
+                    (false, true) => " with a `next` step per item",
+                    (false, false) => "",
                 },
                 run["workers"],
                 run["items"],

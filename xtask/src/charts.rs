@@ -264,8 +264,9 @@ fn batch_points(doc: &Value) -> Vec<RatePoint> {
     let rate = |side: &Value| side["items_per_s"].as_f64();
     let mut points: Vec<RatePoint> = runs(doc)
         .iter()
-        // A `lease_next` run is batch size 1 by another path; the table has it, the chart not.
-        .filter(|run| run["lease_next"] != true)
+        // A `lease_next` run is batch size 1 by another path, and a run with `next` steps does
+        // more per item; the table has them, the chart not.
+        .filter(|run| run["lease_next"] != true && run["next"] != true)
         .filter_map(|run| {
             let x = ["batch_size", "batch", "max"]
                 .iter()

@@ -7,6 +7,8 @@
 //! completed items over elapsed time. Every completion is checked (`status` 200 per entry).
 //! With `--lease-next` (batch 1 only) each completion asks `"lease_next": true` and the worker
 //! goes on with the lease it answers: one round trip and one transaction per item.
+//! With `--next` every completion carries one `next` step (a `sextant` item, the default route
+//! from `trawl`), so each item's result and the next pipeline item commit together.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,12 +18,36 @@ use serde_json::{Value, json};
 
 use crate::{Http, percentiles};
 
+/// How each completion is sent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Completing {
+    /// Ask `"lease_next": true` (batch 1 only).
+    pub lease_next: bool,
+    /// Carry one `next` step.
+    pub next: bool,
+}
+
+impl Completing {
+    /// The completion's body: an empty result, and the `next` step when asked.
+    fn body(self) -> Value {
+        let mut body = json!({"result": {}});
+        if self.next {
+            body["next"] = json!([{"kind": "sextant", "payload": {}}]);
+        }
+        if self.lease_next {
+            body["lease_next"] = json!(true);
+        }
+        body
+    }
+}
+
 /// One completion with `"lease_next": true` of the lease `held` (leasing one first when none
 /// is held); answers the items completed (0 when the queue was empty) and the latencies.
 async fn round_leasing_next(
     http: &Http,
     token: &str,
     worker_id: &str,
+    completing: Completing,
     held: &mut Option<String>,
 ) -> Result<(u64, Duration, Duration)> {
     let mut lease_time = Duration::ZERO;
@@ -48,7 +74,7 @@ async fn round_leasing_next(
         .post(
             &format!("/v1/leases/{id}/complete"),
             token,
-            &json!({"result": {}, "lease_next": true}),
+            &completing.body(),
             None,
         )
         .await?;
@@ -66,6 +92,7 @@ async fn round(
     token: &str,
     worker_id: &str,
     batch: u32,
+    completing: Completing,
 ) -> Result<(u64, Duration, Duration)> {
     let body = if batch == 1 {
         json!({"worker_id": worker_id, "wait_ms": 0})
@@ -87,7 +114,7 @@ async fn round(
             .post(
                 &format!("/v1/leases/{id}/complete"),
                 token,
-                &json!({"result": {}}),
+                &completing.body(),
                 None,
             )
             .await?;
@@ -99,7 +126,11 @@ async fn round(
     let leases = leased["leases"].as_array().context("leases missing")?;
     let completions: Vec<Value> = leases
         .iter()
-        .map(|l| json!({"lease_id": l["lease_id"], "result": {}}))
+        .map(|l| {
+            let mut entry = completing.body();
+            entry["lease_id"] = l["lease_id"].clone();
+            entry
+        })
         .collect();
     let (status, body) = http
         .post(
@@ -123,12 +154,12 @@ pub(crate) async fn batch(
     url: &str,
     worker_token: &str,
     batch: u32,
-    lease_next: bool,
+    completing: Completing,
     workers: usize,
     items: u64,
     length: Duration,
 ) -> Result<Value> {
-    if lease_next && batch != 1 {
+    if completing.lease_next && batch != 1 {
         bail!("--lease-next goes with --batch 1");
     }
     let http = Arc::new(Http::new(url));
@@ -145,10 +176,10 @@ pub(crate) async fn batch(
                 let (mut lease_lat, mut complete_lat) = (Vec::new(), Vec::new());
                 let mut held = None;
                 while Instant::now() < deadline && done.load(Ordering::Relaxed) < items {
-                    let answer = if lease_next {
-                        round_leasing_next(&http, &token, &worker_id, &mut held).await
+                    let answer = if completing.lease_next {
+                        round_leasing_next(&http, &token, &worker_id, completing, &mut held).await
                     } else {
-                        round(&http, &token, &worker_id, batch).await
+                        round(&http, &token, &worker_id, batch, completing).await
                     };
                     match answer {
                         Ok((0, _, _)) => {
@@ -189,7 +220,8 @@ pub(crate) async fn batch(
     Ok(json!({
         "scenario": "batch",
         "batch": batch,
-        "lease_next": lease_next,
+        "lease_next": completing.lease_next,
+        "next": completing.next,
         "workers": workers,
         "items": completed,
         "seconds": (seconds * 1000.0).round() / 1000.0,

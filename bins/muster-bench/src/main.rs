@@ -145,6 +145,10 @@ enum Scenario {
         /// Complete with `"lease_next": true` (batch 1 only).
         #[arg(long)]
         lease_next: bool,
+        /// Complete with one `next` step (a `sextant` item, the default route from `trawl`):
+        /// the result and the pipeline's next item in one transaction.
+        #[arg(long)]
+        next: bool,
         #[arg(long, default_value_t = 16)]
         workers: usize,
         #[arg(long, default_value_t = 200_000)]
@@ -246,6 +250,7 @@ fn main() -> Result<()> {
                 worker_token,
                 batch,
                 lease_next,
+                next,
                 workers,
                 items,
                 seconds,
@@ -254,7 +259,7 @@ fn main() -> Result<()> {
                     &url,
                     &worker_token,
                     batch,
-                    lease_next,
+                    batch::Completing { lease_next, next },
                     workers,
                     items,
                     Duration::from_secs(seconds),
