@@ -547,6 +547,21 @@ mod tests {
         levels_logged(tracing::Level::INFO, method, route, status, code, 3)
     }
 
+    /// The JSON lines `f` logs under a subscriber filtering at `filter`.
+    fn logged(filter: tracing::Level, f: impl FnOnce()) -> Vec<serde_json::Value> {
+        let captured = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_max_level(filter)
+            .with_writer(captured.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
     fn levels_logged(
         filter: tracing::Level,
         method: &str,
@@ -555,22 +570,13 @@ mod tests {
         code: &str,
         millis: u64,
     ) -> Vec<String> {
-        let captured = Captured::default();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(filter)
-            .with_writer(captured.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        let lines = logged(filter, || {
             let class = RouteClass::of(method, route);
             log_answer(status, code, Duration::from_millis(millis), class);
         });
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                v["level"].as_str().unwrap().to_owned()
-            })
+        lines
+            .iter()
+            .map(|v| v["level"].as_str().unwrap().to_owned())
             .collect()
     }
 
@@ -602,13 +608,7 @@ mod tests {
 
     /// The messages logged at info while a request's guard is dropped.
     fn messages_when_dropped(armed: bool) -> Vec<String> {
-        let captured = Captured::default();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(tracing::Level::INFO)
-            .with_writer(captured.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
+        let lines = logged(tracing::Level::INFO, || {
             let span = tracing::info_span!("request", id = "r-1");
             drop(Unanswered {
                 span,
@@ -616,12 +616,9 @@ mod tests {
                 armed,
             });
         });
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                format!("{} {}", v["span"]["id"], v["fields"]["message"])
-            })
+        lines
+            .iter()
+            .map(|v| format!("{} {}", v["span"]["id"], v["fields"]["message"]))
             .collect()
     }
 
