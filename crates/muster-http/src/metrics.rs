@@ -73,10 +73,12 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
     let span = tracing::info_span!("request", id = %request_id, method = %method, route = %route);
     let started = Instant::now();
+    let class = RouteClass::of(method, route);
     let mut unanswered = Unanswered {
         span: span.clone(),
         started,
         armed: true,
+        class,
     };
     let mut res = next.run(req).instrument(span.clone()).await;
     unanswered.armed = false;
@@ -87,7 +89,6 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
         .map(|c| c.0)
         .unwrap_or("");
     let status = res.status().as_u16();
-    let class = RouteClass::of(method, route);
     span.in_scope(|| log_answer(status, code, elapsed, class));
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         res.headers_mut().insert("x-request-id", v);
@@ -168,10 +169,12 @@ fn intern_route(pattern: &str) -> &'static str {
 /// Logs, under the request's span, a request whose future was dropped before it produced an
 /// answer: its client went away, or the request timeout (an outer layer, which then answers
 /// 503 itself and warns) cut it. Such a request is not counted in `muster_http_requests_total`.
+/// At info, except on anonymous routes (debug): a stranger can hang up as often as they like.
 struct Unanswered {
     span: tracing::Span,
     started: Instant,
     armed: bool,
+    class: RouteClass,
 }
 
 impl Drop for Unanswered {
@@ -180,11 +183,13 @@ impl Drop for Unanswered {
             return;
         }
         let latency_ms = self.started.elapsed().as_secs_f64() * 1e3;
+        let message = "no answer: the client went away or the request timed out";
         self.span.in_scope(|| {
-            tracing::info!(
-                latency_ms,
-                "no answer: the client went away or the request timed out"
-            );
+            if self.class == RouteClass::Anonymous {
+                tracing::debug!(latency_ms, message);
+            } else {
+                tracing::info!(latency_ms, message);
+            }
         });
     }
 }
@@ -607,13 +612,14 @@ mod tests {
     }
 
     /// The messages logged at info while a request's guard is dropped.
-    fn messages_when_dropped(armed: bool) -> Vec<String> {
+    fn messages_when_dropped(armed: bool, class: RouteClass) -> Vec<String> {
         let lines = logged(tracing::Level::INFO, || {
             let span = tracing::info_span!("request", id = "r-1");
             drop(Unanswered {
                 span,
                 started: std::time::Instant::now(),
                 armed,
+                class,
             });
         });
         lines
@@ -625,14 +631,25 @@ mod tests {
     #[test]
     fn a_request_dropped_before_its_answer_is_logged_with_its_id() {
         assert_eq!(
-            messages_when_dropped(true),
+            messages_when_dropped(true, RouteClass::Other),
             vec![r#""r-1" "no answer: the client went away or the request timed out""#]
         );
     }
 
     #[test]
     fn an_answered_request_logs_no_drop_line() {
-        assert_eq!(messages_when_dropped(false), Vec::<String>::new());
+        assert_eq!(
+            messages_when_dropped(false, RouteClass::Other),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn an_anonymous_request_dropped_before_its_answer_is_not_logged_at_the_default_level() {
+        assert_eq!(
+            messages_when_dropped(true, RouteClass::Anonymous),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
