@@ -108,7 +108,10 @@ impl Server {
         let mut settings = muster::Settings::new(db.url.clone());
         settings.tokens = Some(tokens);
         settings.pipeline = Some(pipeline);
-        settings.lease_ttl_ms = 600;
+        // Short, so crashed workers' items come back quickly; long enough that a worker starved
+        // of CPU for a moment on a busy 2-core machine (four of these fleets and their clusters
+        // run at once) does not lose a live lease: at 600 ms one CI run lost one.
+        settings.lease_ttl_ms = 1_500;
         let app = muster::build(&settings).expect("build the app");
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
