@@ -552,17 +552,24 @@ async fn a_batch_of_more_than_256_entries_is_a_bad_request_even_with_malformed_i
     );
 }
 
-/// Two leases completed in one batch whose first result the database refuses.
-async fn batch_with_one_refused_entry() -> (TestApp, crate::harness::Resp) {
+/// Two leases completed in one batch whose first result the database refuses; the second
+/// lease's fine completion is sent `fine_copies` times.
+async fn batch_after_a_refused_entry(fine_copies: usize) -> (TestApp, crate::harness::Resp) {
     let (app, leased) = two_leased_in_one_batch().await;
     app.refuse_poisoned_results().await;
     let ids = lease_ids(&leased);
-    let body = json!({"completions": [
-        {"lease_id": ids[0], "result": {"poison": true}},
-        {"lease_id": ids[1], "result": {"fine": true}},
-    ]});
-    let r = post_completions(&app, body).await;
+    let mut entries = vec![json!({"lease_id": ids[0], "result": {"poison": true}})];
+    entries.extend(std::iter::repeat_n(
+        json!({"lease_id": ids[1], "result": {"fine": true}}),
+        fine_copies,
+    ));
+    let r = post_completions(&app, json!({ "completions": entries })).await;
     (app, r)
+}
+
+/// Two leases completed in one batch whose first result the database refuses.
+async fn batch_with_one_refused_entry() -> (TestApp, crate::harness::Resp) {
+    batch_after_a_refused_entry(1).await
 }
 
 #[tokio::test]
@@ -593,14 +600,6 @@ async fn a_batch_redone_one_entry_at_a_time_is_counted_in_the_metrics() {
 #[tokio::test]
 async fn a_lease_named_twice_in_a_batch_redone_one_entry_at_a_time_is_still_refused_the_second_time()
  {
-    let (app, leased) = two_leased_in_one_batch().await;
-    app.refuse_poisoned_results().await;
-    let ids = lease_ids(&leased);
-    let body = json!({"completions": [
-        {"lease_id": ids[0], "result": {"poison": true}},
-        {"lease_id": ids[1], "result": {"fine": true}},
-        {"lease_id": ids[1], "result": {"fine": true}},
-    ]});
-    let r = post_completions(&app, body).await;
+    let (_app, r) = batch_after_a_refused_entry(2).await;
     assert_eq!(statuses(&r.body), [500, 200, 400]);
 }
