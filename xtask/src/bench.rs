@@ -220,6 +220,23 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         serde_json::to_string_pretty(&json!({ "runs": batches }))?,
     )?;
 
+    // The SQL floor: the same rows as a batch of 128 writes, in plain SQL (pgbench), on a
+    // migrated database of its own; then a bare queue's rows on the same table.
+    let floor_url = migrated_database(cluster, muster, "muster_floor")?;
+    let mut floor = Vec::new();
+    for (name, script) in FLOOR_SCRIPTS {
+        let items = BATCH_ITEMS.to_string();
+        run_as(
+            &format!("floor-fill-{name}"),
+            &["backlog-fill", "--database-url", &floor_url, "--to", &items],
+        )?;
+        floor.push(sql_floor(&floor_url, name, script, out)?);
+    }
+    std::fs::write(
+        out.join("floor.json"),
+        serde_json::to_string_pretty(&json!({ "runs": floor }))?,
+    )?;
+
     // Bloat: the single-call rate on a fresh database, then after BLOAT_CYCLES more lease →
     // complete cycles (pushed through in batches of 128, each one lease and one completion with
     // its ledger rows), on the same server, with autovacuum as configured (V7).
@@ -283,8 +300,82 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
 
     let machine = machine(&url);
     Ok(render(
-        &machine, &cycles, &pickup, &spam, &feed, &backlog, &batches, &bloat, idle, end,
+        &machine, &cycles, &pickup, &spam, &feed, &backlog, &batches, &floor, &bloat, idle, end,
     ))
+}
+
+/// The pgbench scripts of the SQL floor (xtask/sql/): the rows Muster writes per batch, and a
+/// bare queue's.
+const FLOOR_SCRIPTS: [(&str, &str); 2] = [
+    ("full", include_str!("../sql/floor-full.sql")),
+    ("bare", include_str!("../sql/floor-bare.sql")),
+];
+/// Clients and batch size of the SQL floor: the batching runs' 16 workers and largest batch.
+const FLOOR_CLIENTS: u64 = 16;
+const FLOOR_BATCH: u64 = 128;
+
+/// Runs one SQL-floor script with pgbench (`FLOOR_CLIENTS` clients, as many batches each as
+/// `BATCH_ITEMS` allows) and answers how many items it finished, in how long. `skipped` when
+/// this PostgreSQL has no pgbench.
+fn sql_floor(url: &str, name: &str, script: &str, out: &Path) -> Result<Value> {
+    let Some(pgbench) = find_bin("pgbench") else {
+        eprintln!("xtask: pgbench not found; the SQL floor is not measured");
+        return Ok(json!({"script": name, "skipped": "pgbench not found"}));
+    };
+    let path = out.join(format!("floor-{name}.sql"));
+    std::fs::write(&path, script).with_context(|| format!("write {}", path.display()))?;
+    let done = || -> Result<u64> {
+        let psql = find_bin("psql").context("psql not found")?;
+        let sql = "SELECT count(*) FROM core.items WHERE state = 'done'";
+        command_line(
+            &psql.to_string_lossy(),
+            &["-X", "-tA", "-d", url, "-c", sql],
+        )
+        .and_then(|n| n.parse().ok())
+        .context("could not count the finished items")
+    };
+    let per_client = BATCH_ITEMS / (FLOOR_CLIENTS * FLOOR_BATCH);
+    let (clients, transactions) = (FLOOR_CLIENTS.to_string(), per_client.to_string());
+    let args = [
+        "-n",
+        "-c",
+        &clients,
+        "-t",
+        &transactions,
+        "-f",
+        &path.to_string_lossy(),
+        url,
+    ]
+    .map(str::to_owned);
+    banner(&format!("pgbench {}", args[..6].join(" ")));
+    let before = done()?;
+    let started = Instant::now();
+    let output = Command::new(&pgbench)
+        .args(&args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("could not run {}", pgbench.display()))?;
+    let seconds = started.elapsed().as_secs_f64();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!(
+            "pgbench {name} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    std::fs::write(out.join(format!("floor-{name}.txt")), stdout.as_bytes())?;
+    // Counted, not assumed: a batch that found fewer than FLOOR_BATCH items shows here.
+    let items = done()?.saturating_sub(before);
+    Ok(json!({
+        "script": name,
+        "clients": FLOOR_CLIENTS,
+        "batch": FLOOR_BATCH,
+        "items": items,
+        "expected_items": FLOOR_CLIENTS * per_client * FLOOR_BATCH,
+        "seconds": seconds,
+        "items_per_s": items as f64 / seconds,
+    }))
 }
 
 /// Lease → complete cycles between the two single-call rate measurements of the bloat rows.
@@ -533,6 +624,7 @@ fn render(
     feed: &Value,
     backlog: &[Value],
     batches: &[Value],
+    floor: &[Value],
     bloat: &Value,
     idle: Memory,
     end: Memory,
@@ -640,6 +732,7 @@ fn render(
     feed_rows(&mut rows, feed);
     backlog_rows(&mut rows, backlog);
     batch_rows(&mut rows, batches);
+    floor_rows(&mut rows, batches, floor);
     let (before, after) = (&bloat["before"], &bloat["after"]);
     rows.push([
         format!(
@@ -760,6 +853,62 @@ fn batch_rows(rows: &mut Vec<[String; 4]>, batches: &[Value]) {
             ratio(&run["items_per_s"], &base["items_per_s"]),
         ]);
     }
+}
+
+/// Muster's largest batch against the same rows written in plain SQL, and what a bare queue
+/// writes against those rows.
+fn floor_rows(rows: &mut Vec<[String; 4]>, batches: &[Value], floor: &[Value]) {
+    let [full, bare] = floor else {
+        return;
+    };
+    if let Some(why) = full["skipped"].as_str() {
+        rows.push([
+            "SQL floor (pgbench)".into(),
+            format!("not measured: {why}"),
+            String::new(),
+            String::new(),
+        ]);
+        return;
+    }
+    let largest = batches
+        .iter()
+        .filter(|r| !r["next"].as_bool().unwrap_or(false))
+        .max_by_key(|r| r["batch"].as_u64().unwrap_or(0));
+    let run = |v: &Value| {
+        let short = if v["items"] == v["expected_items"] {
+            String::new()
+        } else {
+            format!(" of {} asked", v["expected_items"])
+        };
+        format!(
+            "{} clients, batches of {}, {} items{short} in {} s",
+            v["clients"],
+            v["batch"],
+            v["items"],
+            num(&v["seconds"])
+        )
+    };
+    if let Some(http) = largest {
+        rows.push([
+            format!(
+                "SQL floor: items/s at batch size {} over HTTP, against the same rows written                  in plain SQL by pgbench (lease, lease row, ledger row, completion, finished                  lease, ledger row per item; no HTTP, no Muster; {})",
+                http["batch"],
+                run(full)
+            ),
+            num(&http["items_per_s"]),
+            format!("{} in plain SQL", num(&full["items_per_s"])),
+            ratio(&http["items_per_s"], &full["items_per_s"]),
+        ]);
+    }
+    rows.push([
+        format!(
+            "SQL floor: items/s of a bare queue in plain SQL (the two item updates only: no              lease rows, no ledger; {})",
+            run(bare)
+        ),
+        num(&bare["items_per_s"]),
+        format!("{} with lease and ledger rows", num(&full["items_per_s"])),
+        ratio(&bare["items_per_s"], &full["items_per_s"]),
+    ]);
 }
 
 fn backlog_rows(rows: &mut Vec<[String; 4]>, backlog: &[Value]) {
