@@ -347,7 +347,7 @@ fn sql_floor(url: &str, name: &str, script: &str, out: &Path) -> Result<Value> {
         url,
     ]
     .map(str::to_owned);
-    banner(&format!("pgbench {}", args[..6].join(" ")));
+    banner(&format!("pgbench {} floor-{name}.sql", args[..6].join(" ")));
     let before = done()?;
     let started = Instant::now();
     let output = Command::new(&pgbench)
@@ -891,7 +891,9 @@ fn floor_rows(rows: &mut Vec<[String; 4]>, batches: &[Value], floor: &[Value]) {
     if let Some(http) = largest {
         rows.push([
             format!(
-                "SQL floor: items/s at batch size {} over HTTP, against the same rows written                  in plain SQL by pgbench (lease, lease row, ledger row, completion, finished                  lease, ledger row per item; no HTTP, no Muster; {})",
+                "SQL floor: items/s at batch size {} over HTTP, against the same rows written \
+                 in plain SQL by pgbench (lease, lease row, ledger row, completion, finished \
+                 lease, ledger row per item; no HTTP, no Muster; {})",
                 http["batch"],
                 run(full)
             ),
@@ -902,7 +904,8 @@ fn floor_rows(rows: &mut Vec<[String; 4]>, batches: &[Value], floor: &[Value]) {
     }
     rows.push([
         format!(
-            "SQL floor: items/s of a bare queue in plain SQL (the two item updates only: no              lease rows, no ledger; {})",
+            "SQL floor: items/s of a bare queue in plain SQL (the two item updates only: no \
+             lease rows, no ledger; {})",
             run(bare)
         ),
         num(&bare["items_per_s"]),
@@ -975,5 +978,82 @@ fn backlog_rows(rows: &mut Vec<[String; 4]>, backlog: &[Value]) {
             format!("{} with {bs} queued", pair(&bm[op])),
             p_ratio(&gm[op], &bm[op]),
         ]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn floor_run(script: &str, items: u64, items_per_s: f64) -> Value {
+        json!({"script": script, "clients": 16, "batch": 128, "items": items,
+               "expected_items": 198_656, "seconds": 20.0, "items_per_s": items_per_s})
+    }
+
+    fn floor_table(batches: &[Value], floor: &[Value]) -> Vec<[String; 4]> {
+        let mut rows = Vec::new();
+        floor_rows(&mut rows, batches, floor);
+        rows
+    }
+
+    #[test]
+    fn the_floor_row_compares_the_largest_batch_without_a_next_step_with_the_plain_sql_rate() {
+        let batches = [
+            json!({"batch": 1, "items_per_s": 1000.0}),
+            json!({"batch": 128, "items_per_s": 9000.0}),
+            json!({"batch": 128, "next": true, "items_per_s": 7000.0}),
+        ];
+        let floor = [
+            floor_run("full", 198_656, 10_000.0),
+            floor_run("bare", 198_656, 20_000.0),
+        ];
+        let rows = floor_table(&batches, &floor);
+        assert_eq!(
+            rows[0][1..],
+            [
+                "9000".to_owned(),
+                "10000 in plain SQL".into(),
+                "0.90×".into()
+            ]
+        );
+    }
+
+    #[test]
+    fn the_bare_queue_row_is_compared_with_the_full_rows() {
+        let floor = [
+            floor_run("full", 198_656, 10_000.0),
+            floor_run("bare", 198_656, 20_000.0),
+        ];
+        let rows = floor_table(&[], &floor);
+        assert_eq!(
+            rows[0][1..],
+            [
+                "20000".to_owned(),
+                "10000 with lease and ledger rows".into(),
+                "2.00×".into()
+            ]
+        );
+    }
+
+    #[test]
+    fn a_floor_run_that_finished_fewer_items_than_asked_says_so() {
+        let floor = [
+            floor_run("full", 198_000, 10_000.0),
+            floor_run("bare", 198_656, 20_000.0),
+        ];
+        let rows = floor_table(&[json!({"batch": 128, "items_per_s": 9000.0})], &floor);
+        assert!(
+            rows[0][0].contains("198000 items of 198656 asked in 20.00 s"),
+            "{}",
+            rows[0][0]
+        );
+    }
+
+    #[test]
+    fn without_pgbench_the_floor_is_reported_as_not_measured() {
+        let skipped = json!({"script": "full", "skipped": "pgbench not found"});
+        let rows = floor_table(&[], &[skipped.clone(), skipped]);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0][1], "not measured: pgbench not found");
     }
 }
