@@ -9,7 +9,9 @@
 //! - `latency.png`: lease and complete latency p50/p99 in ms from the 16-worker run of
 //!   `cycles.json` (the run the table quotes; the largest run if there is none at 16), and pickup
 //!   latency p50/p99 from `pickup.json`, HTTP next to in-process;
-//! - `batching.png`, only when the run measured batching: items/s per batch size.
+//! - `batching.png`, only when the run measured batching: items/s per batch size, with the SQL
+//!   floor of `floor.json` (`runs[].script` `full` and `bare`, `runs[].items_per_s`) drawn as
+//!   dashed reference lines when the run measured it.
 //!
 //! Batching has no producer yet; a run without it simply draws no `batching.png`. What is read,
 //! from `batch.json` or else from a `batch` (or `batching`) entry of `cycles.json`: either an
@@ -52,6 +54,8 @@ const FAMILY: &str = "sans-serif";
 
 const HTTP_COLOR: RGBColor = RGBColor(31, 119, 180);
 const LOCAL_COLOR: RGBColor = RGBColor(230, 115, 0);
+/// Colours of a rate chart's reference lines, in order.
+const REF_COLORS: [RGBColor; 2] = [RGBColor(90, 90, 90), RGBColor(44, 160, 44)];
 const INK: RGBColor = RGBColor(40, 40, 40);
 
 /// `cargo xtask charts [BENCH [OUT]]`: from `target/bench/` into `docs/img/` by default.
@@ -90,6 +94,9 @@ pub(crate) fn render(bench_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
             .map(embedded_batch_points)
             .unwrap_or_default(),
     };
+    let floor = read_json(&bench_dir.join("floor.json"))?
+        .map(|doc| floor_lines(&doc))
+        .unwrap_or_default();
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("could not create {}", out_dir.display()))?;
 
@@ -122,6 +129,7 @@ pub(crate) fn render(bench_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
                         note: &note,
                         points: &levels,
                         log_y: false,
+                        lines: &[],
                     },
                 )
             })?;
@@ -155,6 +163,7 @@ pub(crate) fn render(bench_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
                     note: "labels: items/s (HTTP ÷ in-process)",
                     points: &batch,
                     log_y: true,
+                    lines: &floor,
                 },
             )
         })?;
@@ -283,6 +292,34 @@ fn batch_points(doc: &Value) -> Vec<RatePoint> {
         .collect();
     points.sort_by_key(|p| p.x);
     points
+}
+
+/// A horizontal reference line of a rate chart: its label and its rate.
+#[derive(Debug, Clone, PartialEq)]
+struct RefLine {
+    label: String,
+    rate: f64,
+}
+
+/// The SQL floor's rates (`floor.json`) as reference lines: Muster's rows, then a bare queue's.
+fn floor_lines(doc: &Value) -> Vec<RefLine> {
+    let label = |script: &str, batch: &Value| match script {
+        "full" => Some(format!(
+            "same rows in plain SQL (pgbench, batches of {batch})"
+        )),
+        "bare" => Some(format!(
+            "bare queue in plain SQL (no lease, no ledger rows; batches of {batch})"
+        )),
+        _ => None,
+    };
+    runs(doc)
+        .iter()
+        .filter_map(|run| {
+            let rate = run["items_per_s"].as_f64().filter(|r| *r > 0.0)?;
+            let label = label(run["script"].as_str()?, &run["batch"])?;
+            Some(RefLine { label, rate })
+        })
+        .collect()
 }
 
 /// Batching figures carried inside `cycles.json` (`batch` or `batching`), if any.
@@ -606,6 +643,8 @@ struct RateChart<'a> {
     points: &'a [RatePoint],
     /// A log value axis (batching spans decades); else linear from 0.
     log_y: bool,
+    /// Dashed horizontal reference lines, each labelled.
+    lines: &'a [RefLine],
 }
 
 /// Rates of both sides against a log₂ x axis (workers, batch size), each point labelled.
@@ -627,6 +666,7 @@ fn draw_rates(rgb: &mut [u8], spec: &RateChart<'_>) -> Result<()> {
         .iter()
         .flat_map(|p| [p.http, p.in_process])
         .flatten()
+        .chain(spec.lines.iter().map(|l| l.rate))
         .filter(|v| *v > 0.0 || !spec.log_y)
         .collect();
     let y_axis = if spec.log_y {
@@ -681,6 +721,23 @@ fn draw_rates(rgb: &mut [u8], spec: &RateChart<'_>) -> Result<()> {
         chart.draw_series(series.iter().map(|&at| Circle::new(at, 5, color.filled())))?;
     }
 
+    let (left, right) = (chart.x_range().start * 1.0001, chart.x_range().end / 1.0001);
+    for (line, color) in spec.lines.iter().zip(REF_COLORS.iter().cycle()) {
+        let color = *color;
+        let dashes = DashedLineSeries::new(
+            [(left, line.rate), (right, line.rate)],
+            8,
+            6,
+            color.stroke_width(2),
+        );
+        chart
+            .draw_series(dashes)?
+            .label(format!("{}: {:.0}", line.label, line.rate))
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(2))
+            });
+    }
+
     // Value labels: the higher side's above its point; the lower side's below and to the right
     // (where a rising line is not), or to the right when that would run into the x axis.
     let bottom = chart.plotting_area().get_pixel_range().1.end;
@@ -716,7 +773,12 @@ fn draw_rates(rgb: &mut [u8], spec: &RateChart<'_>) -> Result<()> {
 
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        // Reference lines run across the top of a rising chart: their legend goes below.
+        .position(if spec.lines.is_empty() {
+            SeriesLabelPosition::UpperLeft
+        } else {
+            SeriesLabelPosition::LowerRight
+        })
         .margin(14)
         .label_font(font(15))
         .background_style(WHITE.mix(0.9))
@@ -1041,6 +1103,37 @@ mod tests {
         assert_eq!(embedded_batch_points(&cycles), vec![]);
     }
 
+    fn floor_sample() -> Value {
+        json!({"runs": [
+            {"script": "full", "batch": 128, "items_per_s": 10046.8},
+            {"script": "bare", "batch": 128, "items_per_s": 17798.3},
+        ]})
+    }
+
+    #[test]
+    fn the_sql_floor_becomes_two_labelled_reference_lines() {
+        assert_eq!(
+            floor_lines(&floor_sample()),
+            vec![
+                RefLine {
+                    label: "same rows in plain SQL (pgbench, batches of 128)".into(),
+                    rate: 10046.8
+                },
+                RefLine {
+                    label: "bare queue in plain SQL (no lease, no ledger rows; batches of 128)"
+                        .into(),
+                    rate: 17798.3
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_skipped_floor_draws_no_reference_line() {
+        let skipped = json!({"runs": [{"script": "full", "skipped": "pgbench not found"}]});
+        assert_eq!(floor_lines(&skipped), vec![]);
+    }
+
     #[test]
     fn axis_tops_are_round_and_above_the_data() {
         assert_eq!(axis_top(1362.1, 1.18), 2000.0);
@@ -1115,6 +1208,14 @@ mod tests {
         assert_eq!(written.last(), Some(&out.join("batching.png")));
         let bytes = std::fs::read(out.join("batching.png")).unwrap();
         assert_eq!(png_size(&bytes), (WIDTH, HEIGHT));
+
+        // With the SQL floor, the batching chart carries its reference lines.
+        write("floor.json", &floor_sample());
+        let written = render(&bench, &out).unwrap();
+        assert_eq!(written.last(), Some(&out.join("batching.png")));
+        let with_floor = std::fs::read(out.join("batching.png")).unwrap();
+        assert_eq!(png_size(&with_floor), (WIDTH, HEIGHT));
+        assert_ne!(with_floor, bytes, "the reference lines change the picture");
 
         assert!(render(&dir.join("nowhere"), &out).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
