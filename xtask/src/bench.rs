@@ -990,6 +990,14 @@ mod tests {
                "expected_items": 198_656, "seconds": 20.0, "items_per_s": items_per_s})
     }
 
+    /// A full run at 10,000 items/s that finished `full_items`, and a complete bare run at 20,000.
+    fn floor_pair(full_items: u64) -> [Value; 2] {
+        [
+            floor_run("full", full_items, 10_000.0),
+            floor_run("bare", 198_656, 20_000.0),
+        ]
+    }
+
     fn floor_table(batches: &[Value], floor: &[Value]) -> Vec<[String; 4]> {
         let mut rows = Vec::new();
         floor_rows(&mut rows, batches, floor);
@@ -1003,10 +1011,7 @@ mod tests {
             json!({"batch": 128, "items_per_s": 9000.0}),
             json!({"batch": 128, "next": true, "items_per_s": 7000.0}),
         ];
-        let floor = [
-            floor_run("full", 198_656, 10_000.0),
-            floor_run("bare", 198_656, 20_000.0),
-        ];
+        let floor = floor_pair(198_656);
         let rows = floor_table(&batches, &floor);
         assert_eq!(
             rows[0][1..],
@@ -1020,10 +1025,7 @@ mod tests {
 
     #[test]
     fn the_bare_queue_row_is_compared_with_the_full_rows() {
-        let floor = [
-            floor_run("full", 198_656, 10_000.0),
-            floor_run("bare", 198_656, 20_000.0),
-        ];
+        let floor = floor_pair(198_656);
         let rows = floor_table(&[], &floor);
         assert_eq!(
             rows[0][1..],
@@ -1037,10 +1039,7 @@ mod tests {
 
     #[test]
     fn a_floor_run_that_finished_fewer_items_than_asked_says_so() {
-        let floor = [
-            floor_run("full", 198_000, 10_000.0),
-            floor_run("bare", 198_656, 20_000.0),
-        ];
+        let floor = floor_pair(198_000);
         let rows = floor_table(&[json!({"batch": 128, "items_per_s": 9000.0})], &floor);
         assert!(
             rows[0][0].contains("198000 items of 198656 asked in 20.00 s"),
