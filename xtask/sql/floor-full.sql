@@ -1,14 +1,14 @@
 -- `cargo xtask bench`, the SQL floor (docs/benchmarks.md): the rows Muster writes for one
--- lease → complete of a batch of :n `trawl` items, as plain SQL run by pgbench on the
+-- lease → complete of a batch of :batch `trawl` items, as plain SQL run by pgbench on the
 -- migrated schema — no HTTP, no Rust, no group commit. Per item: the item updated twice, a
 -- lease row inserted and finished, two ledger rows. The ledger rows are the same size as
 -- Muster's but their hashes are not a valid chain (sha256 over the row, not BLAKE3 over the
 -- previous entry); the database is thrown away.
-\set n 128
+-- pgbench -D batch=N sets the batch size.
 BEGIN;
 SELECT array_agg(id) AS ids FROM (
     SELECT id FROM core.items WHERE kind = 'trawl' AND state = 'queued'
-    ORDER BY priority, enqueued_at, id LIMIT :n FOR UPDATE SKIP LOCKED) c \gset
+    ORDER BY priority, enqueued_at, id LIMIT :batch FOR UPDATE SKIP LOCKED) c \gset
 UPDATE core.items SET state = 'leased', attempt = attempt + 1, fence = fence + 1,
     lease_id = gen_random_uuid(), lease_worker = 'floor', lease_expires_at = now() + interval '30 s',
     chain_len = chain_len + 1, chain_head = sha256(chain_head)

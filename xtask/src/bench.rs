@@ -220,17 +220,17 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         serde_json::to_string_pretty(&json!({ "runs": batches }))?,
     )?;
 
-    // The SQL floor: the same rows as a batch of 128 writes, in plain SQL (pgbench), on a
-    // migrated database of its own; then a bare queue's rows on the same table.
+    // The SQL floor: the same rows as Muster writes, in plain SQL (pgbench), on a migrated
+    // database of its own: batches of 128, a bare queue's rows, one item per transaction.
     let floor_url = migrated_database(cluster, muster, "muster_floor")?;
     let mut floor = Vec::new();
-    for (name, script) in FLOOR_SCRIPTS {
+    for run in &FLOOR_RUNS {
         let items = BATCH_ITEMS.to_string();
         run_as(
-            &format!("floor-fill-{name}"),
+            &format!("floor-fill-{}", run.name),
             &["backlog-fill", "--database-url", &floor_url, "--to", &items],
         )?;
-        floor.push(sql_floor(&floor_url, name, script, out)?);
+        floor.push(sql_floor(&floor_url, run, out)?);
     }
     std::fs::write(
         out.join("floor.json"),
@@ -304,26 +304,60 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
     ))
 }
 
-/// The pgbench scripts of the SQL floor (xtask/sql/): the rows Muster writes per batch, and a
-/// bare queue's.
-const FLOOR_SCRIPTS: [(&str, &str); 2] = [
-    ("full", include_str!("../sql/floor-full.sql")),
-    ("bare", include_str!("../sql/floor-bare.sql")),
-];
-/// Clients and batch size of the SQL floor: the batching runs' 16 workers and largest batch.
-const FLOOR_CLIENTS: u64 = 16;
-const FLOOR_BATCH: u64 = 128;
+/// One pgbench run of the SQL floor: a script of xtask/sql/ (which reads `:batch`), its
+/// clients and batch size, and how many items it finishes in all.
+struct FloorRun {
+    name: &'static str,
+    file: &'static str,
+    script: &'static str,
+    clients: u64,
+    batch: u64,
+    items: u64,
+}
 
-/// Runs one SQL-floor script with pgbench (`FLOOR_CLIENTS` clients, as many batches each as
-/// `BATCH_ITEMS` allows) and answers how many items it finished, in how long. `skipped` when
-/// this PostgreSQL has no pgbench.
-fn sql_floor(url: &str, name: &str, script: &str, out: &Path) -> Result<Value> {
+const FLOOR_FULL: &str = include_str!("../sql/floor-full.sql");
+
+/// The SQL floor: Muster's rows in batches of 128 (the batching runs' 16 workers and largest
+/// batch), a bare queue's rows the same way, and Muster's rows one item per transaction with
+/// the largest cycles run's 64 workers.
+const FLOOR_RUNS: [FloorRun; 3] = [
+    FloorRun {
+        name: "full",
+        file: "floor-full.sql",
+        script: FLOOR_FULL,
+        clients: 16,
+        batch: 128,
+        items: BATCH_ITEMS,
+    },
+    FloorRun {
+        name: "bare",
+        file: "floor-bare.sql",
+        script: include_str!("../sql/floor-bare.sql"),
+        clients: 16,
+        batch: 128,
+        items: BATCH_ITEMS,
+    },
+    FloorRun {
+        name: "single",
+        file: "floor-full.sql",
+        script: FLOOR_FULL,
+        clients: 64,
+        batch: 1,
+        items: 25_600,
+    },
+];
+
+/// Runs one SQL-floor script with pgbench (as many transactions per client as `run.items`
+/// allows) and answers how many items it finished, in how long. `skipped` when this
+/// PostgreSQL has no pgbench.
+fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<Value> {
+    let name = run.name;
     let Some(pgbench) = find_bin("pgbench") else {
         eprintln!("xtask: pgbench not found; the SQL floor is not measured");
-        return Ok(json!({"script": name, "skipped": "pgbench not found"}));
+        return Ok(json!({"name": name, "skipped": "pgbench not found"}));
     };
-    let path = out.join(format!("floor-{name}.sql"));
-    std::fs::write(&path, script).with_context(|| format!("write {}", path.display()))?;
+    let path = out.join(run.file);
+    std::fs::write(&path, run.script).with_context(|| format!("write {}", path.display()))?;
     let done = || -> Result<u64> {
         let psql = find_bin("psql").context("psql not found")?;
         let sql = "SELECT count(*) FROM core.items WHERE state = 'done'";
@@ -334,20 +368,23 @@ fn sql_floor(url: &str, name: &str, script: &str, out: &Path) -> Result<Value> {
         .and_then(|n| n.parse().ok())
         .context("could not count the finished items")
     };
-    let per_client = BATCH_ITEMS / (FLOOR_CLIENTS * FLOOR_BATCH);
-    let (clients, transactions) = (FLOOR_CLIENTS.to_string(), per_client.to_string());
+    let per_client = run.items / (run.clients * run.batch);
+    let (clients, transactions) = (run.clients.to_string(), per_client.to_string());
+    let batch = format!("batch={}", run.batch);
     let args = [
         "-n",
         "-c",
         &clients,
         "-t",
         &transactions,
+        "-D",
+        &batch,
         "-f",
         &path.to_string_lossy(),
         url,
     ]
     .map(str::to_owned);
-    banner(&format!("pgbench {} floor-{name}.sql", args[..6].join(" ")));
+    banner(&format!("pgbench {} {}", args[..8].join(" "), run.file));
     let before = done()?;
     let started = Instant::now();
     let output = Command::new(&pgbench)
@@ -365,14 +402,15 @@ fn sql_floor(url: &str, name: &str, script: &str, out: &Path) -> Result<Value> {
         );
     }
     std::fs::write(out.join(format!("floor-{name}.txt")), stdout.as_bytes())?;
-    // Counted, not assumed: a batch that found fewer than FLOOR_BATCH items shows here.
+    // Counted, not assumed: a batch that found fewer items than it asked for shows here.
     let items = done()?.saturating_sub(before);
     Ok(json!({
-        "script": name,
-        "clients": FLOOR_CLIENTS,
-        "batch": FLOOR_BATCH,
+        "name": name,
+        "script": run.file,
+        "clients": run.clients,
+        "batch": run.batch,
         "items": items,
-        "expected_items": FLOOR_CLIENTS * per_client * FLOOR_BATCH,
+        "expected_items": run.clients * per_client * run.batch,
         "seconds": seconds,
         "items_per_s": items as f64 / seconds,
     }))
@@ -732,7 +770,7 @@ fn render(
     feed_rows(&mut rows, feed);
     backlog_rows(&mut rows, backlog);
     batch_rows(&mut rows, batches);
-    floor_rows(&mut rows, batches, floor);
+    floor_rows(&mut rows, cycles, batches, floor);
     let (before, after) = (&bloat["before"], &bloat["after"]);
     rows.push([
         format!(
@@ -855,13 +893,12 @@ fn batch_rows(rows: &mut Vec<[String; 4]>, batches: &[Value]) {
     }
 }
 
-/// Muster's largest batch against the same rows written in plain SQL, and what a bare queue
-/// writes against those rows.
-fn floor_rows(rows: &mut Vec<[String; 4]>, batches: &[Value], floor: &[Value]) {
-    let [full, bare] = floor else {
-        return;
-    };
-    if let Some(why) = full["skipped"].as_str() {
+/// Muster's largest batch against the same rows written in plain SQL, what a bare queue
+/// writes against those rows, and Muster's single calls against the same rows one item per
+/// transaction.
+fn floor_rows(rows: &mut Vec<[String; 4]>, cycles: &Value, batches: &[Value], floor: &[Value]) {
+    let named = |name: &str| floor.iter().find(|r| r["name"] == name);
+    if let Some(why) = floor.iter().find_map(|r| r["skipped"].as_str()) {
         rows.push([
             "SQL floor (pgbench)".into(),
             format!("not measured: {why}"),
@@ -870,10 +907,6 @@ fn floor_rows(rows: &mut Vec<[String; 4]>, batches: &[Value], floor: &[Value]) {
         ]);
         return;
     }
-    let largest = batches
-        .iter()
-        .filter(|r| !r["next"].as_bool().unwrap_or(false))
-        .max_by_key(|r| r["batch"].as_u64().unwrap_or(0));
     let run = |v: &Value| {
         let short = if v["items"] == v["expected_items"] {
             String::new()
@@ -888,12 +921,17 @@ fn floor_rows(rows: &mut Vec<[String; 4]>, batches: &[Value], floor: &[Value]) {
             num(&v["seconds"])
         )
     };
-    if let Some(http) = largest {
+    const ROWS: &str = "lease, lease row, ledger row, completion, finished lease, ledger row \
+                        per item";
+    let largest = batches
+        .iter()
+        .filter(|r| !r["next"].as_bool().unwrap_or(false))
+        .max_by_key(|r| r["batch"].as_u64().unwrap_or(0));
+    if let (Some(http), Some(full)) = (largest, named("full")) {
         rows.push([
             format!(
                 "SQL floor: items/s at batch size {} over HTTP, against the same rows written \
-                 in plain SQL by pgbench (lease, lease row, ledger row, completion, finished \
-                 lease, ledger row per item; no HTTP, no Muster; {})",
+                 in plain SQL by pgbench ({ROWS}; no HTTP, no Muster; {})",
                 http["batch"],
                 run(full)
             ),
@@ -902,16 +940,37 @@ fn floor_rows(rows: &mut Vec<[String; 4]>, batches: &[Value], floor: &[Value]) {
             ratio(&http["items_per_s"], &full["items_per_s"]),
         ]);
     }
-    rows.push([
-        format!(
-            "SQL floor: items/s of a bare queue in plain SQL (the two item updates only: no \
-             lease rows, no ledger; {})",
-            run(bare)
-        ),
-        num(&bare["items_per_s"]),
-        format!("{} with lease and ledger rows", num(&full["items_per_s"])),
-        ratio(&bare["items_per_s"], &full["items_per_s"]),
-    ]);
+    if let (Some(bare), Some(full)) = (named("bare"), named("full")) {
+        rows.push([
+            format!(
+                "SQL floor: items/s of a bare queue in plain SQL (the two item updates only: no \
+                 lease rows, no ledger; {})",
+                run(bare)
+            ),
+            num(&bare["items_per_s"]),
+            format!("{} with lease and ledger rows", num(&full["items_per_s"])),
+            ratio(&bare["items_per_s"], &full["items_per_s"]),
+        ]);
+    }
+    let widest = cycles["runs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .max_by_key(|r| r["workers"].as_u64().unwrap_or(0));
+    if let (Some(cycle), Some(single)) = (widest, named("single")) {
+        rows.push([
+            format!(
+                "SQL floor: lease→complete cycles/s, {} workers, over HTTP, against the same \
+                 rows written in plain SQL one item per transaction by pgbench (two \
+                 transactions per item, no group commit; {})",
+                cycle["workers"],
+                run(single)
+            ),
+            num(&cycle["http"]["cycles_per_s"]),
+            format!("{} in plain SQL", num(&single["items_per_s"])),
+            ratio(&cycle["http"]["cycles_per_s"], &single["items_per_s"]),
+        ]);
+    }
 }
 
 fn backlog_rows(rows: &mut Vec<[String; 4]>, backlog: &[Value]) {
@@ -985,8 +1044,8 @@ fn backlog_rows(rows: &mut Vec<[String; 4]>, backlog: &[Value]) {
 mod tests {
     use super::*;
 
-    fn floor_run(script: &str, items: u64, items_per_s: f64) -> Value {
-        json!({"script": script, "clients": 16, "batch": 128, "items": items,
+    fn floor_run(name: &str, items: u64, items_per_s: f64) -> Value {
+        json!({"name": name, "clients": 16, "batch": 128, "items": items,
                "expected_items": 198_656, "seconds": 20.0, "items_per_s": items_per_s})
     }
 
@@ -1000,7 +1059,7 @@ mod tests {
 
     fn floor_table(batches: &[Value], floor: &[Value]) -> Vec<[String; 4]> {
         let mut rows = Vec::new();
-        floor_rows(&mut rows, batches, floor);
+        floor_rows(&mut rows, &Value::Null, batches, floor);
         rows
     }
 
@@ -1038,6 +1097,32 @@ mod tests {
     }
 
     #[test]
+    fn the_widest_cycles_run_is_compared_with_one_item_per_transaction_in_plain_sql() {
+        let cycles = json!({"runs": [
+            {"workers": 16, "http": {"cycles_per_s": 1800.0}},
+            {"workers": 64, "http": {"cycles_per_s": 3300.0}},
+            {"workers": 4, "http": {"cycles_per_s": 800.0}},
+        ]});
+        let single = json!({"name": "single", "clients": 64, "batch": 1, "items": 25_600,
+                            "expected_items": 25_600, "seconds": 10.0, "items_per_s": 2560.0});
+        let mut rows = Vec::new();
+        floor_rows(&mut rows, &cycles, &[], &[single]);
+        assert_eq!(
+            rows[0][1..],
+            [
+                "3300".to_owned(),
+                "2560 in plain SQL".into(),
+                "1.29×".into()
+            ]
+        );
+        assert!(
+            rows[0][0].contains("cycles/s, 64 workers"),
+            "{}",
+            rows[0][0]
+        );
+    }
+
+    #[test]
     fn a_floor_run_that_finished_fewer_items_than_asked_says_so() {
         let floor = floor_pair(198_000);
         let rows = floor_table(&[json!({"batch": 128, "items_per_s": 9000.0})], &floor);
@@ -1050,7 +1135,7 @@ mod tests {
 
     #[test]
     fn without_pgbench_the_floor_is_reported_as_not_measured() {
-        let skipped = json!({"script": "full", "skipped": "pgbench not found"});
+        let skipped = json!({"name": "full", "skipped": "pgbench not found"});
         let rows = floor_table(&[], &[skipped.clone(), skipped]);
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0][1], "not measured: pgbench not found");

@@ -10,7 +10,7 @@
 //!   `cycles.json` (the run the table quotes; the largest run if there is none at 16), and pickup
 //!   latency p50/p99 from `pickup.json`, HTTP next to in-process;
 //! - `batching.png`, only when the run measured batching: items/s per batch size, with the SQL
-//!   floor of `floor.json` (`runs[].script` `full` and `bare`, `runs[].items_per_s`) drawn as
+//!   floor of `floor.json` (`runs[].name` `full` and `bare`, `runs[].items_per_s`) drawn as
 //!   dashed reference lines when the run measured it.
 //!
 //! Batching has no producer yet; a run without it simply draws no `batching.png`. What is read,
@@ -301,7 +301,8 @@ struct RefLine {
     rate: f64,
 }
 
-/// The SQL floor's rates (`floor.json`) as reference lines: Muster's rows, then a bare queue's.
+/// The SQL floor's batch rates (`floor.json`) as reference lines: Muster's rows, then a bare
+/// queue's (the one-item-per-transaction run belongs to the cycles, not to this chart).
 fn floor_lines(doc: &Value) -> Vec<RefLine> {
     let label = |script: &str, batch: &Value| match script {
         "full" => Some(format!(
@@ -316,7 +317,9 @@ fn floor_lines(doc: &Value) -> Vec<RefLine> {
         .iter()
         .filter_map(|run| {
             let rate = run["items_per_s"].as_f64().filter(|r| *r > 0.0)?;
-            let label = label(run["script"].as_str()?, &run["batch"])?;
+            // `name` since the single-item floor run; the first runs called it `script`.
+            let name = run["name"].as_str().or_else(|| run["script"].as_str())?;
+            let label = label(name, &run["batch"])?;
             Some(RefLine { label, rate })
         })
         .collect()
@@ -1105,8 +1108,9 @@ mod tests {
 
     fn floor_sample() -> Value {
         json!({"runs": [
-            {"script": "full", "batch": 128, "items_per_s": 10046.8},
-            {"script": "bare", "batch": 128, "items_per_s": 17798.3},
+            {"name": "full", "batch": 128, "items_per_s": 10046.8},
+            {"name": "bare", "batch": 128, "items_per_s": 17798.3},
+            {"name": "single", "batch": 1, "items_per_s": 2560.0},
         ]})
     }
 
@@ -1130,7 +1134,7 @@ mod tests {
 
     #[test]
     fn a_skipped_floor_draws_no_reference_line() {
-        let skipped = json!({"runs": [{"script": "full", "skipped": "pgbench not found"}]});
+        let skipped = json!({"runs": [{"name": "full", "skipped": "pgbench not found"}]});
         assert_eq!(floor_lines(&skipped), vec![]);
     }
 
