@@ -420,6 +420,9 @@ pub(crate) fn forget_passed_promises(s: &mut State) {
 /// Every root item is a normal-priority trawl item enqueued at tick 0, and their ids grow with
 /// their index, so the order is the index order. `SKIP LOCKED` skips nothing: the model runs one
 /// transaction at a time. `lease_expires_at <= $2` is NULL, so false, for a row without a lease.
+/// The statement's queued side starts at a lease hint (`muster-pg/src/hint.rs`), which can only
+/// delay an item that became leasable behind it, never make a row qualify that does not; the
+/// model takes the strict order, the case the fencing invariants are checked against.
 fn lock_next_leasable(s: &State) -> Option<ItemNo> {
     let now = s.now;
     s.items

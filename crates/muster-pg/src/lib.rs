@@ -9,6 +9,7 @@
 
 mod error;
 mod feed;
+mod hint;
 mod logbook;
 mod migrate;
 mod pool;

@@ -1,5 +1,6 @@
 //! [`PgLogbook`]: the `Logbook` and `LogbookTx` ports on PostgreSQL.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
@@ -21,11 +22,13 @@ use tokio_postgres::{Row, Statement};
 use uuid::Uuid;
 
 use crate::error::{pool_err, store_err};
+use crate::hint::{LeaseHints, Scan, Starts};
 
 /// Logbook on a PostgreSQL connection pool.
 #[derive(Clone)]
 pub struct PgLogbook {
     pool: Pool,
+    hints: Arc<LeaseHints>,
 }
 
 impl std::fmt::Debug for PgLogbook {
@@ -38,7 +41,10 @@ impl std::fmt::Debug for PgLogbook {
 
 impl PgLogbook {
     pub fn new(pool: Pool) -> Self {
-        PgLogbook { pool }
+        PgLogbook {
+            pool,
+            hints: Arc::default(),
+        }
     }
 
     pub fn pool(&self) -> &Pool {
@@ -141,6 +147,7 @@ impl Logbook for PgLogbook {
             client: Some(client),
             begun: false,
             deferred: Vec::new(),
+            hints: Arc::clone(&self.hints),
         }))
     }
 
@@ -410,6 +417,8 @@ struct PgTx {
     /// BEGIN has been sent: the connection is (or was) in a transaction.
     begun: bool,
     deferred: Vec<Deferred>,
+    /// Where lease scans start (shared by every transaction of the logbook).
+    hints: Arc<LeaseHints>,
 }
 
 impl PgTx {
@@ -484,6 +493,81 @@ impl PgTx {
             answers.remove(0).map_err(store_err)?;
         }
         Ok(answers)
+    }
+
+    /// The lease statement of `lock_next_leasable`, its queued side started at `scan`.
+    async fn lease_scan(
+        &mut self,
+        kind: Kind,
+        now: OffsetDateTime,
+        limit: u32,
+        payload_budget: u64,
+        scan: Scan,
+    ) -> Result<Vec<Row>, StoreError> {
+        // Branch `s` reads priority `Priority::ALL[s]` from the hint's slot `s` (arrays count
+        // from 1 in SQL).
+        let branch = |s: usize, left: &str| {
+            let (p, n) = (Priority::ALL[s].rank(), s + 1);
+            format!(
+                "q{s} AS (
+                   SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
+                   WHERE i.kind = $1 AND i.priority = {p} AND i.state = 'queued'
+                     AND (i.enqueued_at, i.id) >= (coalesce(($5::timestamptz[])[{n}], '-infinity'),
+                                                   coalesce(($6::uuid[])[{n}], '{nil}'))
+                     AND coalesce(i.not_before <= $2, true)
+                   ORDER BY i.enqueued_at, i.id
+                   LIMIT {left}
+                   FOR UPDATE SKIP LOCKED
+                 )",
+                nil = Uuid::nil()
+            )
+        };
+        let sql = format!(
+            "WITH {q0}, {q1}, {q2},
+             queued AS (TABLE q0 UNION ALL TABLE q1 UNION ALL TABLE q2),
+             expired AS (
+               SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
+               WHERE i.kind = $1 AND i.state = 'leased' AND i.lease_expires_at <= $2
+               ORDER BY i.priority, i.enqueued_at, i.id
+               LIMIT $3
+               FOR UPDATE SKIP LOCKED
+             )
+             , picked AS (
+               SELECT * FROM (TABLE queued UNION ALL TABLE expired) c
+               ORDER BY c.priority, c.enqueued_at, c.id
+               LIMIT $3
+             )
+             SELECT {ITEM_COLS},
+                    CASE WHEN coalesce(sum(pg_column_size(i.payload)) OVER before, 0) < $4
+                         THEN i.payload END,
+                    i.enqueued_at
+             FROM picked i
+             WINDOW before AS (ORDER BY i.priority, i.enqueued_at, i.id
+                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+             ORDER BY i.priority, i.enqueued_at, i.id",
+            q0 = branch(0, "$3"),
+            q1 = branch(1, "$3 - (SELECT count(*) FROM q0)"),
+            q2 = branch(
+                2,
+                "$3 - (SELECT count(*) FROM q0) - (SELECT count(*) FROM q1)"
+            ),
+        );
+        let budget = i64::try_from(payload_budget).unwrap_or(i64::MAX);
+        let after: Vec<Option<OffsetDateTime>> =
+            scan.starts.iter().map(|s| s.map(|p| p.0)).collect();
+        let after_id: Vec<Option<Uuid>> = scan.starts.iter().map(|s| s.map(|p| p.1)).collect();
+        self.query(
+            &sql,
+            &[
+                &kind.as_str(),
+                &now,
+                &i64::from(limit),
+                &budget,
+                &after,
+                &after_id,
+            ],
+        )
+        .await
     }
 
     async fn query(
@@ -646,40 +730,42 @@ impl LogbookTx for PgTx {
         // and are free again at the end of this short transaction. The payload budget counts
         // `pg_column_size` (the stored, possibly compressed size: O(1), no detoasting), over the
         // items before each one in lease order.
-        let sql = format!(
-            "WITH queued AS (
-               SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
-               WHERE i.kind = $1 AND i.state = 'queued' AND coalesce(i.not_before <= $2, true)
-               ORDER BY i.priority, i.enqueued_at, i.id
-               LIMIT $3
-               FOR UPDATE SKIP LOCKED
-             ), expired AS (
-               SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
-               WHERE i.kind = $1 AND i.state = 'leased' AND i.lease_expires_at <= $2
-               ORDER BY i.priority, i.enqueued_at, i.id
-               LIMIT $3
-               FOR UPDATE SKIP LOCKED
-             )
-             , picked AS (
-               SELECT * FROM (TABLE queued UNION ALL TABLE expired) c
-               ORDER BY c.priority, c.enqueued_at, c.id
-               LIMIT $3
-             )
-             SELECT {ITEM_COLS},
-                    CASE WHEN coalesce(sum(pg_column_size(i.payload)) OVER before, 0) < $4
-                         THEN i.payload END
-             FROM picked i
-             WINDOW before AS (ORDER BY i.priority, i.enqueued_at, i.id
-                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-             ORDER BY i.priority, i.enqueued_at, i.id"
-        );
-        let budget = i64::try_from(payload_budget).unwrap_or(i64::MAX);
+        //
+        // The queued side is one index range per priority, each starting at the kind's lease
+        // hint for it (`crate::hint`: past the dead head of the index), each asked only for
+        // what the higher priorities left of `limit` (a LIMIT of 0 reads nothing).
+        let scan = self.hints.starts(kind, now);
         let rows = self
-            .query(&sql, &[&kind.as_str(), &now, &i64::from(limit), &budget])
+            .lease_scan(kind, now, limit, payload_budget, scan)
             .await?;
-        rows.iter()
-            .map(|row| Ok((item_from_row(row, 0)?, row.get(ITEM_COL_COUNT))))
-            .collect()
+        let rows = if scan.since.is_some() && rows.len() < limit as usize {
+            // Short behind a hint: whatever lies before the hint gets its chance now.
+            self.lease_scan(kind, now, limit, payload_budget, Scan::FROM_START)
+                .await?
+        } else {
+            rows
+        };
+        let mut firsts: Starts = [None; 3];
+        let mut items = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let item = item_from_row(row, 0)?;
+            if item.state == ItemState::Queued {
+                // Rows come in lease order: the first of each priority is where it begins.
+                let slot = Priority::ALL.iter().position(|p| *p == item.priority);
+                if let Some(first) = slot.and_then(|s| firsts.get_mut(s)) {
+                    first.get_or_insert((row.get(ITEM_COL_COUNT + 1), item.id.0));
+                }
+            }
+            items.push((item, row.get(ITEM_COL_COUNT)));
+        }
+        let full = rows.len() >= limit as usize;
+        let used = if scan.since.is_some() && !full {
+            Scan::FROM_START
+        } else {
+            scan
+        };
+        self.hints.record(kind, now, used, full, firsts);
+        Ok(items)
     }
 
     async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError> {
@@ -1219,6 +1305,7 @@ mod tests {
             client: Some(logbook.pool().get().await.expect("connection")),
             begun: false,
             deferred: Vec::new(),
+            hints: std::sync::Arc::clone(&logbook.hints),
         }
     }
 
