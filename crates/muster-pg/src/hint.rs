@@ -23,6 +23,16 @@
 //! - **Each priority has its own start**, so an urgent item enqueued after the hint was taken
 //!   is still leased before every normal one.
 //!
+//! The expired side (`items_lease_expiry`, read up to `now`) has the same problem one lease
+//! time later: every item leased since the last VACUUM leaves an entry that falls into the
+//! read range once its lease time has passed, whether the lease ended long ago or not. A scan
+//! that returned every expired lease it found (fewer than asked, none left to the queued side)
+//! proves that no lease that expired before its `now` is left unleased, except one another
+//! transaction held at that moment; the next scans read from there. A new lease always expires
+//! after that time, so only such a held-and-released lease can wait behind the bound, for at
+//! most [`HINT_TTL`] (expired leases are found by the waiting requests' periodic rechecks, not
+//! by a wake-up, so no request waits on it).
+//!
 //! The hints live in the process (each replica has its own) and cost nothing when lost.
 
 use std::collections::HashMap;
@@ -42,11 +52,26 @@ pub type Place = (OffsetDateTime, Uuid);
 /// Where a scan starts, per priority (urgent, normal, backfill); `None`: at the beginning.
 pub type Starts = [Option<Place>; 3];
 
-#[derive(Debug, Clone, Copy)]
+/// One side's hint: where its scans start, and when the scan from the beginning that began the
+/// chain of scans which moved it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Live<T> {
+    pub at: T,
+    pub since: OffsetDateTime,
+}
+
+impl<T: Copy> Live<T> {
+    /// `hint` if it may still be used at `now`.
+    fn at_time(hint: Option<Live<T>>, now: OffsetDateTime) -> Option<Live<T>> {
+        hint.filter(|h| now >= h.since && now - h.since < HINT_TTL)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default)]
 struct Hint {
-    /// When the scan from the start of the queue that began this hint ran.
-    since: OffsetDateTime,
-    starts: Starts,
+    queued: Option<Live<Starts>>,
+    /// No lease that expired before this time was left unleased by the scan that set it.
+    expired: Option<Live<OffsetDateTime>>,
 }
 
 /// The hints of every kind.
@@ -55,21 +80,33 @@ pub struct LeaseHints {
     kinds: Mutex<HashMap<Kind, Hint>>,
 }
 
-/// What [`LeaseHints::starts`] answers: where to scan, and what to hand back to
-/// [`LeaseHints::record`].
+/// What [`LeaseHints::starts`] answers: where a scan starts, to be handed back to
+/// [`LeaseHints::record`]. `None`: at the beginning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scan {
-    pub starts: Starts,
-    /// `Some(since)` when the scan follows a live hint; `None` when it starts at the beginning.
-    pub since: Option<OffsetDateTime>,
+    /// Per priority, where the queued side starts.
+    pub queued: Option<Live<Starts>>,
+    /// The least `lease_expires_at` the expired side reads.
+    pub expired: Option<Live<OffsetDateTime>>,
 }
 
 impl Scan {
-    /// A scan from the beginning of every priority's queue.
+    /// A scan from the beginning of both sides.
     pub const FROM_START: Scan = Scan {
-        starts: [None; 3],
-        since: None,
+        queued: None,
+        expired: None,
     };
+}
+
+/// What a scan found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Found {
+    /// It returned every item asked for.
+    pub full: bool,
+    /// The place of the first queued item it returned of each priority.
+    pub firsts: Starts,
+    /// Every expired lease it found (none skipped as locked) is among the items it returned.
+    pub expired_all_taken: bool,
 }
 
 impl LeaseHints {
@@ -80,40 +117,40 @@ impl LeaseHints {
 
     /// Where `kind`'s scan at `now` starts.
     pub fn starts(&self, kind: Kind, now: OffsetDateTime) -> Scan {
-        match self.kinds().get(&kind) {
-            Some(hint) if now >= hint.since && now - hint.since < HINT_TTL => Scan {
-                starts: hint.starts,
-                since: Some(hint.since),
-            },
-            _ => Scan::FROM_START,
+        let hint = self.kinds().get(&kind).copied().unwrap_or_default();
+        Scan {
+            queued: Live::at_time(hint.queued, now),
+            expired: Live::at_time(hint.expired, now),
         }
     }
 
-    /// After `scan` ran at `now`: `full` when it returned every item asked for, `firsts` the
-    /// place of the first queued item it returned of each priority.
-    pub fn record(&self, kind: Kind, now: OffsetDateTime, scan: Scan, full: bool, firsts: Starts) {
+    /// After `scan` ran at `now` and found `found`.
+    pub fn record(&self, kind: Kind, now: OffsetDateTime, scan: Scan, found: Found) {
         let mut kinds = self.kinds();
-        if !full {
-            kinds.remove(&kind);
-            return;
-        }
-        let mut starts = firsts;
-        if scan.since.is_some() {
-            // A priority this bounded scan found nothing of keeps its start: nothing before
-            // it was leasable then either.
-            for (start, old) in starts.iter_mut().zip(scan.starts) {
-                if start.is_none() {
-                    *start = old;
+        let hint = kinds.entry(kind).or_default();
+        hint.queued = found.full.then(|| {
+            let mut starts = found.firsts;
+            if let Some(old) = scan.queued {
+                // A priority this bounded scan found nothing of keeps its start: nothing
+                // before it was leasable then either.
+                for (start, old) in starts.iter_mut().zip(old.at) {
+                    if start.is_none() {
+                        *start = old;
+                    }
                 }
             }
+            Live {
+                at: starts,
+                since: scan.queued.map_or(now, |h| h.since),
+            }
+        });
+        if found.expired_all_taken {
+            hint.expired = Some(Live {
+                at: now,
+                since: scan.expired.map_or(now, |h| h.since),
+            });
         }
-        kinds.insert(
-            kind,
-            Hint {
-                since: scan.since.unwrap_or(now),
-                starts,
-            },
-        );
+        // Otherwise the expired side's hint still holds: its scan found leases after it.
     }
 }
 
@@ -123,14 +160,23 @@ mod tests {
     use time::macros::datetime;
 
     const T0: OffsetDateTime = datetime!(2026-12-03 12:00 UTC);
+    const MS: time::Duration = time::Duration::milliseconds(1);
 
     fn place(n: u128) -> Place {
         (T0, Uuid::from_u128(n))
     }
 
-    fn recorded(full: bool, firsts: Starts) -> LeaseHints {
+    fn found(full: bool, firsts: Starts, expired_all_taken: bool) -> Found {
+        Found {
+            full,
+            firsts,
+            expired_all_taken,
+        }
+    }
+
+    fn recorded(found: Found) -> LeaseHints {
         let hints = LeaseHints::default();
-        hints.record(Kind::Trawl, T0, Scan::FROM_START, full, firsts);
+        hints.record(Kind::Trawl, T0, Scan::FROM_START, found);
         hints
     }
 
@@ -142,55 +188,95 @@ mod tests {
 
     #[test]
     fn a_full_scan_from_the_start_leaves_each_prioritys_first_place() {
-        let hints = recorded(true, [None, Some(place(7)), Some(place(9))]);
+        let hints = recorded(found(true, [None, Some(place(7)), Some(place(9))], false));
         assert_eq!(
-            hints.starts(Kind::Trawl, T0 + time::Duration::milliseconds(5)),
-            Scan {
-                starts: [None, Some(place(7)), Some(place(9))],
-                since: Some(T0),
-            }
+            hints.starts(Kind::Trawl, T0 + 5 * MS).queued,
+            Some(Live {
+                at: [None, Some(place(7)), Some(place(9))],
+                since: T0,
+            })
         );
     }
 
     #[test]
-    fn a_short_scan_leaves_no_hint() {
-        let hints = recorded(true, [None, Some(place(7)), None]);
+    fn a_short_scan_leaves_no_queued_hint() {
+        let hints = recorded(found(true, [None, Some(place(7)), None], false));
         let scan = hints.starts(Kind::Trawl, T0);
-        hints.record(Kind::Trawl, T0, scan, false, [None, Some(place(8)), None]);
+        hints.record(Kind::Trawl, T0, scan, found(false, [None; 3], false));
         assert_eq!(hints.starts(Kind::Trawl, T0), Scan::FROM_START);
     }
 
     #[test]
     fn a_hint_is_not_used_once_its_time_to_live_is_over() {
-        let hints = recorded(true, [None, Some(place(7)), None]);
+        let hints = recorded(found(true, [None, Some(place(7)), None], true));
         assert_eq!(hints.starts(Kind::Trawl, T0 + HINT_TTL), Scan::FROM_START);
     }
 
     #[test]
     fn a_hint_is_not_used_when_the_clock_went_back() {
-        let hints = recorded(true, [None, Some(place(7)), None]);
-        let earlier = T0 - time::Duration::milliseconds(1);
-        assert_eq!(hints.starts(Kind::Trawl, earlier), Scan::FROM_START);
+        let hints = recorded(found(true, [None, Some(place(7)), None], true));
+        assert_eq!(hints.starts(Kind::Trawl, T0 - MS), Scan::FROM_START);
     }
 
     #[test]
     fn a_full_bounded_scan_moves_the_starts_but_keeps_the_hints_age() {
-        let hints = recorded(true, [None, Some(place(7)), Some(place(9))]);
-        let later = T0 + time::Duration::milliseconds(50);
+        let hints = recorded(found(true, [None, Some(place(7)), Some(place(9))], false));
+        let later = T0 + 50 * MS;
         let scan = hints.starts(Kind::Trawl, later);
-        hints.record(Kind::Trawl, later, scan, true, [None, Some(place(8)), None]);
+        hints.record(
+            Kind::Trawl,
+            later,
+            scan,
+            found(true, [None, Some(place(8)), None], false),
+        );
         assert_eq!(
-            hints.starts(Kind::Trawl, later),
-            Scan {
-                starts: [None, Some(place(8)), Some(place(9))],
-                since: Some(T0),
-            }
+            hints.starts(Kind::Trawl, later).queued,
+            Some(Live {
+                at: [None, Some(place(8)), Some(place(9))],
+                since: T0,
+            })
+        );
+    }
+
+    #[test]
+    fn a_scan_that_took_every_expired_lease_it_found_bounds_the_next_at_its_time() {
+        let hints = recorded(found(false, [None; 3], true));
+        assert_eq!(
+            hints.starts(Kind::Trawl, T0 + MS).expired,
+            Some(Live { at: T0, since: T0 })
+        );
+    }
+
+    #[test]
+    fn a_bounded_scan_that_took_every_expired_lease_moves_the_bound_but_keeps_its_age() {
+        let hints = recorded(found(false, [None; 3], true));
+        let later = T0 + 50 * MS;
+        let scan = hints.starts(Kind::Trawl, later);
+        hints.record(Kind::Trawl, later, scan, found(false, [None; 3], true));
+        assert_eq!(
+            hints.starts(Kind::Trawl, later).expired,
+            Some(Live {
+                at: later,
+                since: T0
+            })
+        );
+    }
+
+    #[test]
+    fn a_scan_that_left_expired_leases_keeps_the_bound_where_it_was() {
+        let hints = recorded(found(false, [None; 3], true));
+        let later = T0 + 50 * MS;
+        let scan = hints.starts(Kind::Trawl, later);
+        hints.record(Kind::Trawl, later, scan, found(true, [None; 3], false));
+        assert_eq!(
+            hints.starts(Kind::Trawl, later).expired,
+            Some(Live { at: T0, since: T0 })
         );
     }
 
     #[test]
     fn kinds_keep_hints_of_their_own() {
-        let hints = recorded(true, [None, Some(place(7)), None]);
+        let hints = recorded(found(true, [None, Some(place(7)), None], true));
         assert_eq!(hints.starts(Kind::Sextant, T0), Scan::FROM_START);
     }
 }
@@ -237,6 +323,26 @@ mod scan_tests {
                 .expect("queue an item");
         }
 
+        /// Trawl item `n`, normal, `n` ms after T0 in line, under a lease that expires
+        /// `expires` ms after T0.
+        async fn add_leased(&self, n: u128, expires: i64) {
+            let at = T0 + time::Duration::milliseconds(i64::try_from(n).unwrap());
+            let expires = T0 + time::Duration::milliseconds(expires);
+            self.db
+                .client()
+                .await
+                .execute(
+                    "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
+                       lease_id, lease_worker, lease_expires_at,
+                       payload, created_at, chain_len, chain_head)
+                     VALUES ($1, 'trawl', 1, 'leased', 1, 1, $2, $1, 'w', $3,
+                       '{}', $2, 0, decode(repeat('00', 32), 'hex'))",
+                    &[&Uuid::from_u128(n), &at, &expires],
+                )
+                .await
+                .expect("queue a leased item");
+        }
+
         /// The items one lease scan at `now` locks (asking for `limit`), which are then taken
         /// out of the queue as a lease would.
         async fn lease(&self, now: OffsetDateTime, limit: u32) -> Vec<u128> {
@@ -251,7 +357,8 @@ mod scan_tests {
                 .client()
                 .await
                 .execute(
-                    "UPDATE core.items SET state = 'done' WHERE id = ANY($1)",
+                    "UPDATE core.items SET state = 'done', lease_id = NULL, lease_worker = NULL,
+                       lease_expires_at = NULL WHERE id = ANY($1)",
                     &[&ids],
                 )
                 .await
@@ -314,5 +421,44 @@ mod scan_tests {
         q.add(1, 5).await;
         q.add(1, 11).await;
         assert_eq!(q.lease(T0 + SOON, 1).await, [5]);
+    }
+
+    #[tokio::test]
+    async fn a_lease_that_expires_after_the_bound_is_taken_by_the_bounded_scan() {
+        let q = Queue::new().await;
+        assert_eq!(q.lease(T0, 2).await, Vec::<u128>::new());
+        q.add_leased(10, 5).await;
+        assert_eq!(q.lease(T0 + SOON, 2).await, [10]);
+    }
+
+    /// A lease that expired at T0 + 5 ms, held by another transaction while a scan at
+    /// T0 + 10 ms sets the expired bound, then released untouched.
+    async fn an_expired_lease_skipped_while_locked() -> Queue {
+        let q = Queue::new().await;
+        q.add_leased(10, 5).await;
+        let holder = q.db.client().await;
+        holder.batch_execute("BEGIN").await.expect("begin");
+        holder
+            .execute(
+                "SELECT 1 FROM core.items WHERE id = $1 FOR UPDATE",
+                &[&Uuid::from_u128(10)],
+            )
+            .await
+            .expect("lock");
+        assert_eq!(q.lease(T0 + SOON, 2).await, Vec::<u128>::new());
+        holder.batch_execute("ROLLBACK").await.expect("rollback");
+        q
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_skipped_while_locked_waits_behind_the_bound() {
+        let q = an_expired_lease_skipped_while_locked().await;
+        assert_eq!(q.lease(T0 + 2 * SOON, 2).await, Vec::<u128>::new());
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_skipped_while_locked_is_taken_once_the_bound_is_too_old() {
+        let q = an_expired_lease_skipped_while_locked().await;
+        assert_eq!(q.lease(T0 + SOON + HINT_TTL, 2).await, [10]);
     }
 }

@@ -22,7 +22,7 @@ use tokio_postgres::{Row, Statement};
 use uuid::Uuid;
 
 use crate::error::{pool_err, store_err};
-use crate::hint::{LeaseHints, Scan, Starts};
+use crate::hint::{Found, LeaseHints, Scan, Starts};
 
 /// Logbook on a PostgreSQL connection pool.
 #[derive(Clone)]
@@ -495,7 +495,7 @@ impl PgTx {
         Ok(answers)
     }
 
-    /// The lease statement of `lock_next_leasable`, its queued side started at `scan`.
+    /// The lease statement of `lock_next_leasable`, each side started where `scan` says.
     async fn lease_scan(
         &mut self,
         kind: Kind,
@@ -527,7 +527,9 @@ impl PgTx {
              queued AS (TABLE q0 UNION ALL TABLE q1 UNION ALL TABLE q2),
              expired AS (
                SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
-               WHERE i.kind = $1 AND i.state = 'leased' AND i.lease_expires_at <= $2
+               WHERE i.kind = $1 AND i.state = 'leased'
+                 AND i.lease_expires_at >= coalesce($7::timestamptz, '-infinity')
+                 AND i.lease_expires_at <= $2
                ORDER BY i.priority, i.enqueued_at, i.id
                LIMIT $3
                FOR UPDATE SKIP LOCKED
@@ -540,7 +542,8 @@ impl PgTx {
              SELECT {ITEM_COLS},
                     CASE WHEN coalesce(sum(pg_column_size(i.payload)) OVER before, 0) < $4
                          THEN i.payload END,
-                    i.enqueued_at
+                    i.enqueued_at,
+                    (SELECT count(*) FROM expired)
              FROM picked i
              WINDOW before AS (ORDER BY i.priority, i.enqueued_at, i.id
                                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
@@ -553,9 +556,10 @@ impl PgTx {
             ),
         );
         let budget = i64::try_from(payload_budget).unwrap_or(i64::MAX);
-        let after: Vec<Option<OffsetDateTime>> =
-            scan.starts.iter().map(|s| s.map(|p| p.0)).collect();
-        let after_id: Vec<Option<Uuid>> = scan.starts.iter().map(|s| s.map(|p| p.1)).collect();
+        let starts = scan.queued.map_or([None; 3], |h| h.at);
+        let after: Vec<Option<OffsetDateTime>> = starts.iter().map(|s| s.map(|p| p.0)).collect();
+        let after_id: Vec<Option<Uuid>> = starts.iter().map(|s| s.map(|p| p.1)).collect();
+        let expired_from = scan.expired.map(|h| h.at);
         self.query(
             &sql,
             &[
@@ -565,6 +569,7 @@ impl PgTx {
                 &budget,
                 &after,
                 &after_id,
+                &expired_from,
             ],
         )
         .await
@@ -733,19 +738,21 @@ impl LogbookTx for PgTx {
         //
         // The queued side is one index range per priority, each starting at the kind's lease
         // hint for it (`crate::hint`: past the dead head of the index), each asked only for
-        // what the higher priorities left of `limit` (a LIMIT of 0 reads nothing).
-        let scan = self.hints.starts(kind, now);
-        let rows = self
+        // what the higher priorities left of `limit` (a LIMIT of 0 reads nothing); the expired
+        // side reads from the hint's bound up to `now`.
+        let mut scan = self.hints.starts(kind, now);
+        let mut rows = self
             .lease_scan(kind, now, limit, payload_budget, scan)
             .await?;
-        let rows = if scan.since.is_some() && rows.len() < limit as usize {
+        if scan.queued.is_some() && rows.len() < limit as usize {
             // Short behind a hint: whatever lies before the hint gets its chance now.
-            self.lease_scan(kind, now, limit, payload_budget, Scan::FROM_START)
-                .await?
-        } else {
-            rows
-        };
+            scan = Scan::FROM_START;
+            rows = self
+                .lease_scan(kind, now, limit, payload_budget, scan)
+                .await?;
+        }
         let mut firsts: Starts = [None; 3];
+        let mut expired_taken = 0;
         let mut items = Vec::with_capacity(rows.len());
         for row in &rows {
             let item = item_from_row(row, 0)?;
@@ -755,16 +762,19 @@ impl LogbookTx for PgTx {
                 if let Some(first) = slot.and_then(|s| firsts.get_mut(s)) {
                     first.get_or_insert((row.get(ITEM_COL_COUNT + 1), item.id.0));
                 }
+            } else {
+                expired_taken += 1;
             }
             items.push((item, row.get(ITEM_COL_COUNT)));
         }
-        let full = rows.len() >= limit as usize;
-        let used = if scan.since.is_some() && !full {
-            Scan::FROM_START
-        } else {
-            scan
+        // Every row carries how many expired leases the statement locked (none: no rows).
+        let expired_found: i64 = rows.first().map_or(0, |r| r.get(ITEM_COL_COUNT + 2));
+        let found = Found {
+            full: rows.len() >= limit as usize,
+            firsts,
+            expired_all_taken: expired_found < i64::from(limit) && expired_found == expired_taken,
         };
-        self.hints.record(kind, now, used, full, firsts);
+        self.hints.record(kind, now, scan, found);
         Ok(items)
     }
 
