@@ -19,7 +19,10 @@
 //! - **A hint lives at most [`HINT_TTL`].** While the queue stays longer than the batches, an
 //!   item that became leasable behind a hint (a retry whose backoff ended, a row another
 //!   transaction held and released untouched, an item another replica enqueued with a clock
-//!   that runs behind) waits at most this long for its turn.
+//!   that runs behind) waits at most this long for its turn. Rows held and released untouched
+//!   are routine, not rare, when lease transactions of one kind overlap (several replicas,
+//!   `--group-commits` above 1): a lease statement that finds both queued items and expired
+//!   leases locks up to `limit` rows more than it returns, for the rest of its transaction.
 //! - **Each priority has its own start**, so an urgent item enqueued after the hint was taken
 //!   is still leased before every normal one.
 //!
@@ -28,9 +31,11 @@
 //! read range once its lease time has passed, whether the lease ended long ago or not. A scan
 //! that returned every expired lease it found (fewer than asked, none left to the queued side)
 //! proves that no lease that expired before its `now` is left unleased, except one another
-//! transaction held at that moment; the next scans read from there. A new lease always expires
-//! after that time, so only such a held-and-released lease can wait behind the bound, for at
-//! most [`HINT_TTL`] (expired leases are found by the waiting requests' periodic rechecks, not
+//! transaction held at that moment; the next scans read from there. A new lease expires after
+//! that time (it expires a lease time after its own transaction's `now`; this assumes the
+//! lease time, 30 s by default, is longer than the clocks of the replicas differ plus how long
+//! a transaction works with its `now`), so only such a held-and-released lease can wait behind
+//! the bound, for at most [`HINT_TTL`] (expired leases are found by the waiting requests' periodic rechecks, not
 //! by a wake-up, so no request waits on it).
 //!
 //! The hints live in the process (each replica has its own) and cost nothing when lost.
@@ -144,6 +149,13 @@ impl LeaseHints {
                 since: scan.queued.map_or(now, |h| h.since),
             }
         });
+        if hint
+            .queued
+            .is_some_and(|h| h.at.iter().all(Option::is_none))
+        {
+            // Starts nowhere but at the beginning: no hint (and no rescan when short).
+            hint.queued = None;
+        }
         if found.expired_all_taken {
             hint.expired = Some(Live {
                 at: now,
@@ -275,6 +287,12 @@ mod tests {
     }
 
     #[test]
+    fn a_full_scan_that_found_no_queued_item_leaves_no_queued_hint() {
+        let hints = recorded(found(true, [None; 3], false));
+        assert_eq!(hints.starts(Kind::Trawl, T0).queued, None);
+    }
+
+    #[test]
     fn kinds_keep_hints_of_their_own() {
         let hints = recorded(found(true, [None, Some(place(7)), None], true));
         assert_eq!(hints.starts(Kind::Sextant, T0), Scan::FROM_START);
@@ -343,6 +361,41 @@ mod scan_tests {
                 .expect("queue a leased item");
         }
 
+        /// One lease scan at `now` asking for `limit` within a payload budget of `budget`
+        /// bytes: each item it locked and whether its payload came with it. Only those that
+        /// came with it are taken out of the queue, as `lease_in` does.
+        async fn lease_within(
+            &self,
+            now: OffsetDateTime,
+            limit: u32,
+            budget: u64,
+        ) -> Vec<(u128, bool)> {
+            let mut tx = self.logbook.begin().await.expect("begin");
+            let got = tx
+                .lock_next_leasable(Kind::Trawl, now, limit, budget)
+                .await
+                .expect("lease scan");
+            drop(tx);
+            let taken: Vec<Uuid> = got
+                .iter()
+                .filter(|(_, payload)| payload.is_some())
+                .map(|(item, _)| item.id.0)
+                .collect();
+            self.db
+                .client()
+                .await
+                .execute(
+                    "UPDATE core.items SET state = 'done', lease_id = NULL, lease_worker = NULL,
+                       lease_expires_at = NULL WHERE id = ANY($1)",
+                    &[&taken],
+                )
+                .await
+                .expect("take the items");
+            got.iter()
+                .map(|(item, payload)| (item.id.0.as_u128(), payload.is_some()))
+                .collect()
+        }
+
         /// The items one lease scan at `now` locks (asking for `limit`), which are then taken
         /// out of the queue as a lease would.
         async fn lease(&self, now: OffsetDateTime, limit: u32) -> Vec<u128> {
@@ -400,17 +453,10 @@ mod scan_tests {
     }
 
     #[tokio::test]
-    async fn an_urgent_item_queued_after_a_normal_hint_is_leased_first() {
+    async fn an_urgent_item_placed_before_a_normal_hint_is_leased_first() {
         let q = hinted_queue_and_an_item_before_the_hint().await;
-        q.add(0, 20).await;
-        assert_eq!(q.lease(T0 + SOON, 2).await, [20, 12]);
-    }
-
-    #[tokio::test]
-    async fn a_backfill_item_waits_for_the_normal_ones_behind_the_hint() {
-        let q = hinted_queue_and_an_item_before_the_hint().await;
-        q.add(2, 1).await;
-        assert_eq!(q.lease(T0 + SOON, 2).await, [12, 13]);
+        q.add(0, 1).await;
+        assert_eq!(q.lease(T0 + SOON, 2).await, [1, 12]);
     }
 
     #[tokio::test]
@@ -460,5 +506,28 @@ mod scan_tests {
     async fn an_expired_lease_skipped_while_locked_is_taken_once_the_bound_is_too_old() {
         let q = an_expired_lease_skipped_while_locked().await;
         assert_eq!(q.lease(T0 + SOON + HINT_TTL, 2).await, [10]);
+    }
+
+    #[tokio::test]
+    async fn expired_leases_beyond_the_limit_stay_in_reach_of_the_next_scan() {
+        let q = Queue::new().await;
+        for n in 10..=12 {
+            q.add_leased(n, 5).await;
+        }
+        assert_eq!(q.lease(T0 + SOON, 2).await, [10, 11]);
+        assert_eq!(q.lease(T0 + 2 * SOON, 2).await, [12]);
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_past_the_payload_budget_stays_in_reach_of_the_next_scan() {
+        let q = Queue::new().await;
+        q.add_leased(10, 5).await;
+        q.add_leased(11, 5).await;
+        // `{}` is stored in a few bytes: the first item fits a budget of 1, the second not.
+        assert_eq!(
+            q.lease_within(T0 + SOON, 10, 1).await,
+            [(10, true), (11, false)]
+        );
+        assert_eq!(q.lease(T0 + 2 * SOON, 10).await, [11]);
     }
 }

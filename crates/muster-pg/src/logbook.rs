@@ -762,10 +762,14 @@ impl LogbookTx for PgTx {
                 if let Some(first) = slot.and_then(|s| firsts.get_mut(s)) {
                     first.get_or_insert((row.get(ITEM_COL_COUNT + 1), item.id.0));
                 }
-            } else {
+            }
+            let payload: Option<Value> = row.get(ITEM_COL_COUNT);
+            if item.state != ItemState::Queued && payload.is_some() {
+                // Only an expired lease that comes with its payload is leased now; one past
+                // the payload budget is left for the next transaction and must stay in reach.
                 expired_taken += 1;
             }
-            items.push((item, row.get(ITEM_COL_COUNT)));
+            items.push((item, payload));
         }
         // Every row carries how many expired leases the statement locked (none: no rows).
         let expired_found: i64 = rows.first().map_or(0, |r| r.get(ITEM_COL_COUNT + 2));
