@@ -399,24 +399,8 @@ mod scan_tests {
         /// The items one lease scan at `now` locks (asking for `limit`), which are then taken
         /// out of the queue as a lease would.
         async fn lease(&self, now: OffsetDateTime, limit: u32) -> Vec<u128> {
-            let mut tx = self.logbook.begin().await.expect("begin");
-            let got = tx
-                .lock_next_leasable(Kind::Trawl, now, limit, u64::MAX)
-                .await
-                .expect("lease scan");
-            drop(tx);
-            let ids: Vec<Uuid> = got.iter().map(|(item, _)| item.id.0).collect();
-            self.db
-                .client()
-                .await
-                .execute(
-                    "UPDATE core.items SET state = 'done', lease_id = NULL, lease_worker = NULL,
-                       lease_expires_at = NULL WHERE id = ANY($1)",
-                    &[&ids],
-                )
-                .await
-                .expect("take the items");
-            ids.iter().map(|id| id.as_u128()).collect()
+            let got = self.lease_within(now, limit, u64::MAX).await;
+            got.into_iter().map(|(n, _)| n).collect()
         }
     }
 
