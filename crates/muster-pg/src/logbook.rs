@@ -1295,13 +1295,14 @@ impl muster_app::ports::Readiness for PgLogbook {
             crate::SchemaStatus::Behind { applied, expected } => Err(format!(
                 "the schema is at migration {applied}, this binary needs {expected}: run `muster migrate`"
             )),
-            // Migrations only ever add (expand before contract), so a binary one release behind
+            // Migrations expand before they contract: one drops only what the previous release no
+            // longer reads (V9 drops the index V8 replaced), so a binary one release behind
             // keeps serving while the new release rolls out, and a rollback stays possible.
             crate::SchemaStatus::Ahead { applied, expected } => {
                 tracing::warn!(
                     applied,
                     expected,
-                    "the schema is newer than this binary; serving (migrations are additive)"
+                    "the schema is newer than this binary; serving (a migration drops only what the previous release no longer reads)"
                 );
                 Ok(())
             }

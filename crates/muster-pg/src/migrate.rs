@@ -60,6 +60,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "lease_indexes",
         sql: include_str!("../../../migrations/V8__lease_indexes.sql"),
     },
+    Migration {
+        version: 9,
+        name: "drop_lease_order",
+        sql: include_str!("../../../migrations/V9__drop_lease_order.sql"),
+    },
 ];
 
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".
@@ -170,4 +175,37 @@ pub async fn schema_status(pool: &Pool) -> Result<SchemaStatus, PgError> {
         std::cmp::Ordering::Less => SchemaStatus::Behind { applied, expected },
         std::cmp::Ordering::Greater => SchemaStatus::Ahead { applied, expected },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// The indexes of `core.items` after every migration, by name.
+    async fn item_indexes() -> Vec<String> {
+        let db = muster_testkit::fresh_db().await;
+        let rows = db
+            .client()
+            .await
+            .query(
+                "SELECT indexname::text FROM pg_indexes
+                 WHERE schemaname = 'core' AND tablename = 'items' ORDER BY indexname",
+                &[],
+            )
+            .await
+            .expect("list the indexes");
+        rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    #[tokio::test]
+    async fn the_items_table_keeps_only_the_indexes_its_statements_read() {
+        assert_eq!(
+            item_indexes().await,
+            [
+                "items_idempotency",
+                "items_lease_expiry",
+                "items_parked",
+                "items_pkey",
+                "items_queued_order",
+            ]
+        );
+    }
 }
