@@ -313,17 +313,18 @@ struct FloorRun {
     clients: u64,
     batch: u64,
     items: u64,
+    /// `-M prepared` (pgbench variables become parameters); the batch scripts splice their
+    /// `':ids'` array literals as text, so they run in the simple protocol.
+    prepared: bool,
 }
 
 /// The SQL floor: Muster's rows in batches of 128 (the batching runs' 16 workers and largest
-/// batch), and a bare queue's rows the same way.
-///
-/// Not one item per transaction: the scripts run in pgbench's simple protocol (their
-/// `':ids'` array literals take pgbench variables), which parses and plans every statement;
-/// batches of 128 pay that once per batch, single items every time, so a single-item floor
-/// would measure pgbench's way of sending statements as much as the rows (tried: 646–836
-/// items/s with 16–64 clients, under Muster's own single calls, which group commit batches).
-const FLOOR_RUNS: [FloorRun; 2] = [
+/// batch), and a bare queue's rows the same way; then the single-item ceiling: Muster's rows
+/// one item per transaction (each lease and each completion committed on its own, as the
+/// default modes of the usual PostgreSQL job queues do) at the cycle runs' 16 and 64 clients,
+/// with prepared statements (in the simple protocol pgbench would parse and plan every
+/// statement of every item, and measure that more than the rows).
+const FLOOR_RUNS: [FloorRun; 4] = [
     FloorRun {
         name: "full",
         file: "floor-full.sql",
@@ -331,6 +332,7 @@ const FLOOR_RUNS: [FloorRun; 2] = [
         clients: 16,
         batch: 128,
         items: BATCH_ITEMS,
+        prepared: false,
     },
     FloorRun {
         name: "bare",
@@ -339,6 +341,25 @@ const FLOOR_RUNS: [FloorRun; 2] = [
         clients: 16,
         batch: 128,
         items: BATCH_ITEMS,
+        prepared: false,
+    },
+    FloorRun {
+        name: "single-16",
+        file: "ceiling-single.sql",
+        script: include_str!("../sql/ceiling-single.sql"),
+        clients: 16,
+        batch: 1,
+        items: 16_000,
+        prepared: true,
+    },
+    FloorRun {
+        name: "single-64",
+        file: "ceiling-single.sql",
+        script: include_str!("../sql/ceiling-single.sql"),
+        clients: 64,
+        batch: 1,
+        items: 19_200,
+        prepared: true,
     },
 ];
 
@@ -366,8 +387,11 @@ fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<Value> {
     let per_client = run.items / (run.clients * run.batch);
     let (clients, transactions) = (run.clients.to_string(), per_client.to_string());
     let batch = format!("batch={}", run.batch);
+    let protocol = if run.prepared { "prepared" } else { "simple" };
     let args = [
         "-n",
+        "-M",
+        protocol,
         "-c",
         &clients,
         "-t",
@@ -379,7 +403,7 @@ fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<Value> {
         url,
     ]
     .map(str::to_owned);
-    banner(&format!("pgbench {} {}", args[..8].join(" "), run.file));
+    banner(&format!("pgbench {} {}", args[..10].join(" "), run.file));
     let before = done()?;
     let started = Instant::now();
     let output = Command::new(&pgbench)
@@ -404,6 +428,7 @@ fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<Value> {
         "script": run.file,
         "clients": run.clients,
         "batch": run.batch,
+        "protocol": protocol,
         "items": items,
         "expected_items": run.clients * per_client * run.batch,
         "seconds": seconds,
@@ -687,6 +712,7 @@ fn render(
             ratio(&h["cycles_per_s"], &l["cycles_per_s"]),
         ]);
     }
+    ceiling_rows(&mut rows, runs, floor);
     if let Some(run) = runs.iter().find(|r| r["workers"] == 16) {
         for op in ["lease", "complete"] {
             let (h, l) = (&run["http"][op], &run["in_process"][op]);
@@ -948,6 +974,33 @@ fn floor_rows(rows: &mut Vec<[String; 4]>, batches: &[Value], floor: &[Value]) {
     }
 }
 
+/// Muster's single calls over HTTP against the single-item SQL ceiling at the same concurrency:
+/// the same rows, one item per transaction, in plain SQL.
+fn ceiling_rows(rows: &mut Vec<[String; 4]>, cycles: &[Value], floor: &[Value]) {
+    for ceiling in floor
+        .iter()
+        .filter(|r| r["batch"] == 1 && r["items_per_s"].is_number())
+    {
+        let Some(run) = cycles.iter().find(|r| r["workers"] == ceiling["clients"]) else {
+            continue;
+        };
+        rows.push([
+            format!(
+                "SQL ceiling: lease→complete cycles/s over HTTP, {} workers, against the same rows \
+                 one item per transaction in plain SQL (each lease and each completion committed \
+                 on its own; pgbench, {} clients, prepared statements, {} cycles in {} s)",
+                run["workers"],
+                ceiling["clients"],
+                ceiling["items"],
+                num(&ceiling["seconds"])
+            ),
+            num(&run["http"]["cycles_per_s"]),
+            format!("{} in plain SQL", num(&ceiling["items_per_s"])),
+            ratio(&run["http"]["cycles_per_s"], &ceiling["items_per_s"]),
+        ]);
+    }
+}
+
 fn backlog_rows(rows: &mut Vec<[String; 4]>, backlog: &[Value]) {
     let [base, big] = backlog else {
         return;
@@ -1079,6 +1132,31 @@ mod tests {
             rows[0][0].contains("198000 items of 198656 asked in 20.00 s"),
             "{}",
             rows[0][0]
+        );
+    }
+
+    #[test]
+    fn the_ceiling_row_compares_the_http_cycles_with_the_single_item_sql_rate_at_the_same_concurrency()
+     {
+        let cycles = [
+            json!({"workers": 16, "http": {"cycles_per_s": 2400.0}}),
+            json!({"workers": 64, "http": {"cycles_per_s": 5000.0}}),
+        ];
+        let ceiling = json!({"name": "single-64", "clients": 64, "batch": 1, "items": 19_200,
+                             "seconds": 16.0, "items_per_s": 1200.0});
+        let mut rows = Vec::new();
+        ceiling_rows(
+            &mut rows,
+            &cycles,
+            &[floor_run("full", 198_656, 9000.0), ceiling],
+        );
+        assert_eq!(
+            rows.iter().map(|r| r[1..].to_vec()).collect::<Vec<_>>(),
+            [[
+                "5000".to_owned(),
+                "1200 in plain SQL".into(),
+                "4.17×".into()
+            ]]
         );
     }
 
