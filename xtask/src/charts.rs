@@ -94,9 +94,9 @@ pub(crate) fn render(bench_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
             .map(embedded_batch_points)
             .unwrap_or_default(),
     };
-    let floor = read_json(&bench_dir.join("floor.json"))?
-        .map(|doc| floor_lines(&doc))
-        .unwrap_or_default();
+    let floor_doc = read_json(&bench_dir.join("floor.json"))?;
+    let floor = floor_doc.as_ref().map(floor_lines).unwrap_or_default();
+    let ceiling = floor_doc.as_ref().map(ceiling_lines).unwrap_or_default();
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("could not create {}", out_dir.display()))?;
 
@@ -129,7 +129,7 @@ pub(crate) fn render(bench_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
                         note: &note,
                         points: &levels,
                         log_y: false,
-                        lines: &[],
+                        lines: &ceiling,
                     },
                 )
             })?;
@@ -320,6 +320,23 @@ fn floor_lines(doc: &Value) -> Vec<RefLine> {
             // `name` since the single-item floor run; the first runs called it `script`.
             let name = run["name"].as_str().or_else(|| run["script"].as_str())?;
             let label = label(name, &run["batch"])?;
+            Some(RefLine { label, rate })
+        })
+        .collect()
+}
+
+/// The single-item SQL ceiling (`floor.json` runs with `batch` 1) as reference lines of the
+/// cycles chart: Muster's rows one item per transaction, per pgbench client count.
+fn ceiling_lines(doc: &Value) -> Vec<RefLine> {
+    runs(doc)
+        .iter()
+        .filter(|run| run["batch"] == 1)
+        .filter_map(|run| {
+            let rate = run["items_per_s"].as_f64().filter(|r| *r > 0.0)?;
+            let label = format!(
+                "same rows, one item per transaction (pgbench, {} clients)",
+                run["clients"]
+            );
             Some(RefLine { label, rate })
         })
         .collect()
@@ -650,6 +667,17 @@ struct RateChart<'a> {
     lines: &'a [RefLine],
 }
 
+/// Whether a reference line runs above half the highest measured rate.
+fn lines_high(spec: &RateChart<'_>) -> bool {
+    let top = spec
+        .points
+        .iter()
+        .flat_map(|p| [p.http, p.in_process])
+        .flatten()
+        .fold(0.0, f64::max);
+    spec.lines.iter().any(|l| l.rate > top / 2.0)
+}
+
 /// Rates of both sides against a log₂ x axis (workers, batch size), each point labelled.
 fn draw_rates(rgb: &mut [u8], spec: &RateChart<'_>) -> Result<()> {
     let area = page(rgb, spec.note)?;
@@ -776,11 +804,11 @@ fn draw_rates(rgb: &mut [u8], spec: &RateChart<'_>) -> Result<()> {
 
     chart
         .configure_series_labels()
-        // Reference lines run across the top of a rising chart: their legend goes below.
-        .position(if spec.lines.is_empty() {
-            SeriesLabelPosition::UpperLeft
-        } else {
+        // Reference lines across the top half of a rising chart put the legend below them.
+        .position(if lines_high(spec) {
             SeriesLabelPosition::LowerRight
+        } else {
+            SeriesLabelPosition::UpperLeft
         })
         .margin(14)
         .label_font(font(15))
@@ -1110,8 +1138,19 @@ mod tests {
         json!({"runs": [
             {"name": "full", "batch": 128, "items_per_s": 10046.8},
             {"name": "bare", "batch": 128, "items_per_s": 17798.3},
-            {"name": "single", "batch": 1, "items_per_s": 2560.0},
+            {"name": "single-64", "batch": 1, "clients": 64, "items_per_s": 892.0},
         ]})
+    }
+
+    #[test]
+    fn the_single_item_ceiling_becomes_a_reference_line_per_client_count() {
+        assert_eq!(
+            ceiling_lines(&floor_sample()),
+            vec![RefLine {
+                label: "same rows, one item per transaction (pgbench, 64 clients)".into(),
+                rate: 892.0
+            }]
+        );
     }
 
     #[test]
