@@ -10,7 +10,7 @@ BEGIN;
 SELECT id FROM core.items WHERE kind = 'trawl' AND state = 'queued'
     ORDER BY priority, enqueued_at, id LIMIT 1 FOR UPDATE SKIP LOCKED \gset
 UPDATE core.items SET state = 'leased', attempt = attempt + 1, fence = fence + 1,
-    lease_id = gen_random_uuid(), lease_worker = 'ceiling', lease_expires_at = now() + interval '30 s',
+    lease_id = gen_random_uuid(), lease_worker = 'floor', lease_expires_at = now() + interval '30 s',
     chain_len = chain_len + 1, chain_head = sha256(chain_head)
 WHERE id = :id::uuid RETURNING lease_id \gset
 INSERT INTO core.leases (id, item_id, kind, fence, worker_id, leased_at)

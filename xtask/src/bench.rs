@@ -221,7 +221,8 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
     )?;
 
     // The SQL floor: the same rows as a batch of 128 writes, in plain SQL (pgbench), on a
-    // migrated database of its own; then a bare queue's rows on the same table.
+    // migrated database of its own; then a bare queue's rows on the same table; then the same
+    // rows one item per transaction (the single-item ceiling), topped up before each run.
     let floor_url = migrated_database(cluster, muster, "muster_floor")?;
     let mut floor = Vec::new();
     for run in &FLOOR_RUNS {
@@ -304,8 +305,9 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
     ))
 }
 
-/// One pgbench run of the SQL floor: a script of xtask/sql/ (which reads `:batch`), its
-/// clients and batch size, and how many items it finishes in all.
+/// One pgbench run of the SQL floor: a script of xtask/sql/ (the batch scripts read `:batch`;
+/// the single-item one takes one item per transaction), its clients and batch size, and how
+/// many items it finishes in all.
 struct FloorRun {
     name: &'static str,
     file: &'static str,

@@ -407,7 +407,9 @@ pub(crate) fn forget_passed_promises(s: &mut State) {
 }
 
 /// Mirrors `PgTx::lock_next_leasable` (`crates/muster-pg/src/logbook.rs`) with `limit` 1
-/// (a plain `POST /v1/leases`, without `max`):
+/// (a plain `POST /v1/leases`, without `max`). The statement reads queued items from
+/// `items_queued_order` and expired leases from `items_lease_expiry` (V8) and merges them; the
+/// rows it may take and their order are those of this single predicate:
 ///
 /// ```sql
 /// SELECT … FROM core.items i

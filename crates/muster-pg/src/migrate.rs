@@ -106,18 +106,34 @@ async fn apply_pending(client: &mut deadpool_postgres::Object) -> Result<Vec<i32
         )
         .await?;
     let known: Vec<(i32, Vec<u8>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let newest = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
+    let mut newer = Vec::new();
     for (version, sum) in &known {
         match MIGRATIONS.iter().find(|m| m.version == *version) {
             Some(m) if checksum(m) == *sum => {}
             Some(_) => return Err(PgError::MigrationChanged { version: *version }),
+            // A newer release migrated this database: expected after a rollback.
+            None if *version > newest => newer.push(*version),
             None => return Err(PgError::UnknownMigration(*version)),
         }
     }
-    let mut applied = Vec::new();
-    for m in MIGRATIONS
+    let pending: Vec<&Migration> = MIGRATIONS
         .iter()
         .filter(|m| !known.iter().any(|(v, _)| *v == m.version))
-    {
+        .collect();
+    if let Some(first) = newer.first() {
+        // Applying an older migration after newer ones could undo what they rely on.
+        if !pending.is_empty() {
+            return Err(PgError::UnknownMigration(*first));
+        }
+        tracing::warn!(
+            newer = ?newer,
+            newest_known = newest,
+            "the schema is newer than this binary; nothing to apply (a rollback by one release is served)"
+        );
+    }
+    let mut applied = Vec::new();
+    for m in pending {
         let tx = client.transaction().await?;
         tx.batch_execute(m.sql).await?;
         tx.execute(
@@ -193,6 +209,36 @@ mod tests {
             .await
             .expect("list the indexes");
         rows.iter().map(|r| r.get(0)).collect()
+    }
+
+    /// `migrate` on a fully migrated database that also records `version` as applied.
+    async fn migrate_with_recorded(version: i32) -> Result<Vec<i32>, crate::PgError> {
+        let db = muster_testkit::fresh_db().await;
+        db.client()
+            .await
+            .execute(
+                "INSERT INTO core.schema_migrations (version, name, checksum) \
+                 VALUES ($1, 'from elsewhere', '\\x00')",
+                &[&version],
+            )
+            .await
+            .expect("record a migration");
+        super::migrate(&db.pool()).await
+    }
+
+    #[tokio::test]
+    async fn an_older_binary_applies_nothing_to_a_newer_schema_and_succeeds() {
+        let newest = super::MIGRATIONS.iter().map(|m| m.version).max().unwrap();
+        assert_eq!(
+            migrate_with_recorded(newest + 1).await.expect("migrate"),
+            Vec::<i32>::new()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_migration_older_than_the_binarys_newest_is_refused() {
+        let err = migrate_with_recorded(0).await.expect_err("refused");
+        assert_eq!(err.code(), "E_MIGRATION_UNKNOWN");
     }
 
     #[tokio::test]
