@@ -12,7 +12,7 @@ pub enum PgError {
     #[error("migration {version} was changed after it was applied (checksum differs)")]
     MigrationChanged { version: i32 },
     #[error(
-        "the database has migration {0}, which this binary does not know: it is older than the schema"
+        "the database has migration {0}, which this binary does not know and cannot serve alongside its own"
     )]
     UnknownMigration(i32),
     #[error(transparent)]

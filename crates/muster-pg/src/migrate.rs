@@ -67,6 +67,11 @@ pub const MIGRATIONS: &[Migration] = &[
     },
 ];
 
+/// The newest migration this binary knows.
+fn newest_version() -> i32 {
+    MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".
 const LOCK_KEY: i64 = 0x6d75_7374_6572_6d69;
 
@@ -106,7 +111,7 @@ async fn apply_pending(client: &mut deadpool_postgres::Object) -> Result<Vec<i32
         )
         .await?;
     let known: Vec<(i32, Vec<u8>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let newest = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
+    let newest = newest_version();
     let mut newer = Vec::new();
     for (version, sum) in &known {
         match MIGRATIONS.iter().find(|m| m.version == *version) {
@@ -167,7 +172,7 @@ pub enum SchemaStatus {
 /// Compares the applied migrations with the embedded ones (for `/readyz`).
 pub async fn schema_status(pool: &Pool) -> Result<SchemaStatus, PgError> {
     let client = pool.get().await?;
-    let expected = MIGRATIONS.iter().map(|m| m.version).max().unwrap_or(0);
+    let expected = newest_version();
     let exists: bool = client
         .query_one(
             "SELECT to_regclass('core.schema_migrations') IS NOT NULL",
@@ -228,9 +233,10 @@ mod tests {
 
     #[tokio::test]
     async fn an_older_binary_applies_nothing_to_a_newer_schema_and_succeeds() {
-        let newest = super::MIGRATIONS.iter().map(|m| m.version).max().unwrap();
         assert_eq!(
-            migrate_with_recorded(newest + 1).await.expect("migrate"),
+            migrate_with_recorded(super::newest_version() + 1)
+                .await
+                .expect("migrate"),
             Vec::<i32>::new()
         );
     }
