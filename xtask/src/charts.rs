@@ -326,17 +326,25 @@ fn floor_lines(doc: &Value) -> Vec<RefLine> {
 }
 
 /// The single-item SQL ceiling (`floor.json` runs with `batch` 1) as reference lines of the
-/// cycles chart: Muster's rows one item per transaction, per pgbench client count.
+/// cycles chart: Muster's rows one item per transaction, per pgbench client count, and the
+/// issue's own lighter script.
 fn ceiling_lines(doc: &Value) -> Vec<RefLine> {
     runs(doc)
         .iter()
         .filter(|run| run["batch"] == 1)
         .filter_map(|run| {
             let rate = run["items_per_s"].as_f64().filter(|r| *r > 0.0)?;
-            let label = format!(
-                "same rows, one item per transaction (pgbench, {} clients)",
-                run["clients"]
-            );
+            let label = if run["script"] == "issue-single.sql" {
+                format!(
+                    "issue #7's script: one ledger row, no lease row (pgbench, {} clients)",
+                    run["clients"]
+                )
+            } else {
+                format!(
+                    "same rows, one item per transaction (pgbench, {} clients)",
+                    run["clients"]
+                )
+            };
             Some(RefLine { label, rate })
         })
         .collect()
@@ -1149,6 +1157,20 @@ mod tests {
             vec![RefLine {
                 label: "same rows, one item per transaction (pgbench, 64 clients)".into(),
                 rate: 892.0
+            }]
+        );
+    }
+
+    #[test]
+    fn the_issue_script_becomes_a_reference_line_of_its_own() {
+        let doc = json!({"runs": [{"name": "issue-16", "script": "issue-single.sql", "batch": 1,
+                                   "clients": 16, "items_per_s": 1796.9}]});
+        assert_eq!(
+            ceiling_lines(&doc),
+            vec![RefLine {
+                label: "issue #7's script: one ledger row, no lease row (pgbench, 16 clients)"
+                    .into(),
+                rate: 1796.9
             }]
         );
     }
