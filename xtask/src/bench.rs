@@ -1040,7 +1040,10 @@ fn target_row(rows: &mut Vec<[String; 4]>, cycles: &[Value], floor: &[Value]) {
     };
     rows.push([
         format!(
-            "issue #7's target in this run's terms: lease→complete cycles/s over HTTP, 64 workers,              against the issue's single-item script (xtask/sql/issue-single.sql; pgbench, {}              clients, prepared statements, {} cycles in {} s); the issue asked {target:.0} where              its script ran {measured:.0}, {:.2}× — {met}",
+            "issue #7's target in this run's terms: lease→complete cycles/s over HTTP, 64 workers, \
+             against the issue's single-item script (xtask/sql/issue-single.sql; pgbench, {} \
+             clients, prepared statements, {} cycles in {} s); the issue asked {target:.0} where \
+             its script ran {measured:.0}, {:.2}× — {met}",
             script["clients"],
             script["items"],
             num(&script["seconds"]),
