@@ -5,7 +5,7 @@
 
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
@@ -24,13 +24,7 @@ pub(crate) fn bench(extra: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         bail!("`cargo xtask bench` takes no arguments (see docs/benchmarks.md)");
     }
     let root = workspace_root();
-    step(
-        "cargo build --release -p muster -p muster-bench",
-        cargo(&root).args(["build", "--release", "-p", "muster", "-p", "muster-bench"]),
-    )?;
-    let release = target_dir(&root).join("release");
-    let muster = release.join("muster");
-    let load = release.join("muster-bench");
+    let (muster, load) = release_binaries(&root)?;
     let out_dir = target_dir(&root).join("bench");
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("could not create {}", out_dir.display()))?;
@@ -40,6 +34,7 @@ pub(crate) fn bench(extra: Vec<std::ffi::OsString>) -> Result<ExitCode> {
         fsync: true,
         max_connections: 200,
         log_to: None,
+        ..ClusterOptions::default()
     })
     .context("could not start PostgreSQL")?;
     let result = with_cluster(&cluster, &muster, &load, &out_dir);
@@ -57,6 +52,16 @@ pub(crate) fn bench(extra: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     super::charts::render(&out_dir, &out_dir).context("could not draw the charts")?;
     eprintln!("xtask: table and raw JSON in {}", out_dir.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Builds `muster` and `muster-bench` in release and answers their paths.
+pub(crate) fn release_binaries(root: &Path) -> Result<(PathBuf, PathBuf)> {
+    step(
+        "cargo build --release -p muster -p muster-bench",
+        cargo(root).args(["build", "--release", "-p", "muster", "-p", "muster-bench"]),
+    )?;
+    let release = target_dir(root).join("release");
+    Ok((release.join("muster"), release.join("muster-bench")))
 }
 
 fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -> Result<String> {
@@ -229,11 +234,7 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         if let Some(setup) = run.setup {
             // Tables of its own, made anew; then as fresh as the filled queue of the others.
             banner(&format!("psql (setup of {})", run.file));
-            for sql in [
-                setup,
-                "VACUUM ANALYZE minimal.queue, minimal.ledger",
-                "CHECKPOINT",
-            ] {
+            for sql in [setup, "VACUUM ANALYZE minimal.queue", "CHECKPOINT"] {
                 psql(&floor_url, sql)?;
             }
         } else {
@@ -513,7 +514,11 @@ fn table_sizes(url: &str) -> Value {
 }
 
 /// Creates database `name` in the cluster, migrates it with `muster migrate`, answers its URL.
-fn migrated_database(cluster: &TempCluster, muster: &Path, name: &str) -> Result<String> {
+pub(crate) fn migrated_database(
+    cluster: &TempCluster,
+    muster: &Path,
+    name: &str,
+) -> Result<String> {
     psql(&cluster.url("postgres"), &format!("create database {name}"))?;
     let url = cluster.url(name);
     step(
@@ -548,7 +553,7 @@ const NOFILE: u32 = 4096;
 
 /// `program` run through `sh`, which raises the open-file soft limit to `NOFILE` when it is
 /// lower (failing if the hard limit does not allow it) and then `exec`s it: same pid.
-fn with_nofile(program: &Path) -> Command {
+pub(crate) fn with_nofile(program: &Path) -> Command {
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!(
@@ -560,16 +565,16 @@ fn with_nofile(program: &Path) -> Command {
 }
 
 #[derive(Clone, Copy)]
-struct ServeArgs<'a> {
-    muster: &'a Path,
-    url: &'a str,
-    listen: &'a str,
-    tokens: &'a Path,
-    ownership: &'a Path,
+pub(crate) struct ServeArgs<'a> {
+    pub(crate) muster: &'a Path,
+    pub(crate) url: &'a str,
+    pub(crate) listen: &'a str,
+    pub(crate) tokens: &'a Path,
+    pub(crate) ownership: &'a Path,
 }
 
 impl ServeArgs<'_> {
-    fn spawn(&self, log_path: &Path) -> Result<Server> {
+    pub(crate) fn spawn(&self, log_path: &Path) -> Result<Server> {
         let log = std::fs::File::create(log_path)?;
         Ok(Server {
             child: with_nofile(self.muster)
@@ -627,11 +632,11 @@ fn wait_queues(
     bail!("GET /v1/queues did not answer 200 within 120 s")
 }
 
-fn wait_healthy(listen: &str, server: &mut Server) -> Result<()> {
+pub(crate) fn wait_healthy(listen: &str, server: &mut Server) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(30);
     while Instant::now() < until {
         if let Ok(Some(status)) = server.child.try_wait() {
-            bail!("muster serve exited early ({status}); see target/bench/server.log");
+            bail!("muster serve exited early ({status}); see its server.log");
         }
         if let Ok(mut s) = TcpStream::connect(listen) {
             use std::io::Write;

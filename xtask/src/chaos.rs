@@ -264,6 +264,7 @@ pub(crate) fn chaos(args: Vec<OsString>) -> Result<ExitCode> {
         fsync: true,
         max_connections: 200,
         log_to: Some(run_dir.join("postgres.log")),
+        ..ClusterOptions::default()
     })
     .context("could not start PostgreSQL")?;
     let reaper = Reaper::start(&run_dir)?;

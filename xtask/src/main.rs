@@ -6,6 +6,8 @@
 //! - `migrate [ARGS]`, `ledger-verify [ARGS]`: `muster <task>` against `MUSTER_DATABASE_URL`.
 //! - `db`: a throwaway PostgreSQL cluster until Ctrl-C.
 //! - `bench`: the benchmark harness (see `bench.rs` and docs/benchmarks.md).
+//! - `profile [--workers N] [--batch N] [--items N]`: statement time and server CPU per item of
+//!   one drain (see `profile.rs`).
 //! - `chaos [--short]`, `demo`: the fault suite and the live demo (see docs/chaos.md).
 
 mod bench;
@@ -13,6 +15,7 @@ mod browser;
 mod chaos;
 mod charts;
 mod demo;
+mod profile;
 mod server;
 
 #[cfg(test)]
@@ -42,6 +45,10 @@ tasks:
   db                    a throwaway PostgreSQL cluster until Ctrl-C
   bench                 release build, throwaway PostgreSQL (fsync on), muster serve and
                         muster-bench; prints one table (see docs/benchmarks.md)
+  profile [--workers N] [--batch N] [--items N] [--top N]
+                        one drain of the release server on a throwaway PostgreSQL with
+                        pg_stat_statements (defaults 64, 1, 40000, 12): items/s, server CPU
+                        and statement time per item, the top N statements (docs/benchmarks.md)
   charts [BENCH [OUT]]  PNG charts of the last bench run's JSON (BENCH, default
                         target/bench/) into OUT (default docs/img/)
   chaos [--short]       the fault suite: kills muster, PostgreSQL and fleet processes under load,
@@ -93,6 +100,7 @@ fn run() -> Result<ExitCode> {
         "ledger-verify" => muster_task("ledger-verify", without_leading_dashes(rest)),
         "db" => db(),
         "bench" => bench::bench(without_leading_dashes(rest)),
+        "profile" => profile::profile(without_leading_dashes(rest)),
         "charts" => charts::charts(without_leading_dashes(rest)),
         "chaos" => chaos::chaos(without_leading_dashes(rest)),
         "demo" => demo::demo(without_leading_dashes(rest)),

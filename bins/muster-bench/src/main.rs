@@ -573,16 +573,16 @@ async fn enqueue_backlog(muster: &Muster, n: u64) -> Result<()> {
     Ok(())
 }
 
-/// `VACUUM ANALYZE` then `CHECKPOINT` before every run, so that neither side inherits the other's
-/// dead tuples, autovacuum work or dirty buffers (the backlog top-up writes thousands of rows).
+/// `VACUUM ANALYZE` (of the tables that hold a row, see [`backlog::settle`]) then `CHECKPOINT`
+/// before every run, so that neither side inherits the other's dead tuples, autovacuum work or
+/// dirty buffers (the backlog top-up writes thousands of rows).
 async fn settle_database(database_url: &str) -> Result<()> {
     let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
         .await
         .context("connect to PostgreSQL")?;
     let conn = tokio::spawn(connection);
-    for sql in ["VACUUM ANALYZE", "CHECKPOINT"] {
-        client.batch_execute(sql).await.context(sql)?;
-    }
+    backlog::seed_history(&client).await?;
+    backlog::settle(&client).await?;
     drop(client);
     let _ = conn.await;
     Ok(())

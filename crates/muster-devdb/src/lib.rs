@@ -136,6 +136,9 @@ pub struct ClusterOptions {
     /// Server log file; `None` means `server.log` inside the cluster's temporary
     /// directory (removed with it). A given file is appended to and kept.
     pub log_to: Option<PathBuf>,
+    /// More `name = value` lines for the cluster's settings file, after the ones above
+    /// (e.g. `shared_preload_libraries = 'pg_stat_statements'` for `cargo xtask profile`).
+    pub extra_settings: Vec<String>,
 }
 
 impl Default for ClusterOptions {
@@ -144,6 +147,7 @@ impl Default for ClusterOptions {
             fsync: false,
             max_connections: 200,
             log_to: None,
+            extra_settings: Vec::new(),
         }
     }
 }
@@ -403,7 +407,7 @@ impl TempCluster {
         let on_off = |b: bool| if b { "on" } else { "off" };
         let durable = on_off(self.options.fsync);
         let socket_dir = self.socket_dir.to_string_lossy().replace('\'', "''");
-        let text = format!(
+        let mut text = format!(
             "# written by muster-devdb: a throwaway cluster\n\
              listen_addresses = '{HOST}'\n\
              port = {port}\n\
@@ -417,6 +421,10 @@ impl TempCluster {
             port = self.port,
             max_connections = self.options.max_connections,
         );
+        for line in &self.options.extra_settings {
+            text.push_str(line);
+            text.push('\n');
+        }
         let path = self.data_dir.join(SETTINGS_FILE);
         fs::write(&path, text)
             .map_err(|e| DevDbError::io(format!("writing {}", path.display()), e))?;

@@ -8,11 +8,16 @@ use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
 
 /// Runs `select 1` over TCP with psql and returns what it printed.
 fn select_one(cluster: &TempCluster) -> Result<String, String> {
+    query(cluster, "select 1")
+}
+
+/// Runs `sql` over TCP with psql and returns what it printed.
+fn query(cluster: &TempCluster, sql: &str) -> Result<String, String> {
     let psql = find_bin("psql").expect("psql is installed");
     let output = Command::new(psql)
         .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d"])
         .arg(cluster.url("postgres"))
-        .args(["-c", "select 1"])
+        .args(["-c", sql])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| e.to_string())?;
@@ -77,6 +82,7 @@ fn durable_cluster_keeps_its_log_where_asked() {
         fsync: true,
         max_connections: 20,
         log_to: Some(log.clone()),
+        ..ClusterOptions::default()
     })
     .expect("cluster starts");
     assert_eq!(cluster.log_path(), log.as_path());
@@ -84,6 +90,16 @@ fn durable_cluster_keeps_its_log_where_asked() {
     drop(cluster);
     assert!(log.exists(), "an explicit log file outlives the cluster");
     std::fs::remove_dir_all(&log_dir).expect("clean up the log dir");
+}
+
+#[test]
+fn extra_settings_reach_the_running_server() {
+    let cluster = TempCluster::start_with(ClusterOptions {
+        extra_settings: vec!["work_mem = '7MB'".into()],
+        ..ClusterOptions::default()
+    })
+    .expect("cluster starts");
+    assert_eq!(query(&cluster, "show work_mem").as_deref(), Ok("7MB"));
 }
 
 fn process_alive(pid: &str) -> bool {

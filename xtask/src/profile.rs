@@ -1,0 +1,440 @@
+//! `cargo xtask profile`: where the time of one drain goes. The release server on a throwaway
+//! cluster (fsync on) with `pg_stat_statements`, a `trawl` backlog filled in SQL, one
+//! `muster-bench batch` drain over HTTP; then the drain's rate, the server's CPU time per item
+//! (`/proc/<pid>/stat`) and PostgreSQL's statement time per item, statement by statement.
+//!
+//! The method of the profiling notes in docs/benchmarks.md, which ran from scripts outside the
+//! repository until this task existed. It measures one configuration at a time; compare two
+//! builds or settings by alternating runs, as the notes do — the machine is noisy.
+
+use std::ffi::OsString;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+
+use anyhow::{Context, Result, bail};
+use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
+use serde_json::{Value, json};
+
+use super::bench::{ServeArgs, migrated_database, release_binaries, wait_healthy, with_nofile};
+use super::{banner, new_token, psql, target_dir, tokens_file_json, workspace_root};
+
+/// What one profile drains.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Options {
+    workers: u32,
+    batch: u32,
+    items: u32,
+    top: u32,
+}
+
+impl Options {
+    fn parse(args: &[OsString]) -> Result<Options> {
+        let mut options = Options {
+            workers: 64,
+            batch: 1,
+            items: 40_000,
+            top: 12,
+        };
+        let mut args = args.iter().map(|a| a.to_string_lossy().into_owned());
+        while let Some(flag) = args.next() {
+            let slot = match flag.as_str() {
+                "--workers" => &mut options.workers,
+                "--batch" => &mut options.batch,
+                "--items" => &mut options.items,
+                "--top" => &mut options.top,
+                other => bail!("unknown argument `{other}` (see `cargo xtask help`)"),
+            };
+            let value = args
+                .next()
+                .with_context(|| format!("{flag} needs a value"))?;
+            *slot = value
+                .parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .with_context(|| format!("{flag} takes a positive number, not `{value}`"))?;
+        }
+        Ok(options)
+    }
+}
+
+pub(crate) fn profile(args: Vec<OsString>) -> Result<ExitCode> {
+    let options = Options::parse(&args)?;
+    let root = workspace_root();
+    let (muster, load) = release_binaries(&root)?;
+    let out = target_dir(&root).join("profile");
+    std::fs::create_dir_all(&out).with_context(|| format!("could not create {}", out.display()))?;
+
+    banner("starting a throwaway PostgreSQL cluster (fsync on) with pg_stat_statements");
+    let mut cluster = TempCluster::start_with(ClusterOptions {
+        fsync: true,
+        extra_settings: vec![
+            "shared_preload_libraries = 'pg_stat_statements'".into(),
+            "pg_stat_statements.track = 'all'".into(),
+        ],
+        ..ClusterOptions::default()
+    })
+    .context("could not start PostgreSQL (is the pg_stat_statements extension installed?)")?;
+    let result = drain(&cluster, &muster, &load, &out, &options);
+    banner("stopping the PostgreSQL cluster");
+    if let Err(error) = cluster.stop(StopMode::Fast) {
+        eprintln!("xtask: warning: {error}");
+    }
+    drop(cluster);
+    let report = result?;
+    println!("\n{report}");
+    let path = out.join("profile.md");
+    std::fs::write(&path, &report).with_context(|| format!("write {}", path.display()))?;
+    eprintln!("xtask: report and raw JSON in {}", out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn drain(
+    cluster: &TempCluster,
+    muster: &Path,
+    load: &Path,
+    out: &Path,
+    options: &Options,
+) -> Result<String> {
+    let url = migrated_database(cluster, muster, "muster_profile")?;
+    psql(&url, "CREATE EXTENSION pg_stat_statements")?;
+    let token = new_token();
+    let tokens_path = out.join("tokens.json");
+    std::fs::write(
+        &tokens_path,
+        serde_json::to_string_pretty(&tokens_file_json(&[(
+            "worker:trawl".to_owned(),
+            token.clone(),
+        )]))?,
+    )?;
+    let ownership_path = out.join("ownership_map.json");
+    std::fs::write(
+        &ownership_path,
+        json!({"version": 1, "targets": {}}).to_string(),
+    )?;
+
+    // More than the drain takes, so that the queue never runs dry under it.
+    let backlog = (u64::from(options.items) + 20_000).to_string();
+    let load_run = |name: &str, args: &[&str]| -> Result<Value> {
+        banner(&format!("muster-bench {}", args.join(" ")));
+        let output = with_nofile(load)
+            .args(args)
+            .env("MUSTER_BENCH_TRAWL_TOKEN", &token)
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("could not run muster-bench {name}"))?;
+        if !output.status.success() {
+            bail!("muster-bench {name} failed ({})", output.status);
+        }
+        let value: Value = serde_json::from_slice(&output.stdout)
+            .with_context(|| format!("muster-bench {name} printed no JSON"))?;
+        std::fs::write(
+            out.join(format!("{name}.json")),
+            serde_json::to_string_pretty(&value)?,
+        )?;
+        Ok(value)
+    };
+    load_run(
+        "backlog-fill",
+        &["backlog-fill", "--database-url", &url, "--to", &backlog],
+    )?;
+
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let listen = format!("127.0.0.1:{port}");
+    let log_path = out.join("server.log");
+    banner(&format!(
+        "muster serve (release) on {listen}, log in {}",
+        log_path.display()
+    ));
+    let serve = ServeArgs {
+        muster,
+        url: &url,
+        listen: &listen,
+        tokens: &tokens_path,
+        ownership: &ownership_path,
+    };
+    let mut server = serve.spawn(&log_path)?;
+    wait_healthy(&listen, &mut server)?;
+    let pid = server.pid();
+    let cpu_before = process_cpu_seconds(pid)?;
+    // Start-up's statements (migration check, the feed's depth count) are not the drain's.
+    psql(&url, "SELECT pg_stat_statements_reset()")?;
+    let base = format!("http://{listen}");
+    let (workers, batch, items) = (
+        options.workers.to_string(),
+        options.batch.to_string(),
+        options.items.to_string(),
+    );
+    let measured = load_run(
+        "batch",
+        &[
+            "batch",
+            "--url",
+            &base,
+            "--batch",
+            &batch,
+            "--workers",
+            &workers,
+            "--items",
+            &items,
+            "--seconds",
+            "300",
+        ],
+    );
+    let cpu_after = process_cpu_seconds(pid);
+    server.stop();
+    let measured = measured?;
+    let server_cpu = cpu_after? - cpu_before;
+    let statements = statements(&url, options.top)?;
+    Ok(render(options, &measured, server_cpu, &statements))
+}
+
+/// The CPU time (user + system) the process `pid` has used, in seconds.
+fn process_cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("read /proc/{pid}/stat"))?;
+    let ticks = cpu_ticks(&stat).context("malformed /proc/<pid>/stat")?;
+    Ok(ticks as f64 / clock_ticks_per_second())
+}
+
+/// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line. The command name in field 2
+/// may hold spaces and parentheses, so the fields are counted after its last `)`.
+fn cpu_ticks(stat: &str) -> Option<u64> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (state): utime is field 14, index 11 here.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+fn clock_ticks_per_second() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// One statement's share of the drain.
+#[derive(Debug, Clone, PartialEq)]
+struct Statement {
+    total_ms: f64,
+    calls: u64,
+    query: String,
+}
+
+/// The drain's statements by total execution time, the `top` first, and the total of all.
+fn statements(url: &str, top: u32) -> Result<(f64, Vec<Statement>)> {
+    let psql = find_bin("psql").context("psql not found")?;
+    let sql = format!(
+        "SELECT (SELECT sum(total_exec_time) FROM pg_stat_statements), total_exec_time, calls, \
+         regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements \
+         WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT {top}"
+    );
+    let output = Command::new(&psql)
+        .args(["-X", "-q", "-t", "-A", "-F", "\t", "-v", "ON_ERROR_STOP=1"])
+        .args(["-d", url, "-c", &sql])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("could not run {}", psql.display()))?;
+    if !output.status.success() {
+        bail!(
+            "reading pg_stat_statements failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(parse_statements(&String::from_utf8_lossy(&output.stdout)))
+}
+
+/// `total \t total_exec_time \t calls \t query` lines, as `statements` asks psql for them.
+fn parse_statements(text: &str) -> (f64, Vec<Statement>) {
+    let mut total = 0.0;
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let mut cols = line.splitn(4, '\t');
+        let (Some(all), Some(ms), Some(calls), Some(query)) =
+            (cols.next(), cols.next(), cols.next(), cols.next())
+        else {
+            continue;
+        };
+        let (Ok(all), Ok(total_ms), Ok(calls)) = (all.parse(), ms.parse(), calls.parse()) else {
+            continue;
+        };
+        total = all;
+        rows.push(Statement {
+            total_ms,
+            calls,
+            query: query.to_owned(),
+        });
+    }
+    (total, rows)
+}
+
+fn render(
+    options: &Options,
+    measured: &Value,
+    server_cpu_s: f64,
+    (total_ms, statements): &(f64, Vec<Statement>),
+) -> String {
+    let items = measured["items"].as_f64().unwrap_or(0.0);
+    let per_item_us = |ms: f64| {
+        if items > 0.0 {
+            format!("{:.1}", ms * 1000.0 / items)
+        } else {
+            "n/a".into()
+        }
+    };
+    let mut text = format!(
+        "`cargo xtask profile --workers {} --batch {} --items {}`: {} items in {} s, {} items/s \
+         ({} errors); server CPU {} µs per item; PostgreSQL statement time {} µs per item\n\n\
+         | µs per item | calls | statement |\n|---:|---:|---|\n",
+        options.workers,
+        options.batch,
+        options.items,
+        measured["items"],
+        measured["seconds"],
+        measured["items_per_s"],
+        measured["errors"],
+        per_item_us(server_cpu_s * 1000.0),
+        per_item_us(*total_ms),
+    );
+    for s in statements {
+        let mut query: String = s.query.chars().take(100).collect();
+        if query.len() < s.query.len() {
+            query.push('…');
+        }
+        text.push_str(&format!(
+            "| {} | {} | `{}` |\n",
+            per_item_us(s.total_ms),
+            s.calls,
+            query.replace('|', "\\|").replace('`', "'")
+        ));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn without_arguments_a_profile_drains_40000_items_with_64_workers_one_at_a_time() {
+        assert_eq!(
+            Options::parse(&[]).unwrap(),
+            Options {
+                workers: 64,
+                batch: 1,
+                items: 40_000,
+                top: 12
+            }
+        );
+    }
+
+    #[test]
+    fn the_flags_set_workers_batch_items_and_top() {
+        let options = Options::parse(&args(&[
+            "--workers",
+            "16",
+            "--batch",
+            "128",
+            "--items",
+            "100000",
+            "--top",
+            "5",
+        ]))
+        .unwrap();
+        assert_eq!(
+            options,
+            Options {
+                workers: 16,
+                batch: 128,
+                items: 100_000,
+                top: 5
+            }
+        );
+    }
+
+    #[test]
+    fn a_zero_count_is_refused() {
+        let error = Options::parse(&args(&["--workers", "0"])).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--workers takes a positive number, not `0`"
+        );
+    }
+
+    #[test]
+    fn an_unknown_flag_is_refused() {
+        let error = Options::parse(&args(&["--fast"])).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "unknown argument `--fast` (see `cargo xtask help`)"
+        );
+    }
+
+    #[test]
+    fn cpu_ticks_add_user_and_system_time_after_a_command_name_with_spaces() {
+        let stat = "4242 (tokio rt) worker) S 1 4242 4242 0 -1 4194560 1200 0 0 0 \
+                    731 212 0 0 20 0 3 0 100 0 0";
+        assert_eq!(cpu_ticks(stat), Some(943));
+    }
+
+    #[test]
+    fn a_truncated_stat_line_has_no_cpu_ticks() {
+        assert_eq!(cpu_ticks("4242 (muster) S 1 4242"), None);
+    }
+
+    #[test]
+    fn statement_lines_carry_the_total_and_each_statement() {
+        let text = "2000.5\t1200.25\t300\tUPDATE core.items SET state = $1\n\
+                    2000.5\t800.25\t40\tSELECT 1\n";
+        assert_eq!(
+            parse_statements(text),
+            (
+                2000.5,
+                vec![
+                    Statement {
+                        total_ms: 1200.25,
+                        calls: 300,
+                        query: "UPDATE core.items SET state = $1".into()
+                    },
+                    Statement {
+                        total_ms: 800.25,
+                        calls: 40,
+                        query: "SELECT 1".into()
+                    }
+                ]
+            )
+        );
+    }
+
+    #[test]
+    fn the_report_gives_time_per_item() {
+        let measured = json!({"items": 40_000, "seconds": 10.0, "items_per_s": 4000.0,
+                              "errors": 0});
+        let statements = (
+            4000.0,
+            vec![Statement {
+                total_ms: 1320.0,
+                calls: 2703,
+                query: "WITH w AS (UPDATE core.items i SET state = u.state)".into(),
+            }],
+        );
+        let options = Options::parse(&[]).unwrap();
+        let report = render(&options, &measured, 4.48, &statements);
+        assert_eq!(
+            report,
+            "`cargo xtask profile --workers 64 --batch 1 --items 40000`: 40000 items in 10.0 s, \
+             4000.0 items/s (0 errors); server CPU 112.0 µs per item; PostgreSQL statement time \
+             100.0 µs per item\n\n\
+             | µs per item | calls | statement |\n|---:|---:|---|\n\
+             | 33.0 | 2703 | `WITH w AS (UPDATE core.items i SET state = u.state)` |\n"
+        );
+    }
+}
