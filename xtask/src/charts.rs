@@ -55,7 +55,12 @@ const FAMILY: &str = "sans-serif";
 const HTTP_COLOR: RGBColor = RGBColor(31, 119, 180);
 const LOCAL_COLOR: RGBColor = RGBColor(230, 115, 0);
 /// Colours of a rate chart's reference lines, in order.
-const REF_COLORS: [RGBColor; 2] = [RGBColor(90, 90, 90), RGBColor(44, 160, 44)];
+const REF_COLORS: [RGBColor; 4] = [
+    RGBColor(90, 90, 90),
+    RGBColor(44, 160, 44),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+];
 const INK: RGBColor = RGBColor(40, 40, 40);
 
 /// `cargo xtask charts [BENCH [OUT]]`: from `target/bench/` into `docs/img/` by default.
@@ -670,15 +675,28 @@ struct RateChart<'a> {
     lines: &'a [RefLine],
 }
 
-/// Whether a reference line runs above half the highest measured rate.
-fn lines_high(spec: &RateChart<'_>) -> bool {
-    let top = spec
-        .points
-        .iter()
-        .flat_map(|p| [p.http, p.in_process])
-        .flatten()
-        .fold(0.0, f64::max);
-    spec.lines.iter().any(|l| l.rate > top / 2.0)
+/// Whether the legend, drawn in the top left corner, would cover a reference line or a point:
+/// it takes about 24 px per entry plus margins from the plotting area's top, and about the
+/// left 60 % of its width (the reference lines' labels are long). `pixel` maps a value to the
+/// backend's pixel coordinates; `area` is the plotting area's (x, y) pixel ranges.
+fn legend_covers_data(
+    spec: &RateChart<'_>,
+    pixel: impl Fn(f64, f64) -> (i32, i32),
+    area: (std::ops::Range<i32>, std::ops::Range<i32>),
+) -> bool {
+    let (xs, ys) = area;
+    let entries = 2 + i32::try_from(spec.lines.len()).unwrap_or(i32::MAX / 64);
+    let band_bottom = ys.start + 40 + 24 * entries;
+    let band_right = xs.start + (xs.end - xs.start) * 6 / 10;
+    let x = spec.points.first().map_or(1.0, |p| p.x as f64);
+    let line_in_band = spec.lines.iter().any(|l| pixel(x, l.rate).1 < band_bottom);
+    let point_in_band = spec.points.iter().any(|p| {
+        [p.http, p.in_process].into_iter().flatten().any(|v| {
+            let (px, py) = pixel(p.x as f64, v);
+            px < band_right && py < band_bottom
+        })
+    });
+    line_in_band || point_in_band
 }
 
 /// Rates of both sides against a log₂ x axis (workers, batch size), each point labelled.
@@ -805,10 +823,12 @@ fn draw_rates(rgb: &mut [u8], spec: &RateChart<'_>) -> Result<()> {
         }
     }
 
+    let plot = chart.plotting_area().get_pixel_range();
+    let covers = legend_covers_data(spec, |x, v| chart.backend_coord(&(x, v)), plot);
     chart
         .configure_series_labels()
-        // Reference lines across the top half of a rising chart put the legend below them.
-        .position(if lines_high(spec) {
+        // Top left, above a rising chart's lines, unless it would cover one of them.
+        .position(if covers {
             SeriesLabelPosition::LowerRight
         } else {
             SeriesLabelPosition::UpperLeft
@@ -1178,6 +1198,60 @@ mod tests {
                 }
             ]
         );
+    }
+
+    /// A 1,000 × 400 px plotting area with 0 at the bottom and 8,000 at the top, x linear in
+    /// workers 0..80; two points (1: `left`, 64: 6,000) and reference lines at `rates`.
+    fn legend_covers(left: f64, rates: &[f64]) -> bool {
+        let points = [
+            RatePoint {
+                x: 1,
+                http: Some(left),
+                in_process: None,
+            },
+            RatePoint {
+                x: 64,
+                http: Some(6000.0),
+                in_process: None,
+            },
+        ];
+        let lines: Vec<RefLine> = rates
+            .iter()
+            .map(|rate| RefLine {
+                label: "line".into(),
+                rate: *rate,
+            })
+            .collect();
+        let spec = RateChart {
+            title: "",
+            x_desc: "",
+            y_desc: "",
+            note: "",
+            points: &points,
+            log_y: false,
+            lines: &lines,
+        };
+        #[allow(clippy::cast_possible_truncation)]
+        let pixel = |x: f64, v: f64| ((x * 12.5) as i32, (400.0 - v / 20.0) as i32);
+        legend_covers_data(&spec, pixel, (0..1000, 0..400))
+    }
+
+    #[test]
+    fn the_legend_stays_top_left_above_lines_in_the_lower_part() {
+        // Six entries take 40 + 6 × 24 = 184 px: down to 4,320 on this axis. The point at 64
+        // workers (6,000) is right of the legend (x 800 px of 1,000) and does not count.
+        assert!(!legend_covers(400.0, &[1368.0, 1142.0, 2237.0, 3047.0]));
+    }
+
+    #[test]
+    fn the_legend_moves_when_a_line_reaches_into_its_band() {
+        // Three entries take 112 px: down to 5,760 on this axis.
+        assert!(legend_covers(400.0, &[6000.0]));
+    }
+
+    #[test]
+    fn the_legend_moves_when_a_point_on_the_left_reaches_into_its_band() {
+        assert!(legend_covers(7000.0, &[]));
     }
 
     #[test]
