@@ -29,21 +29,16 @@ pub(crate) fn bench(extra: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     std::fs::create_dir_all(&out_dir)
         .with_context(|| format!("could not create {}", out_dir.display()))?;
 
-    banner("starting a throwaway PostgreSQL cluster (fsync on, synchronous_commit on)");
-    let mut cluster = TempCluster::start_with(ClusterOptions {
-        fsync: true,
-        max_connections: 200,
-        log_to: None,
-        ..ClusterOptions::default()
-    })
-    .context("could not start PostgreSQL")?;
-    let result = with_cluster(&cluster, &muster, &load, &out_dir);
-    banner("stopping the PostgreSQL cluster");
-    if let Err(error) = cluster.stop(StopMode::Fast) {
-        eprintln!("xtask: warning: {error}");
-    }
-    drop(cluster);
-    let table = result?;
+    let table = on_cluster(
+        "starting a throwaway PostgreSQL cluster (fsync on, synchronous_commit on)",
+        ClusterOptions {
+            fsync: true,
+            max_connections: 200,
+            log_to: None,
+            ..ClusterOptions::default()
+        },
+        |cluster| with_cluster(cluster, &muster, &load, &out_dir),
+    )?;
     println!("\n{table}");
     let path = out_dir.join("results.md");
     std::fs::write(&path, &table).with_context(|| format!("write {}", path.display()))?;
@@ -52,6 +47,57 @@ pub(crate) fn bench(extra: Vec<std::ffi::OsString>) -> Result<ExitCode> {
     super::charts::render(&out_dir, &out_dir).context("could not draw the charts")?;
     eprintln!("xtask: table and raw JSON in {}", out_dir.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts a throwaway cluster with `options` (after a banner saying `what`), runs `work` on it,
+/// stops the cluster (also when `work` failed) and answers what `work` answered.
+pub(crate) fn on_cluster<T>(
+    what: &str,
+    options: ClusterOptions,
+    work: impl FnOnce(&TempCluster) -> Result<T>,
+) -> Result<T> {
+    banner(what);
+    let mut cluster = TempCluster::start_with(options).context("could not start PostgreSQL")?;
+    let result = work(&cluster);
+    banner("stopping the PostgreSQL cluster");
+    if let Err(error) = cluster.stop(StopMode::Fast) {
+        eprintln!("xtask: warning: {error}");
+    }
+    result
+}
+
+/// Runs `muster-bench ARGS` with `env`, keeps the JSON it prints as `out/<name>.json` and
+/// answers it.
+pub(crate) fn muster_bench(
+    load: &Path,
+    env: &[(&str, String)],
+    out: &Path,
+    name: &str,
+    args: &[&str],
+) -> Result<Value> {
+    banner(&format!("muster-bench {}", args.join(" ")));
+    let output = with_nofile(load)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("could not run muster-bench {name}"))?;
+    if !output.status.success() {
+        bail!("muster-bench {name} failed ({})", output.status);
+    }
+    let value: Value = serde_json::from_slice(&output.stdout)
+        .with_context(|| format!("muster-bench {name} printed no JSON"))?;
+    std::fs::write(
+        out.join(format!("{name}.json")),
+        serde_json::to_string_pretty(&value)?,
+    )?;
+    Ok(value)
+}
+
+/// A free `127.0.0.1:<port>` to listen on.
+pub(crate) fn free_listen() -> Result<String> {
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    Ok(format!("127.0.0.1:{port}"))
 }
 
 /// Builds `muster` and `muster-bench` in release and answers their paths.
@@ -91,14 +137,8 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
             .to_string(),
     )?;
 
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let listen = format!("127.0.0.1:{port}");
+    let listen = free_listen()?;
     let base = format!("http://{listen}");
-    let log_path = out.join("server.log");
-    banner(&format!(
-        "muster serve (release) on {listen}, log in {}",
-        log_path.display()
-    ));
     let serve = ServeArgs {
         muster,
         url: &url,
@@ -106,8 +146,7 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         tokens: &tokens_path,
         ownership: &ownership_path,
     };
-    let mut server = serve.spawn(&log_path)?;
-    wait_healthy(&listen, &mut server)?;
+    let mut server = serve.start(&out.join("server.log"))?;
     std::thread::sleep(Duration::from_secs(1));
     let idle = memory(server.pid())?;
 
@@ -118,25 +157,7 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         ("MUSTER_BENCH_TRAWL_TOKEN", token("worker:trawl")),
         ("MUSTER_BENCH_SEXTANT_TOKEN", token("worker:sextant")),
     ];
-    let run_as = |name: &str, args: &[&str]| -> Result<Value> {
-        banner(&format!("muster-bench {}", args.join(" ")));
-        let output = with_nofile(load)
-            .args(args)
-            .envs(env.iter().cloned())
-            .stderr(Stdio::inherit())
-            .output()
-            .with_context(|| format!("could not run muster-bench {name}"))?;
-        if !output.status.success() {
-            bail!("muster-bench {name} failed ({})", output.status);
-        }
-        let value: Value = serde_json::from_slice(&output.stdout)
-            .with_context(|| format!("muster-bench {name} printed no JSON"))?;
-        std::fs::write(
-            out.join(format!("{name}.json")),
-            serde_json::to_string_pretty(&value)?,
-        )?;
-        Ok(value)
-    };
+    let run_as = |name: &str, args: &[&str]| muster_bench(load, &env, out, name, args);
     let run = |scenario: &str| run_as(scenario, &[scenario, "--url", &base]);
     let cycles = run("cycles")?;
     let pickup = run("pickup")?;
@@ -553,7 +574,7 @@ const NOFILE: u32 = 4096;
 
 /// `program` run through `sh`, which raises the open-file soft limit to `NOFILE` when it is
 /// lower (failing if the hard limit does not allow it) and then `exec`s it: same pid.
-pub(crate) fn with_nofile(program: &Path) -> Command {
+fn with_nofile(program: &Path) -> Command {
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(format!(
@@ -574,6 +595,18 @@ pub(crate) struct ServeArgs<'a> {
 }
 
 impl ServeArgs<'_> {
+    /// Spawns the server with its log in `log_path` and waits until `/healthz` answers 200.
+    pub(crate) fn start(&self, log_path: &Path) -> Result<Server> {
+        banner(&format!(
+            "muster serve (release) on {}, log in {}",
+            self.listen,
+            log_path.display()
+        ));
+        let mut server = self.spawn(log_path)?;
+        wait_healthy(self.listen, &mut server)?;
+        Ok(server)
+    }
+
     pub(crate) fn spawn(&self, log_path: &Path) -> Result<Server> {
         let log = std::fs::File::create(log_path)?;
         Ok(Server {
@@ -632,7 +665,7 @@ fn wait_queues(
     bail!("GET /v1/queues did not answer 200 within 120 s")
 }
 
-pub(crate) fn wait_healthy(listen: &str, server: &mut Server) -> Result<()> {
+fn wait_healthy(listen: &str, server: &mut Server) -> Result<()> {
     let until = Instant::now() + Duration::from_secs(30);
     while Instant::now() < until {
         if let Ok(Some(status)) = server.child.try_wait() {

@@ -8,16 +8,17 @@
 //! builds or settings by alternating runs, as the notes do — the machine is noisy.
 
 use std::ffi::OsString;
-use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
+use muster_devdb::{ClusterOptions, TempCluster, find_bin};
 use serde_json::{Value, json};
 
-use super::bench::{ServeArgs, migrated_database, release_binaries, wait_healthy, with_nofile};
-use super::{banner, new_token, psql, target_dir, tokens_file_json, workspace_root};
+use super::bench::{
+    ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, release_binaries,
+};
+use super::{new_token, psql, target_dir, tokens_file_json, workspace_root};
 
 /// What one profile drains.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,23 +66,18 @@ pub(crate) fn profile(args: Vec<OsString>) -> Result<ExitCode> {
     let out = target_dir(&root).join("profile");
     std::fs::create_dir_all(&out).with_context(|| format!("could not create {}", out.display()))?;
 
-    banner("starting a throwaway PostgreSQL cluster (fsync on) with pg_stat_statements");
-    let mut cluster = TempCluster::start_with(ClusterOptions {
-        fsync: true,
-        extra_settings: vec![
-            "shared_preload_libraries = 'pg_stat_statements'".into(),
-            "pg_stat_statements.track = 'all'".into(),
-        ],
-        ..ClusterOptions::default()
-    })
-    .context("could not start PostgreSQL (is the pg_stat_statements extension installed?)")?;
-    let result = drain(&cluster, &muster, &load, &out, &options);
-    banner("stopping the PostgreSQL cluster");
-    if let Err(error) = cluster.stop(StopMode::Fast) {
-        eprintln!("xtask: warning: {error}");
-    }
-    drop(cluster);
-    let report = result?;
+    let report = on_cluster(
+        "starting a throwaway PostgreSQL cluster (fsync on) with pg_stat_statements",
+        ClusterOptions {
+            fsync: true,
+            extra_settings: vec![
+                "shared_preload_libraries = 'pg_stat_statements'".into(),
+                "pg_stat_statements.track = 'all'".into(),
+            ],
+            ..ClusterOptions::default()
+        },
+        |cluster| drain(cluster, &muster, &load, &out, &options),
+    )?;
     println!("\n{report}");
     let path = out.join("profile.md");
     std::fs::write(&path, &report).with_context(|| format!("write {}", path.display()))?;
@@ -115,37 +111,14 @@ fn drain(
 
     // More than the drain takes, so that the queue never runs dry under it.
     let backlog = (u64::from(options.items) + 20_000).to_string();
-    let load_run = |name: &str, args: &[&str]| -> Result<Value> {
-        banner(&format!("muster-bench {}", args.join(" ")));
-        let output = with_nofile(load)
-            .args(args)
-            .env("MUSTER_BENCH_TRAWL_TOKEN", &token)
-            .stderr(Stdio::inherit())
-            .output()
-            .with_context(|| format!("could not run muster-bench {name}"))?;
-        if !output.status.success() {
-            bail!("muster-bench {name} failed ({})", output.status);
-        }
-        let value: Value = serde_json::from_slice(&output.stdout)
-            .with_context(|| format!("muster-bench {name} printed no JSON"))?;
-        std::fs::write(
-            out.join(format!("{name}.json")),
-            serde_json::to_string_pretty(&value)?,
-        )?;
-        Ok(value)
-    };
+    let env = [("MUSTER_BENCH_TRAWL_TOKEN", token)];
+    let load_run = |name: &str, args: &[&str]| muster_bench(load, &env, out, name, args);
     load_run(
         "backlog-fill",
         &["backlog-fill", "--database-url", &url, "--to", &backlog],
     )?;
 
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let listen = format!("127.0.0.1:{port}");
-    let log_path = out.join("server.log");
-    banner(&format!(
-        "muster serve (release) on {listen}, log in {}",
-        log_path.display()
-    ));
+    let listen = free_listen()?;
     let serve = ServeArgs {
         muster,
         url: &url,
@@ -153,8 +126,7 @@ fn drain(
         tokens: &tokens_path,
         ownership: &ownership_path,
     };
-    let mut server = serve.spawn(&log_path)?;
-    wait_healthy(&listen, &mut server)?;
+    let mut server = serve.start(&out.join("server.log"))?;
     let pid = server.pid();
     let cpu_before = process_cpu_seconds(pid)?;
     // Start-up's statements (migration check, the feed's depth count) are not the drain's.
