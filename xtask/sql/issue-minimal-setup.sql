@@ -1,6 +1,6 @@
 -- `cargo xtask bench`: the tables of the issue's script at their lightest (issue-minimal.sql),
--- made anew before its run in the floor's database: a queue table with one partial index for
--- the lease order and a ledger of four columns, nothing of Muster's (no fence, no lease
+-- made anew before its run in the floor's database: a queue table with its primary key and one
+-- partial index for the lease order, and a ledger of five columns, nothing of Muster's (no fence, no lease
 -- columns, no hash chain, no unique index per subject). 20,000 queued items of kind 'trawl'.
 DROP SCHEMA IF EXISTS minimal CASCADE;
 CREATE SCHEMA minimal;

@@ -194,16 +194,21 @@ fn clock_ticks_per_second() -> f64 {
 struct Statement {
     total_ms: f64,
     calls: u64,
+    /// Run by another statement (a foreign-key check, a trigger's query): its time is also in
+    /// the statement that ran it.
+    nested: bool,
     query: String,
 }
 
-/// The drain's statements by total execution time, the `top` first, and the total of all.
+/// The drain's statements by total execution time, the `top` first, and the total of the
+/// top-level ones (nested statements' time is already inside theirs).
 fn statements(url: &str, top: u32) -> Result<(f64, Vec<Statement>)> {
     let psql = find_bin("psql").context("psql not found")?;
     let sql = format!(
-        "SELECT (SELECT sum(total_exec_time) FROM pg_stat_statements), total_exec_time, calls, \
-         regexp_replace(query, '\\s+', ' ', 'g') FROM pg_stat_statements \
-         WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY total_exec_time DESC LIMIT {top}"
+        "SELECT (SELECT sum(total_exec_time) FROM pg_stat_statements WHERE toplevel), \
+         total_exec_time, calls, NOT toplevel, regexp_replace(query, '\\s+', ' ', 'g') \
+         FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' \
+         ORDER BY total_exec_time DESC LIMIT {top}"
     );
     let output = Command::new(&psql)
         .args(["-X", "-q", "-t", "-A", "-F", "\t", "-v", "ON_ERROR_STOP=1"])
@@ -220,15 +225,20 @@ fn statements(url: &str, top: u32) -> Result<(f64, Vec<Statement>)> {
     Ok(parse_statements(&String::from_utf8_lossy(&output.stdout)))
 }
 
-/// `total \t total_exec_time \t calls \t query` lines, as `statements` asks psql for them.
+/// `total \t total_exec_time \t calls \t nested (t/f) \t query` lines, as `statements` asks
+/// psql for them.
 fn parse_statements(text: &str) -> (f64, Vec<Statement>) {
     let mut total = 0.0;
     let mut rows = Vec::new();
     for line in text.lines() {
-        let mut cols = line.splitn(4, '\t');
-        let (Some(all), Some(ms), Some(calls), Some(query)) =
-            (cols.next(), cols.next(), cols.next(), cols.next())
-        else {
+        let mut cols = line.splitn(5, '\t');
+        let (Some(all), Some(ms), Some(calls), Some(nested), Some(query)) = (
+            cols.next(),
+            cols.next(),
+            cols.next(),
+            cols.next(),
+            cols.next(),
+        ) else {
             continue;
         };
         let (Ok(all), Ok(total_ms), Ok(calls)) = (all.parse(), ms.parse(), calls.parse()) else {
@@ -238,6 +248,7 @@ fn parse_statements(text: &str) -> (f64, Vec<Statement>) {
         rows.push(Statement {
             total_ms,
             calls,
+            nested: nested == "t",
             query: query.to_owned(),
         });
     }
@@ -277,8 +288,13 @@ fn render(
         if query.len() < s.query.len() {
             query.push('…');
         }
+        let nested = if s.nested {
+            " (nested: also counted in the statement that ran it)"
+        } else {
+            ""
+        };
         text.push_str(&format!(
-            "| {} | {} | `{}` |\n",
+            "| {} | {} | `{}`{nested} |\n",
             per_item_us(s.total_ms),
             s.calls,
             query.replace('|', "\\|").replace('`', "'")
@@ -364,8 +380,8 @@ mod tests {
 
     #[test]
     fn statement_lines_carry_the_total_and_each_statement() {
-        let text = "2000.5\t1200.25\t300\tUPDATE core.items SET state = $1\n\
-                    2000.5\t800.25\t40\tSELECT 1\n";
+        let text = "2000.5\t1200.25\t300\tf\tUPDATE core.items SET state = $1\n\
+                    2000.5\t800.25\t40\tt\tSELECT 1\n";
         assert_eq!(
             parse_statements(text),
             (
@@ -374,11 +390,13 @@ mod tests {
                     Statement {
                         total_ms: 1200.25,
                         calls: 300,
+                        nested: false,
                         query: "UPDATE core.items SET state = $1".into()
                     },
                     Statement {
                         total_ms: 800.25,
                         calls: 40,
+                        nested: true,
                         query: "SELECT 1".into()
                     }
                 ]
@@ -392,11 +410,20 @@ mod tests {
                               "errors": 0});
         let statements = (
             4000.0,
-            vec![Statement {
-                total_ms: 1320.0,
-                calls: 2703,
-                query: "WITH w AS (UPDATE core.items i SET state = u.state)".into(),
-            }],
+            vec![
+                Statement {
+                    total_ms: 1320.0,
+                    calls: 2703,
+                    nested: false,
+                    query: "WITH w AS (UPDATE core.items i SET state = u.state)".into(),
+                },
+                Statement {
+                    total_ms: 80.0,
+                    calls: 40_000,
+                    nested: true,
+                    query: "SELECT 1 FROM ONLY core.items x".into(),
+                },
+            ],
         );
         let options = Options::parse(&[]).unwrap();
         let report = render(&options, &measured, 4.48, &statements);
@@ -406,7 +433,9 @@ mod tests {
              4000.0 items/s (0 errors); server CPU 112.0 µs per item; PostgreSQL statement time \
              100.0 µs per item\n\n\
              | µs per item | calls | statement |\n|---:|---:|---|\n\
-             | 33.0 | 2703 | `WITH w AS (UPDATE core.items i SET state = u.state)` |\n"
+             | 33.0 | 2703 | `WITH w AS (UPDATE core.items i SET state = u.state)` |\n\
+             | 2.0 | 40000 | `SELECT 1 FROM ONLY core.items x` (nested: also counted in the \
+             statement that ran it) |\n"
         );
     }
 }

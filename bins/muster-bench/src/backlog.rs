@@ -45,7 +45,9 @@ const HISTORY: i64 = 20_000;
 
 /// Gives a database that has never granted a lease the history of a running system:
 /// [`HISTORY`] `done` items of kind `trawl`, each with a completed lease and a `leased` and a
-/// `completed` ledger row (zero hashes, like the fill's items: no valid chain).
+/// `completed` ledger row (zero hashes, like the fill's items: no valid chain). Before the server
+/// starts, like the fill itself: a running server's live feed would take the seeded ledger rows
+/// for transitions and count them in its queue depths.
 ///
 /// Without it a run on a fresh database measures PostgreSQL's plans for tables that are still
 /// tiny: Muster plans each statement once per pooled connection (generic plans), autovacuum
@@ -53,7 +55,7 @@ const HISTORY: i64 = 20_000;
 /// completion's lease lock and the finishing of leases scanned the growing table sequentially
 /// (`cargo xtask profile` on a fresh database: 124 and 74 µs per item, against 7 and 11 on a
 /// database with history). A running system's leases and ledger are never that small.
-pub(crate) async fn seed_history(client: &tokio_postgres::Client) -> Result<()> {
+async fn seed_history(client: &tokio_postgres::Client) -> Result<()> {
     let has_leases = client
         .query_opt("SELECT 1 FROM core.leases LIMIT 1", &[])
         .await

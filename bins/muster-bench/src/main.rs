@@ -575,13 +575,14 @@ async fn enqueue_backlog(muster: &Muster, n: u64) -> Result<()> {
 
 /// `VACUUM ANALYZE` (of the tables that hold a row, see [`backlog::settle`]) then `CHECKPOINT`
 /// before every run, so that neither side inherits the other's dead tuples, autovacuum work or
-/// dirty buffers (the backlog top-up writes thousands of rows).
+/// dirty buffers (the backlog top-up writes thousands of rows). It seeds no history: under a
+/// running server that would reach its live feed as transitions. On a fresh database, run
+/// `backlog-fill` (`--to 0` queues nothing) before starting the server.
 async fn settle_database(database_url: &str) -> Result<()> {
     let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
         .await
         .context("connect to PostgreSQL")?;
     let conn = tokio::spawn(connection);
-    backlog::seed_history(&client).await?;
     backlog::settle(&client).await?;
     drop(client);
     let _ = conn.await;
