@@ -101,7 +101,10 @@ pub(crate) fn render(bench_dir: &Path, out_dir: &Path) -> Result<Vec<PathBuf>> {
     };
     let floor_doc = read_json(&bench_dir.join("floor.json"))?;
     let floor = floor_doc.as_ref().map(floor_lines).unwrap_or_default();
-    let ceiling = floor_doc.as_ref().map(ceiling_lines).unwrap_or_default();
+    let mut ceiling = floor_doc.as_ref().map(ceiling_lines).unwrap_or_default();
+    if let Some(target) = read_json(&bench_dir.join("target.json"))? {
+        ceiling.extend(issue_lines(&target));
+    }
     std::fs::create_dir_all(out_dir)
         .with_context(|| format!("could not create {}", out_dir.display()))?;
 
@@ -348,6 +351,34 @@ fn ceiling_lines(doc: &Value) -> Vec<RefLine> {
             Some(RefLine { label, rate })
         })
         .collect()
+}
+
+/// The issue's own script of the target phase (`target.json`, measured just before and just
+/// after its drain; runs before it kept the script in `floor.json`) as reference lines of the
+/// cycles chart, each at the mean of its two rates.
+fn issue_lines(target: &Value) -> Vec<RefLine> {
+    let rate = |side: &str, file: &str| {
+        runs(&target[side])
+            .iter()
+            .find(|r| r["script"] == file)
+            .and_then(|r| r["items_per_s"].as_f64())
+    };
+    [
+        (
+            "issue-single.sql",
+            "issue #7's script: one ledger row, no lease row",
+        ),
+        ("issue-minimal.sql", "issue #7's script on minimal tables"),
+    ]
+    .into_iter()
+    .filter_map(|(file, what)| {
+        let mean = (rate("before", file)? + rate("after", file)?) / 2.0;
+        (mean > 0.0).then(|| RefLine {
+            label: format!("{what} (pgbench, 16 clients, around the 64-worker drain)"),
+            rate: mean,
+        })
+    })
+    .collect()
 }
 
 /// Batching figures carried inside `cycles.json` (`batch` or `batching`), if any.
@@ -1173,6 +1204,33 @@ mod tests {
                 label: "same rows, one item per transaction (pgbench, 64 clients)".into(),
                 rate: 892.0
             }]
+        );
+    }
+
+    #[test]
+    fn the_target_phase_scripts_become_reference_lines_at_the_mean_of_their_two_rates() {
+        let run = |file: &str, rate: f64| json!({"script": file, "items_per_s": rate});
+        let target = json!({
+            "before": [run("issue-single.sql", 1800.0), run("issue-minimal.sql", 2400.0)],
+            "drain": {"items_per_s": 4000.0},
+            "after": [run("issue-minimal.sql", 2600.0), run("issue-single.sql", 2200.0)],
+        });
+        assert_eq!(
+            issue_lines(&target),
+            vec![
+                RefLine {
+                    label: "issue #7's script: one ledger row, no lease row (pgbench, 16 \
+                            clients, around the 64-worker drain)"
+                        .into(),
+                    rate: 2000.0
+                },
+                RefLine {
+                    label: "issue #7's script on minimal tables (pgbench, 16 clients, around \
+                            the 64-worker drain)"
+                        .into(),
+                    rate: 2500.0
+                }
+            ]
         );
     }
 
