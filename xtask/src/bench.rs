@@ -1219,8 +1219,8 @@ fn target_rows(rows: &mut Vec<[String; 4]>, target: &Value) {
         rows.push([
             format!(
                 "issue #7's target within a minute: lease→complete cycles/s over HTTP, 64 workers \
-                 ({} items in {} s{}), against the issue's single-item script on {tables} just \
-                 before and just after (xtask/sql/{file}; pgbench, 16 clients, prepared \
+                 ({} items in {} s{}), against the issue's single-item script on {tables}, run \
+                 just before and just after it (xtask/sql/{file}; pgbench, 16 clients, prepared \
                  statements: {before:.0} before, {after:.0} after); the issue asked {goal:.0} \
                  where its script ran {measured:.0}, {:.2}× — {met}",
                 drain["items"],
