@@ -1,7 +1,8 @@
 -- `cargo xtask bench`: the tables of the issue's script at their lightest (issue-minimal.sql),
--- made anew before its run in the floor's database: a queue table with its primary key and one
--- partial index for the lease order, and a ledger of five columns, nothing of Muster's (no fence, no lease
--- columns, no hash chain, no unique index per subject). 20,000 queued items of kind 'trawl'.
+-- made anew before each of its runs in the target phase's database (`muster_issue`): a queue
+-- table with its primary key and one partial index for the lease order, and a ledger of five
+-- columns, nothing of Muster's (no fence, no lease columns, no hash chain, no unique index per
+-- subject). 20,000 queued items of kind 'trawl'.
 DROP SCHEMA IF EXISTS minimal CASCADE;
 CREATE SCHEMA minimal;
 CREATE TABLE minimal.queue (

@@ -261,8 +261,8 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
     // rows one item per transaction (the single-item ceiling), topped up before each run.
     let floor_url = migrated_database(cluster, muster, "muster_floor")?;
     // Each script on a queue topped up to BATCH_ITEMS, or on tables of its own made anew (then
-    // as fresh as the filled queue of the others).
-    let script = |url: &str, run: &FloorRun| -> Result<Value> {
+    // as fresh as the filled queue of the others); its files in `out` start with `phase`.
+    let script = |url: &str, run: &FloorRun, phase: &str| -> Result<Value> {
         if let Some(setup) = run.setup {
             banner(&format!("psql (setup of {})", run.file));
             for sql in [setup, "VACUUM ANALYZE minimal.queue", "CHECKPOINT"] {
@@ -271,15 +271,15 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
         } else {
             let items = BATCH_ITEMS.to_string();
             run_as(
-                &format!("floor-fill-{}", run.name),
+                &format!("{phase}-fill-{}", run.name),
                 &["backlog-fill", "--database-url", url, "--to", &items],
             )?;
         }
-        sql_floor(url, run, out)
+        sql_floor(url, run, out, phase)
     };
     let mut floor = Vec::new();
     for run in &FLOOR_RUNS {
-        floor.push(script(&floor_url, run)?);
+        floor.push(script(&floor_url, run, "floor")?);
     }
     std::fs::write(
         out.join("floor.json"),
@@ -312,8 +312,14 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
     let issue_url = migrated_database(cluster, muster, "muster_issue")?;
     let before = ISSUE_RUNS
         .iter()
-        .map(|run| script(&issue_url, run))
+        .map(|run| script(&issue_url, run, "target-before"))
         .collect::<Result<Vec<_>>>()?;
+    // The scripts' dead rows vacuumed and their dirty pages written now, so that neither
+    // autovacuum nor a checkpoint of theirs lands in the drain.
+    banner("psql (settle muster_issue before the drain)");
+    for sql in ["VACUUM ANALYZE", "CHECKPOINT"] {
+        psql(&issue_url, sql)?;
+    }
     let seconds = TARGET_SECONDS.to_string();
     let drain = run_as(
         "target-drain",
@@ -334,7 +340,7 @@ fn with_cluster(cluster: &TempCluster, muster: &Path, load: &Path, out: &Path) -
     let after = ISSUE_RUNS
         .iter()
         .rev()
-        .map(|run| script(&issue_url, run))
+        .map(|run| script(&issue_url, run, "target-after"))
         .collect::<Result<Vec<_>>>()?;
     server.stop();
     let target = json!({"before": before, "drain": drain, "after": after});
@@ -526,9 +532,9 @@ const TARGET_SECONDS: u64 = 10;
 const ISSUE_TARGET: (f64, f64) = (4_000.0, 3_100.0);
 
 /// Runs one SQL-floor script with pgbench (as many transactions per client as `run.items`
-/// allows) and answers how many items it finished, in how long. `skipped` when this
-/// PostgreSQL has no pgbench.
-fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<Value> {
+/// allows) and answers how many items it finished, in how long; pgbench's own output goes to
+/// `<phase>-<name>.txt` in `out`. `skipped` when this PostgreSQL has no pgbench.
+fn sql_floor(url: &str, run: &FloorRun, out: &Path, phase: &str) -> Result<Value> {
     let name = run.name;
     let Some(pgbench) = find_bin("pgbench") else {
         eprintln!("xtask: pgbench not found; the SQL floor is not measured");
@@ -581,7 +587,7 @@ fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<Value> {
             String::from_utf8_lossy(&output.stderr).trim()
         );
     }
-    std::fs::write(out.join(format!("floor-{name}.txt")), stdout.as_bytes())?;
+    std::fs::write(out.join(format!("{phase}-{name}.txt")), stdout.as_bytes())?;
     // Counted, not assumed: a batch that found fewer items than it asked for shows here.
     let items = done()?.saturating_sub(before);
     Ok(json!({
@@ -1180,37 +1186,113 @@ fn ceiling_rows(rows: &mut Vec<[String; 4]>, cycles: &[Value], floor: &[Value]) 
     }
 }
 
+/// The issue's single-item script on one kind of table in the target phase: how fast it ran
+/// just before and just after the 64-worker drain.
+pub(crate) struct IssueScript {
+    pub(crate) file: &'static str,
+    /// The tables it ran on, as the table's rows name them.
+    pub(crate) tables: &'static str,
+    /// The same, short enough for a chart's legend.
+    pub(crate) short: &'static str,
+    /// pgbench's clients (as the run before the drain reports them).
+    pub(crate) clients: u64,
+    pub(crate) before: f64,
+    pub(crate) after: f64,
+}
+
+impl IssueScript {
+    /// The reading the target rows and the chart's lines use: the mean of the two runs.
+    pub(crate) fn mean(&self) -> f64 {
+        (self.before + self.after) / 2.0
+    }
+}
+
+/// The issue's scripts measured on both sides of the drain in `target.json`, in a fixed
+/// order; a script measured on one side only (or skipped) is left out.
+pub(crate) fn issue_scripts(target: &Value) -> Vec<IssueScript> {
+    let run = |side: &str, file: &str| -> Option<&Value> {
+        target[side]
+            .as_array()?
+            .iter()
+            .find(|r| r["script"] == file)
+    };
+    let rate = |side: &str, file: &str| run(side, file)?["items_per_s"].as_f64();
+    [
+        (
+            "issue-single.sql",
+            "Muster's tables",
+            "issue #7's script: one ledger row, no lease row",
+        ),
+        (
+            "issue-minimal.sql",
+            "minimal tables: a queue with one lease-order index, a five-column ledger",
+            "issue #7's script on minimal tables",
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(file, tables, short)| {
+        Some(IssueScript {
+            file,
+            tables,
+            short,
+            clients: run("before", file)?["clients"].as_u64().unwrap_or(0),
+            before: rate("before", file)?,
+            after: rate("after", file)?,
+        })
+    })
+    .collect()
+}
+
 /// The target phase's 64-worker drain of single calls over HTTP against the issue's own
 /// single-item script at 16 clients, on Muster's tables and on the lightest ones, measured just
 /// before and just after it (the mean of the two is the baseline), each next to the ratio the
 /// issue's absolute target stands for on the machine it was set on (this machine's speed moves
 /// by half within an hour; docs/benchmarks.md).
+/// Without the scripts (no pgbench) the drain's row says so.
 fn target_rows(rows: &mut Vec<[String; 4]>, target: &Value) {
     let drain = &target["drain"];
-    let Some(http) = drain["items_per_s"].as_f64() else {
+    if drain["items_per_s"].as_f64().is_none() {
         return;
-    };
+    }
     let (goal, measured) = ISSUE_TARGET;
-    let empty = Vec::new();
-    let find = |side: &str, file: &str| -> Option<f64> {
-        target[side]
-            .as_array()
-            .unwrap_or(&empty)
+    let what = format!(
+        "issue #7's target within a minute: lease→complete cycles/s over HTTP, {} workers, single \
+         calls, draining a fresh server's queue of {} items (database `muster_target`; {} items \
+         in {} s{}){}",
+        drain["workers"],
+        TARGET_BACKLOG,
+        drain["items"],
+        num(&drain["seconds"]),
+        if drain["drained"] == true {
+            ", drained"
+        } else {
+            ""
+        },
+        if drain["errors"].as_u64().unwrap_or(0) > 0 {
+            format!(" ({} errors: {})", drain["errors"], drain["first_error"])
+        } else {
+            String::new()
+        },
+    );
+    let scripts = issue_scripts(target);
+    if scripts.is_empty() {
+        let why = ["before", "after"]
             .iter()
-            .find(|r| r["script"] == file)
-            .and_then(|r| r["items_per_s"].as_f64())
-    };
-    for (file, tables) in [
-        ("issue-single.sql", "Muster's tables"),
-        (
-            "issue-minimal.sql",
-            "minimal tables: a queue with one lease-order index, a five-column ledger",
-        ),
-    ] {
-        let (Some(before), Some(after)) = (find("before", file), find("after", file)) else {
-            continue;
-        };
-        let mean = (before + after) / 2.0;
+            .filter_map(|side| target[*side].as_array())
+            .flatten()
+            .find_map(|r| r["skipped"].as_str())
+            .unwrap_or("the issue's script ran on one side of the drain only");
+        rows.push([
+            what,
+            num(&drain["items_per_s"]),
+            format!("not measured: {why}"),
+            "n/a".into(),
+        ]);
+        return;
+    }
+    for script in scripts {
+        let mean = script.mean();
+        let http = drain["items_per_s"].as_f64().unwrap_or(0.0);
         let met = if mean > 0.0 && http / mean >= goal / measured {
             "met"
         } else {
@@ -1218,18 +1300,15 @@ fn target_rows(rows: &mut Vec<[String; 4]>, target: &Value) {
         };
         rows.push([
             format!(
-                "issue #7's target within a minute: lease→complete cycles/s over HTTP, 64 workers \
-                 ({} items in {} s{}), against the issue's single-item script on {tables}, run \
-                 just before and just after it (xtask/sql/{file}; pgbench, 16 clients, prepared \
-                 statements: {before:.0} before, {after:.0} after); the issue asked {goal:.0} \
-                 where its script ran {measured:.0}, {:.2}× — {met}",
-                drain["items"],
-                num(&drain["seconds"]),
-                if drain["drained"] == true {
-                    ", drained"
-                } else {
-                    ""
-                },
+                "{what}, against the issue's single-item script on {}, run just before and just \
+                 after it (xtask/sql/{}; pgbench, {} clients, prepared statements: {:.0} \
+                 before, {:.0} after); the issue asked {goal:.0} where its script ran \
+                 {measured:.0}, at least {:.4}× — {met}",
+                script.tables,
+                script.file,
+                script.clients,
+                script.before,
+                script.after,
                 goal / measured,
             ),
             num(&drain["items_per_s"]),
@@ -1404,7 +1483,8 @@ mod tests {
     }
 
     fn drain(items_per_s: f64) -> Value {
-        json!({"items": 40_000, "seconds": 10.0, "drained": false, "items_per_s": items_per_s})
+        json!({"workers": 64, "items": 40_000, "seconds": 10.0, "drained": false,
+               "errors": 0, "items_per_s": items_per_s})
     }
 
     /// The target rows of a phase whose scripts ran at `before` and `after` around a drain.
@@ -1445,13 +1525,21 @@ mod tests {
     #[test]
     fn the_issue_target_is_met_at_4000_over_3100_of_the_scripts_around_the_drain() {
         let rows = issue_table(3100.0 * 1.3, 3000.0, 3200.0);
-        assert!(rows[0][0].ends_with("1.29× — met"), "{}", rows[0][0]);
+        assert!(
+            rows[0][0].ends_with("at least 1.2903× — met"),
+            "{}",
+            rows[0][0]
+        );
     }
 
     #[test]
     fn the_issue_target_is_not_met_below_4000_over_3100_of_the_scripts_around_the_drain() {
         let rows = issue_table(3100.0 * 1.28, 3000.0, 3200.0);
-        assert!(rows[0][0].ends_with("1.29× — not met"), "{}", rows[0][0]);
+        assert!(
+            rows[0][0].ends_with("at least 1.2903× — not met"),
+            "{}",
+            rows[0][0]
+        );
     }
 
     #[test]
@@ -1473,7 +1561,7 @@ mod tests {
     }
 
     #[test]
-    fn a_script_measured_on_one_side_of_the_drain_only_gives_no_target_row() {
+    fn a_script_measured_on_one_side_of_the_drain_only_leaves_the_target_not_measured() {
         let target = json!({
             "before": [issue_run("issue-single.sql", 2000.0)],
             "drain": drain(4000.0),
@@ -1481,7 +1569,59 @@ mod tests {
         });
         let mut rows = Vec::new();
         target_rows(&mut rows, &target);
-        assert_eq!(rows.len(), 0);
+        assert_eq!(
+            rows.iter().map(|r| r[1..].to_vec()).collect::<Vec<_>>(),
+            [[
+                "4000".to_owned(),
+                "not measured: the issue's script ran on one side of the drain only".into(),
+                "n/a".into()
+            ]]
+        );
+    }
+
+    #[test]
+    fn without_pgbench_the_target_row_shows_the_drain_and_says_the_script_was_not_measured() {
+        let skipped = json!({"name": "issue-16", "skipped": "pgbench not found"});
+        let target = json!({"before": [skipped], "drain": drain(4000.0), "after": [skipped]});
+        let mut rows = Vec::new();
+        target_rows(&mut rows, &target);
+        assert_eq!(
+            rows.iter().map(|r| r[1..].to_vec()).collect::<Vec<_>>(),
+            [[
+                "4000".to_owned(),
+                "not measured: pgbench not found".into(),
+                "n/a".into()
+            ]]
+        );
+    }
+
+    #[test]
+    fn the_target_row_names_the_drains_errors() {
+        let mut failing = drain(3900.0);
+        failing["errors"] = json!(3);
+        failing["first_error"] = json!("503 at_capacity");
+        let target = json!({
+            "before": [issue_run("issue-single.sql", 2000.0)],
+            "drain": failing,
+            "after": [issue_run("issue-single.sql", 2000.0)],
+        });
+        let mut rows = Vec::new();
+        target_rows(&mut rows, &target);
+        assert!(
+            rows[0][0].contains("(3 errors: \"503 at_capacity\")"),
+            "{}",
+            rows[0][0]
+        );
+    }
+
+    #[test]
+    fn the_target_row_names_the_drains_workers_and_the_scripts_clients() {
+        let rows = issue_table(3900.0, 1800.0, 2200.0);
+        let got = (
+            rows[0][0].contains("over HTTP, 64 workers, single calls"),
+            rows[0][0].contains("pgbench, 16 clients"),
+        );
+        assert_eq!(got, (true, true));
     }
 
     #[test]

@@ -357,28 +357,24 @@ fn ceiling_lines(doc: &Value) -> Vec<RefLine> {
 /// after its drain; runs before it kept the script in `floor.json`) as reference lines of the
 /// cycles chart, each at the mean of its two rates.
 fn issue_lines(target: &Value) -> Vec<RefLine> {
-    let rate = |side: &str, file: &str| {
-        runs(&target[side])
-            .iter()
-            .find(|r| r["script"] == file)
-            .and_then(|r| r["items_per_s"].as_f64())
-    };
-    [
-        (
-            "issue-single.sql",
-            "issue #7's script: one ledger row, no lease row",
-        ),
-        ("issue-minimal.sql", "issue #7's script on minimal tables"),
-    ]
-    .into_iter()
-    .filter_map(|(file, what)| {
-        let mean = (rate("before", file)? + rate("after", file)?) / 2.0;
-        (mean > 0.0).then(|| RefLine {
-            label: format!("{what} (pgbench, 16 clients, around the 64-worker drain)"),
-            rate: mean,
+    let drain = &target["drain"];
+    super::bench::issue_scripts(target)
+        .into_iter()
+        .filter(|script| script.mean() > 0.0)
+        .map(|script| RefLine {
+            label: format!(
+                "{} (pgbench, {} clients, just before and after a {}-worker drain at {} items/s \
+                 on a fresh server)",
+                script.short,
+                script.clients,
+                num_or(&drain["workers"], "?"),
+                drain["items_per_s"]
+                    .as_f64()
+                    .map_or_else(|| "?".to_owned(), |rate| format!("{rate:.0}")),
+            ),
+            rate: script.mean(),
         })
-    })
-    .collect()
+        .collect()
 }
 
 /// Batching figures carried inside `cycles.json` (`batch` or `batching`), if any.
@@ -1209,10 +1205,11 @@ mod tests {
 
     #[test]
     fn the_target_phase_scripts_become_reference_lines_at_the_mean_of_their_two_rates() {
-        let run = |file: &str, rate: f64| json!({"script": file, "items_per_s": rate});
+        let run =
+            |file: &str, rate: f64| json!({"script": file, "clients": 16, "items_per_s": rate});
         let target = json!({
             "before": [run("issue-single.sql", 1800.0), run("issue-minimal.sql", 2400.0)],
-            "drain": {"items_per_s": 4000.0},
+            "drain": {"workers": 64, "items_per_s": 4000.4},
             "after": [run("issue-minimal.sql", 2600.0), run("issue-single.sql", 2200.0)],
         });
         assert_eq!(
@@ -1220,13 +1217,15 @@ mod tests {
             vec![
                 RefLine {
                     label: "issue #7's script: one ledger row, no lease row (pgbench, 16 \
-                            clients, around the 64-worker drain)"
+                            clients, just before and after a 64-worker drain at 4000 items/s \
+                            on a fresh server)"
                         .into(),
                     rate: 2000.0
                 },
                 RefLine {
-                    label: "issue #7's script on minimal tables (pgbench, 16 clients, around \
-                            the 64-worker drain)"
+                    label: "issue #7's script on minimal tables (pgbench, 16 clients, just \
+                            before and after a 64-worker drain at 4000 items/s on a fresh \
+                            server)"
                         .into(),
                     rate: 2500.0
                 }
