@@ -1221,7 +1221,7 @@ pub(crate) fn issue_scripts(target: &Value) -> Vec<IssueScript> {
         (
             "issue-single.sql",
             "Muster's tables",
-            "issue #7's script: one ledger row, no lease row",
+            "issue #7's script on Muster's tables",
         ),
         (
             "issue-minimal.sql",

@@ -363,8 +363,7 @@ fn issue_lines(target: &Value) -> Vec<RefLine> {
         .filter(|script| script.mean() > 0.0)
         .map(|script| RefLine {
             label: format!(
-                "{} (pgbench, {} clients, just before and after a {}-worker drain at {} items/s \
-                 on a fresh server)",
+                "{} (pgbench, {} clients, around a {}-worker drain: {} items/s)",
                 script.short,
                 script.clients,
                 num_or(&drain["workers"], "?"),
@@ -448,6 +447,7 @@ fn axis_top(max: f64, headroom: f64) -> f64 {
 
 /// An f64 axis, linear or logarithmic, whose ticks are exactly `keys` (plotters' own
 /// `with_key_points` cannot be used with `configure_mesh` in 0.3.7: it has no value formatter).
+#[derive(Clone)]
 struct KeyedAxis {
     range: std::ops::Range<f64>,
     keys: Vec<f64>,
@@ -702,28 +702,56 @@ struct RateChart<'a> {
     lines: &'a [RefLine],
 }
 
-/// Whether the legend, drawn in the top left corner, would cover a reference line or a point:
-/// it takes about 24 px per entry plus margins from the plotting area's top, and about the
-/// left 60 % of its width (the reference lines' labels are long). `pixel` maps a value to the
-/// backend's pixel coordinates; `area` is the plotting area's (x, y) pixel ranges.
+/// The legend's height in px: about 24 per entry (the two sides and every reference line) plus
+/// its margins.
+fn legend_height(spec: &RateChart<'_>) -> i32 {
+    40 + 24 * (2 + i32::try_from(spec.lines.len()).unwrap_or(i32::MAX / 64))
+}
+
+/// The legend's width in px, estimated from its longest label (about 6.6 px per character at
+/// the legend's 15 px, a reference line's label followed by ": <rate>") plus the swatch and
+/// margins.
+fn legend_width(spec: &RateChart<'_>) -> i32 {
+    let longest = spec
+        .lines
+        .iter()
+        .map(|l| l.label.chars().count() + 8)
+        .chain([20])
+        .max()
+        .unwrap_or(20);
+    54 + i32::try_from(longest * 66 / 10).unwrap_or(i32::MAX / 2)
+}
+
+/// Whether the legend, drawn in the top left corner, would cover a reference line, a point or
+/// the line between two points: it takes [`legend_height`] from the plotting area's top and
+/// [`legend_width`] from its left. `pixel` maps a value to the backend's pixel coordinates;
+/// `area` is the plotting area's (x, y) pixel ranges.
 fn legend_covers_data(
     spec: &RateChart<'_>,
     pixel: impl Fn(f64, f64) -> (i32, i32),
     area: (std::ops::Range<i32>, std::ops::Range<i32>),
 ) -> bool {
     let (xs, ys) = area;
-    let entries = 2 + i32::try_from(spec.lines.len()).unwrap_or(i32::MAX / 64);
-    let band_bottom = ys.start + 40 + 24 * entries;
-    let band_right = xs.start + (xs.end - xs.start) * 6 / 10;
+    let band_bottom = ys.start + legend_height(spec);
+    let band_right = xs.start + legend_width(spec).min(xs.end - xs.start);
+    let in_band = |(px, py): (i32, i32)| px < band_right && py < band_bottom;
     let x = spec.points.first().map_or(1.0, |p| p.x as f64);
     let line_in_band = spec.lines.iter().any(|l| pixel(x, l.rate).1 < band_bottom);
-    let point_in_band = spec.points.iter().any(|p| {
-        [p.http, p.in_process].into_iter().flatten().any(|v| {
-            let (px, py) = pixel(p.x as f64, v);
-            px < band_right && py < band_bottom
-        })
+    let sides: [fn(&RatePoint) -> Option<f64>; 2] = [|p| p.http, |p| p.in_process];
+    let side_in_band = sides.iter().any(|side| {
+        let drawn: Vec<(i32, i32)> = spec
+            .points
+            .iter()
+            .filter_map(|p| Some(pixel(p.x as f64, side(p)?)))
+            .collect();
+        // The points, and the straight segments between them sampled every 1/16 of their run.
+        drawn.iter().copied().any(in_band)
+            || drawn.windows(2).any(|w| {
+                let ((x0, y0), (x1, y1)) = (w[0], w[1]);
+                (1..16).any(|i| in_band((x0 + (x1 - x0) * i / 16, y0 + (y1 - y0) * i / 16)))
+            })
     });
-    line_in_band || point_in_band
+    line_in_band || side_in_band
 }
 
 /// Rates of both sides against a log₂ x axis (workers, batch size), each point labelled.
@@ -748,23 +776,40 @@ fn draw_rates(rgb: &mut [u8], spec: &RateChart<'_>) -> Result<()> {
         .chain(spec.lines.iter().map(|l| l.rate))
         .filter(|v| *v > 0.0 || !spec.log_y)
         .collect();
+    let max = values.iter().copied().fold(0.0, f64::max);
     let y_axis = if spec.log_y {
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = values.iter().copied().fold(0.0, f64::max);
         ensure!(min.is_finite(), "no positive rate to draw on a log axis");
         log_axis(min, max)
     } else {
-        let top = axis_top(values.iter().copied().fold(0.0, f64::max), 1.18);
+        let top = axis_top(max, 1.18);
         KeyedAxis::linear(0.0..top, linear_ticks(top))
     };
-
-    let mut chart = ChartBuilder::on(&area)
-        .caption(spec.title, font(24))
-        .margin(18)
-        .margin_right(32)
-        .x_label_area_size(52)
-        .y_label_area_size(78)
-        .build_cartesian_2d(x_axis, y_axis)?;
+    let build = |x_axis, y_axis| {
+        ChartBuilder::on(&area)
+            .caption(spec.title, font(24))
+            .margin(18)
+            .margin_right(32)
+            .x_label_area_size(52)
+            .y_label_area_size(78)
+            .build_cartesian_2d(x_axis, y_axis)
+    };
+    let mut chart = build(x_axis.clone(), y_axis)?;
+    // On a linear axis the legend gets room of its own above the data when it would cover
+    // some (a raised axis loses less than a legend over the lower lines, whose labels are
+    // long): the axis is drawn again, as high as puts the highest value under the legend.
+    let plot = chart.plotting_area().get_pixel_range();
+    let height = f64::from(plot.1.end - plot.1.start);
+    // The legend and the value label above the highest point (about 24 px).
+    let band = f64::from(legend_height(spec) + 28);
+    if !spec.log_y
+        && band < height * 0.6
+        && legend_covers_data(spec, |x, v| chart.backend_coord(&(x, v)), plot)
+    {
+        let top = axis_top(max, height / (height - band));
+        area.fill(&WHITE)?;
+        chart = build(x_axis, KeyedAxis::linear(0.0..top, linear_ticks(top)))?;
+    }
     chart
         .configure_mesh()
         .x_desc(spec.x_desc)
@@ -1216,16 +1261,14 @@ mod tests {
             issue_lines(&target),
             vec![
                 RefLine {
-                    label: "issue #7's script: one ledger row, no lease row (pgbench, 16 \
-                            clients, just before and after a 64-worker drain at 4000 items/s \
-                            on a fresh server)"
+                    label: "issue #7's script on Muster's tables (pgbench, 16 clients, \
+                            around a 64-worker drain: 4000 items/s)"
                         .into(),
                     rate: 2000.0
                 },
                 RefLine {
-                    label: "issue #7's script on minimal tables (pgbench, 16 clients, just \
-                            before and after a 64-worker drain at 4000 items/s on a fresh \
-                            server)"
+                    label: "issue #7's script on minimal tables (pgbench, 16 clients, around \
+                            a 64-worker drain: 4000 items/s)"
                         .into(),
                     rate: 2500.0
                 }
@@ -1304,6 +1347,41 @@ mod tests {
     fn the_legend_moves_when_a_line_reaches_into_its_band() {
         // Three entries take 112 px: down to 5,760 on this axis.
         assert!(legend_covers(400.0, &[6000.0]));
+    }
+
+    #[test]
+    fn the_legend_counts_as_covering_when_the_line_between_two_points_crosses_it() {
+        // One reference line with a label of 100 characters: the legend is 112 px high and
+        // 766 px wide. Both points are outside it (1: 380 px down; 64: 800 px right), the
+        // segment between them passes through it.
+        let points = [
+            RatePoint {
+                x: 1,
+                http: Some(400.0),
+                in_process: None,
+            },
+            RatePoint {
+                x: 64,
+                http: Some(7600.0),
+                in_process: None,
+            },
+        ];
+        let lines = [RefLine {
+            label: "x".repeat(100),
+            rate: 100.0,
+        }];
+        let spec = RateChart {
+            title: "",
+            x_desc: "",
+            y_desc: "",
+            note: "",
+            points: &points,
+            log_y: false,
+            lines: &lines,
+        };
+        #[allow(clippy::cast_possible_truncation)]
+        let pixel = |x: f64, v: f64| ((x * 12.5) as i32, (400.0 - v / 20.0) as i32);
+        assert!(legend_covers_data(&spec, pixel, (0..1000, 0..400)));
     }
 
     #[test]
