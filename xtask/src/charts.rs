@@ -1303,6 +1303,18 @@ mod tests {
     /// A 1,000 × 400 px plotting area with 0 at the bottom and 8,000 at the top, x linear in
     /// workers 0..80; two points (1: `left`, 64: 6,000) and reference lines at `rates`.
     fn legend_covers(left: f64, rates: &[f64]) -> bool {
+        let lines: Vec<RefLine> = rates
+            .iter()
+            .map(|rate| RefLine {
+                label: "line".into(),
+                rate: *rate,
+            })
+            .collect();
+        legend_covers_points(left, 6000.0, &lines)
+    }
+
+    /// The same area with the points 1: `left` and 64: `right`, and `lines`.
+    fn legend_covers_points(left: f64, right: f64, lines: &[RefLine]) -> bool {
         let points = [
             RatePoint {
                 x: 1,
@@ -1311,17 +1323,10 @@ mod tests {
             },
             RatePoint {
                 x: 64,
-                http: Some(6000.0),
+                http: Some(right),
                 in_process: None,
             },
         ];
-        let lines: Vec<RefLine> = rates
-            .iter()
-            .map(|rate| RefLine {
-                label: "line".into(),
-                rate: *rate,
-            })
-            .collect();
         let spec = RateChart {
             title: "",
             x_desc: "",
@@ -1329,7 +1334,7 @@ mod tests {
             note: "",
             points: &points,
             log_y: false,
-            lines: &lines,
+            lines,
         };
         #[allow(clippy::cast_possible_truncation)]
         let pixel = |x: f64, v: f64| ((x * 12.5) as i32, (400.0 - v / 20.0) as i32);
@@ -1354,34 +1359,11 @@ mod tests {
         // One reference line with a label of 100 characters: the legend is 112 px high and
         // 766 px wide. Both points are outside it (1: 380 px down; 64: 800 px right), the
         // segment between them passes through it.
-        let points = [
-            RatePoint {
-                x: 1,
-                http: Some(400.0),
-                in_process: None,
-            },
-            RatePoint {
-                x: 64,
-                http: Some(7600.0),
-                in_process: None,
-            },
-        ];
         let lines = [RefLine {
             label: "x".repeat(100),
             rate: 100.0,
         }];
-        let spec = RateChart {
-            title: "",
-            x_desc: "",
-            y_desc: "",
-            note: "",
-            points: &points,
-            log_y: false,
-            lines: &lines,
-        };
-        #[allow(clippy::cast_possible_truncation)]
-        let pixel = |x: f64, v: f64| ((x * 12.5) as i32, (400.0 - v / 20.0) as i32);
-        assert!(legend_covers_data(&spec, pixel, (0..1000, 0..400)));
+        assert!(legend_covers_points(400.0, 7600.0, &lines));
     }
 
     #[test]
