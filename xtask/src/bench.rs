@@ -1389,6 +1389,11 @@ fn backlog_rows(rows: &mut Vec<[String; 4]>, backlog: &[Value]) {
 mod tests {
     use super::*;
 
+    /// The figure columns of table rows (measured, baseline, ratio), without the label.
+    fn figures(rows: &[[String; 4]]) -> Vec<Vec<String>> {
+        rows.iter().map(|r| r[1..].to_vec()).collect()
+    }
+
     fn floor_run(name: &str, items: u64, items_per_s: f64) -> Value {
         json!({"name": name, "clients": 16, "batch": 128, "items": items,
                "expected_items": 198_656, "seconds": 20.0, "items_per_s": items_per_s})
@@ -1468,7 +1473,7 @@ mod tests {
             &[floor_run("full", 198_656, 9000.0), ceiling],
         );
         assert_eq!(
-            rows.iter().map(|r| r[1..].to_vec()).collect::<Vec<_>>(),
+            figures(&rows),
             [[
                 "5000".to_owned(),
                 "1200 in plain SQL".into(),
@@ -1503,7 +1508,7 @@ mod tests {
     fn the_issue_target_row_compares_the_drain_with_the_mean_of_the_scripts_around_it() {
         let rows = issue_table(3900.0, 1800.0, 2200.0);
         assert_eq!(
-            rows.iter().map(|r| r[1..].to_vec()).collect::<Vec<_>>(),
+            figures(&rows),
             [[
                 "3900".to_owned(),
                 "2000 in plain SQL (mean)".into(),
@@ -1570,7 +1575,7 @@ mod tests {
         let mut rows = Vec::new();
         target_rows(&mut rows, &target);
         assert_eq!(
-            rows.iter().map(|r| r[1..].to_vec()).collect::<Vec<_>>(),
+            figures(&rows),
             [[
                 "4000".to_owned(),
                 "not measured: the issue's script ran on one side of the drain only".into(),
@@ -1586,7 +1591,7 @@ mod tests {
         let mut rows = Vec::new();
         target_rows(&mut rows, &target);
         assert_eq!(
-            rows.iter().map(|r| r[1..].to_vec()).collect::<Vec<_>>(),
+            figures(&rows),
             [[
                 "4000".to_owned(),
                 "not measured: pgbench not found".into(),
