@@ -1,6 +1,9 @@
 //! Workspace hygiene checks that run with `cargo test --workspace`: the crate
-//! layering (pure domain → use cases → adapters) and shared lint settings.
+//! layering (pure domain → use cases → adapters), followed through every dependency and not
+//! only the direct ones, the shared lint settings, and that every test docs/ARCHITECTURE.md
+//! names as the proof of an invariant exists.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -52,12 +55,36 @@ const KUBE_FORBIDDEN: [&str; 6] = [
 /// What the PostgreSQL adapter must not know about.
 const PG_FORBIDDEN: [&str; 4] = ["hyper", "hyper-util", "axum", "muster-http"];
 
+/// Where each of the workspace's own crates stands: a crate may reach, through its normal
+/// dependencies and theirs, only crates of a strictly lower rank. So arrows point only downward,
+/// and crates of one rank (the adapters) never reach each other. A new crate must be placed here.
+const RANKS: [(&str, u8); 15] = [
+    ("muster-ledger", 0),
+    ("muster-antispam", 0),
+    ("muster-devdb", 0),
+    ("muster-worker", 0),
+    ("muster-domain", 1),
+    ("muster-app", 2),
+    ("muster-model", 2),
+    ("muster-pg", 3),
+    ("muster-http", 3),
+    ("muster-kube", 3),
+    ("muster", 4),
+    ("muster-testkit", 5),
+    ("muster-bench", 6),
+    ("muster-sim", 6),
+    ("xtask", 6),
+];
+
 #[derive(Debug)]
 struct Package {
     name: String,
     manifest_path: PathBuf,
     /// `(dependency package name, kind)`, kind being "normal", "dev" or "build".
     dependencies: Vec<(String, String)>,
+    /// Every package reached through normal dependencies, transitively (from the resolved
+    /// graph), by name: what is linked into the crate, whichever crate pulled it in.
+    reaches: BTreeSet<String>,
 }
 
 fn workspace_root() -> PathBuf {
@@ -65,11 +92,11 @@ fn workspace_root() -> PathBuf {
     manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
 }
 
-/// The workspace's own packages, from `cargo metadata --no-deps`.
+/// The workspace's own packages, from `cargo metadata` (with the resolved dependency graph).
 fn workspace_packages() -> Vec<Package> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .args(["metadata", "--format-version", "1"])
         .current_dir(workspace_root())
         .output()
         .expect("cargo metadata runs");
@@ -79,29 +106,83 @@ fn workspace_packages() -> Vec<Package> {
         String::from_utf8_lossy(&output.stderr)
     );
     let metadata: Value = serde_json::from_slice(&output.stdout).expect("cargo metadata is JSON");
-    let packages = metadata["packages"]
-        .as_array()
-        .expect("cargo metadata lists packages");
-    packages
+    packages_of(&metadata)
+}
+
+fn str_of(value: &Value) -> String {
+    value.as_str().unwrap_or_default().to_owned()
+}
+
+/// The workspace members of a `cargo metadata` document, each with what it reaches.
+fn packages_of(metadata: &Value) -> Vec<Package> {
+    let empty = Vec::new();
+    let all = metadata["packages"].as_array().unwrap_or(&empty);
+    let names: BTreeMap<String, String> = all
         .iter()
+        .map(|package| (str_of(&package["id"]), str_of(&package["name"])))
+        .collect();
+    // package id -> the ids of its normal (not dev, not build) dependencies
+    let normal: BTreeMap<String, Vec<String>> = metadata["resolve"]["nodes"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .map(|node| {
+            let deps = node["deps"]
+                .as_array()
+                .unwrap_or(&empty)
+                .iter()
+                .filter(|dep| {
+                    dep["dep_kinds"]
+                        .as_array()
+                        .unwrap_or(&empty)
+                        .iter()
+                        .any(|kind| kind["kind"].is_null())
+                })
+                .map(|dep| str_of(&dep["pkg"]))
+                .collect();
+            (str_of(&node["id"]), deps)
+        })
+        .collect();
+    let members: BTreeSet<String> = metadata["workspace_members"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .map(str_of)
+        .collect();
+    all.iter()
+        .filter(|package| members.contains(&str_of(&package["id"])))
         .map(|package| Package {
-            name: package["name"].as_str().unwrap_or_default().to_owned(),
-            manifest_path: PathBuf::from(package["manifest_path"].as_str().unwrap_or_default()),
+            name: str_of(&package["name"]),
+            manifest_path: PathBuf::from(str_of(&package["manifest_path"])),
             dependencies: package["dependencies"]
                 .as_array()
-                .map(|deps| {
-                    deps.iter()
-                        .map(|dep| {
-                            (
-                                dep["name"].as_str().unwrap_or_default().to_owned(),
-                                dep["kind"].as_str().unwrap_or("normal").to_owned(),
-                            )
-                        })
-                        .collect()
+                .unwrap_or(&empty)
+                .iter()
+                .map(|dep| {
+                    let kind = dep["kind"].as_str().unwrap_or("normal").to_owned();
+                    (str_of(&dep["name"]), kind)
                 })
-                .unwrap_or_default(),
+                .collect(),
+            reaches: reachable(&normal, &str_of(&package["id"]))
+                .iter()
+                .filter_map(|id| names.get(id).cloned())
+                .collect(),
         })
         .collect()
+}
+
+/// Every id reachable from `start` in `graph`, `start` excluded.
+fn reachable(graph: &BTreeMap<String, Vec<String>>, start: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![start.to_owned()];
+    while let Some(id) = todo.pop() {
+        for dep in graph.get(&id).into_iter().flatten() {
+            if seen.insert(dep.clone()) {
+                todo.push(dep.clone());
+            }
+        }
+    }
+    seen
 }
 
 fn is_pure_domain_crate(name: &str) -> bool {
@@ -111,8 +192,9 @@ fn is_pure_domain_crate(name: &str) -> bool {
         || name.starts_with("muster-domain-")
 }
 
-/// Every `package -> dependency (kind)` among `packages` matching `selects`
-/// whose dependency is in `forbidden` and whose kind is accepted by `kinds`.
+/// Every `package -> dependency (kind)` among `packages` matching `selects` whose dependency
+/// is in `forbidden` and whose kind is accepted by `kinds`, and every forbidden package such a
+/// package reaches through the normal dependencies of its normal dependencies.
 fn violations(
     packages: &[Package],
     selects: impl Fn(&str) -> bool,
@@ -123,14 +205,56 @@ fn violations(
         .iter()
         .filter(|package| selects(&package.name))
         .flat_map(|package| {
-            package
+            let direct: Vec<String> = package
                 .dependencies
                 .iter()
                 .filter(|(dep, kind)| forbidden.contains(&dep.as_str()) && kinds(kind))
                 .map(|(dep, kind)| format!("{} depends on {dep} ({kind} dependency)", package.name))
-                .collect::<Vec<_>>()
+                .collect();
+            let indirect = package
+                .reaches
+                .iter()
+                .filter(|dep| forbidden.contains(&dep.as_str()))
+                .filter(|dep| !package.dependencies.iter().any(|(name, _)| name == *dep))
+                .map(|dep| format!("{} reaches {dep} (through its dependencies)", package.name));
+            direct.into_iter().chain(indirect).collect::<Vec<_>>()
         })
         .collect()
+}
+
+fn rank(name: &str) -> Option<u8> {
+    RANKS
+        .iter()
+        .find(|(crate_name, _)| *crate_name == name)
+        .map(|(_, rank)| *rank)
+}
+
+/// Every arrow from a workspace crate to a workspace crate of the same or a higher rank,
+/// through normal dependencies, transitively.
+fn upward_arrows(packages: &[Package]) -> Vec<String> {
+    let members: BTreeSet<&str> = packages.iter().map(|p| p.name.as_str()).collect();
+    let mut found = Vec::new();
+    for package in packages {
+        let Some(own) = rank(&package.name) else {
+            found.push(format!("{} has no rank in RANKS", package.name));
+            continue;
+        };
+        for dep in package
+            .reaches
+            .iter()
+            .filter(|d| members.contains(d.as_str()))
+        {
+            match rank(dep) {
+                Some(theirs) if theirs < own => {}
+                _ => found.push(format!(
+                    "{} (rank {own}) reaches {dep} (rank {})",
+                    package.name,
+                    rank(dep).map_or("none".to_owned(), |r| r.to_string())
+                )),
+            }
+        }
+    }
+    found
 }
 
 fn assert_none(rule: &str, found: Vec<String>) {
@@ -207,6 +331,15 @@ fn kube_crate_depends_on_no_database_or_http_server_crate() {
     );
 }
 
+#[test]
+fn internal_crates_reach_only_lower_ranks_transitively() {
+    let packages = workspace_packages();
+    assert_none(
+        "a crate reaches (through any chain of normal dependencies) only crates of a lower rank",
+        upward_arrows(&packages),
+    );
+}
+
 /// The rules above name crates; a renamed crate would slip through silently.
 #[test]
 fn layering_rules_name_existing_packages() {
@@ -220,6 +353,7 @@ fn layering_rules_name_existing_packages() {
         "muster-kube",
     ]
     .into_iter()
+    .chain(RANKS.iter().map(|(name, _)| *name))
     .filter(|name| !packages.iter().any(|package| package.name == *name))
     .collect();
     assert!(
@@ -301,6 +435,7 @@ fn violations_name_the_crate_and_the_dependency() {
             ("tokio".to_owned(), "dev".to_owned()),
             ("serde".to_owned(), "normal".to_owned()),
         ],
+        reaches: BTreeSet::from(["serde".to_owned()]),
     }];
     assert_eq!(
         violations(&packages, is_pure_domain_crate, &IO_CRATES, |_| true),
@@ -311,4 +446,163 @@ fn violations_name_the_crate_and_the_dependency() {
             == "normal")
         .is_empty()
     );
+}
+
+fn package(name: &str, reaches: &[&str]) -> Package {
+    Package {
+        name: name.to_owned(),
+        manifest_path: PathBuf::new(),
+        dependencies: Vec::new(),
+        reaches: reaches.iter().map(|dep| (*dep).to_owned()).collect(),
+    }
+}
+
+#[test]
+fn a_forbidden_crate_reached_through_another_dependency_is_a_violation() {
+    let packages = vec![package("muster-domain", &["serde", "tokio"])];
+    assert_eq!(
+        violations(&packages, is_pure_domain_crate, &IO_CRATES, |_| true),
+        vec!["muster-domain reaches tokio (through its dependencies)".to_owned()]
+    );
+}
+
+#[test]
+fn an_arrow_to_the_same_or_a_higher_rank_is_upward() {
+    let packages = vec![
+        package("muster-app", &["muster-domain", "muster-pg"]),
+        package("muster-pg", &["muster-http"]),
+        package("muster-domain", &[]),
+        package("muster-http", &[]),
+        package("muster-new", &[]),
+    ];
+    assert_eq!(
+        upward_arrows(&packages),
+        vec![
+            "muster-app (rank 2) reaches muster-pg (rank 3)".to_owned(),
+            "muster-pg (rank 3) reaches muster-http (rank 3)".to_owned(),
+            "muster-new has no rank in RANKS".to_owned(),
+        ]
+    );
+}
+
+#[test]
+fn reachable_follows_every_chain_once() {
+    let graph: BTreeMap<String, Vec<String>> =
+        [("a", vec!["b", "c"]), ("b", vec!["c"]), ("c", vec!["a"])]
+            .into_iter()
+            .map(|(id, deps)| (id.to_owned(), deps.into_iter().map(str::to_owned).collect()))
+            .collect();
+    assert_eq!(
+        reachable(&graph, "b"),
+        BTreeSet::from(["a".to_owned(), "b".to_owned(), "c".to_owned()])
+    );
+}
+
+/// The tests a document names as proof: every backticked span after "Test:" or "Tests:" up to
+/// the end of that sentence (a period followed by a space, a line end or the text's end).
+fn named_tests(doc: &str) -> Vec<String> {
+    let text = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut names = Vec::new();
+    for (at, _) in text.match_indices("Test") {
+        let rest = &text[at..];
+        let Some(rest) = rest
+            .strip_prefix("Tests: ")
+            .or_else(|| rest.strip_prefix("Test: "))
+        else {
+            continue;
+        };
+        let sentence = rest.split(". ").next().unwrap_or(rest);
+        names.extend(sentence.split('`').skip(1).step_by(2).map(str::to_owned));
+    }
+    names
+}
+
+/// Every `.rs` file below `dir`, `target/` and hidden folders left out.
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') || name == "target" || name == "node_modules" {
+            continue;
+        }
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Whether `module::path::name` names a function `name` in a file whose path has every module
+/// segment as a folder or file stem (`feed::x` is `fn x` in some `feed.rs` or `feed/…`).
+fn names_an_existing_test(reference: &str, files: &[(PathBuf, String)]) -> bool {
+    let mut segments: Vec<&str> = reference.split("::").collect();
+    let Some(name) = segments.pop() else {
+        return false;
+    };
+    let needle = format!("fn {name}(");
+    files.iter().any(|(path, text)| {
+        let parts: Vec<String> = path
+            .iter()
+            .map(|part| {
+                let part = part.to_string_lossy();
+                part.strip_suffix(".rs").unwrap_or(&part).to_owned()
+            })
+            .collect();
+        text.contains(&needle) && segments.iter().all(|s| parts.iter().any(|p| p == s))
+    })
+}
+
+#[test]
+fn every_test_named_in_the_architecture_page_exists() {
+    let root = workspace_root();
+    let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).expect("read the page");
+    let names = named_tests(&doc);
+    assert!(
+        names.len() >= 10,
+        "docs/ARCHITECTURE.md names {} tests after `Test:`/`Tests:`; each invariant names its proof",
+        names.len()
+    );
+    let mut paths = Vec::new();
+    rust_files(&root, &mut paths);
+    let files: Vec<(PathBuf, String)> = paths
+        .into_iter()
+        .filter_map(|path| {
+            let text = std::fs::read_to_string(&path).ok()?;
+            Some((
+                path.strip_prefix(&root).unwrap_or(&path).to_path_buf(),
+                text,
+            ))
+        })
+        .collect();
+    let missing: Vec<String> = names
+        .into_iter()
+        .filter(|name| !names_an_existing_test(name, &files))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/ARCHITECTURE.md names tests that do not exist:\n  {}",
+        missing.join("\n  ")
+    );
+}
+
+#[test]
+fn named_tests_are_the_spans_of_test_sentences_only() {
+    let doc = "Uses `tokio`. Tests: `feed::a_b`, `c_d`\n and `e`. Then `f`. Test: `g::h`";
+    assert_eq!(named_tests(doc), vec!["feed::a_b", "c_d", "e", "g::h"]);
+}
+
+#[test]
+fn a_reference_needs_the_function_in_a_file_of_its_modules() {
+    let files = vec![(
+        PathBuf::from("bins/muster/tests/api/feed.rs"),
+        "async fn a_late_commit() {}".to_owned(),
+    )];
+    assert!(names_an_existing_test("feed::a_late_commit", &files));
+    assert!(names_an_existing_test("api::feed::a_late_commit", &files));
+    assert!(!names_an_existing_test("ledger::a_late_commit", &files));
+    assert!(!names_an_existing_test("feed::an_early_commit", &files));
 }
