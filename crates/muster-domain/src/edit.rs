@@ -7,7 +7,6 @@
 //! Nothing leaves `pending_approval` without an explicit decision by the target's owner.
 
 use std::fmt;
-use std::str::FromStr;
 
 use muster_ledger::{ChainHead, Entry, SealedEntry};
 use serde_json::json;
@@ -44,19 +43,11 @@ impl EditState {
     }
 }
 
-impl FromStr for EditState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            EditState::PendingApproval,
-            EditState::Approved,
-            EditState::Rejected,
-        ]
-        .into_iter()
-        .find(|e| e.as_str() == s)
-        .ok_or_else(|| format!("unknown edit state {s:?}"))
-    }
-}
+named_values!(
+    EditState,
+    all: [EditState::PendingApproval, EditState::Approved, EditState::Rejected],
+    error: String = |s: &str| format!("unknown edit state {s:?}")
+);
 
 /// An owner's decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

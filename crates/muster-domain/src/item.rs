@@ -16,7 +16,6 @@
 //! lease keeps that right until another lease supersedes it.
 
 use std::fmt;
-use std::str::FromStr;
 
 use muster_ledger::{ChainHead, Entry, SealedEntry};
 use serde_json::{Value, json};
@@ -84,21 +83,7 @@ impl ItemState {
     }
 }
 
-impl FromStr for ItemState {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        ItemState::ALL
-            .into_iter()
-            .find(|st| st.as_str() == s)
-            .ok_or_else(|| format!("unknown item state {s:?}"))
-    }
-}
-
-impl fmt::Display for ItemState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+named_values!(ItemState, all: ItemState::ALL, error: String = |s: &str| format!("unknown item state {s:?}"));
 
 /// The lease an item is (or was last) handed out under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,20 +114,11 @@ impl OutcomeKind {
     }
 }
 
-impl FromStr for OutcomeKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        [
-            OutcomeKind::Completed,
-            OutcomeKind::Failed,
-            OutcomeKind::Parked,
-            OutcomeKind::Late,
-        ]
-        .into_iter()
-        .find(|o| o.as_str() == s)
-        .ok_or_else(|| format!("unknown lease outcome {s:?}"))
-    }
-}
+named_values!(
+    OutcomeKind,
+    all: [OutcomeKind::Completed, OutcomeKind::Failed, OutcomeKind::Parked, OutcomeKind::Late],
+    error: String = |s: &str| format!("unknown lease outcome {s:?}")
+);
 
 /// The recorded end of a lease: what was delivered (by digest) and what was answered.
 #[derive(Debug, Clone, PartialEq)]

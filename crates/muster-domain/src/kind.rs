@@ -1,8 +1,5 @@
 //! The ten worker kinds.
 
-use std::fmt;
-use std::str::FromStr;
-
 /// A kind of worker, and so a kind of item: the stage of the pipeline it belongs to.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
@@ -56,21 +53,7 @@ impl Kind {
 #[error("unknown worker kind {0:?}")]
 pub struct UnknownKind(pub String);
 
-impl FromStr for Kind {
-    type Err = UnknownKind;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Kind::ALL
-            .into_iter()
-            .find(|k| k.as_str() == s)
-            .ok_or_else(|| UnknownKind(s.to_owned()))
-    }
-}
-
-impl fmt::Display for Kind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+named_values!(Kind, all: Kind::ALL, error: UnknownKind = |s: &str| UnknownKind(s.to_owned()));
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,27 @@
 //!
 //! Time is always an argument. Randomness is always an argument.
 
+/// `FromStr` and `Display` for a closed set of values each named by its `as_str`: parsing finds
+/// the value of `$all` with that name, and answers `$unknown(text)` for any other text.
+macro_rules! named_values {
+    ($ty:ty, all: $all:expr, error: $err:ty = $unknown:expr) => {
+        impl std::str::FromStr for $ty {
+            type Err = $err;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                $all.into_iter()
+                    .find(|value| value.as_str() == s)
+                    .ok_or_else(|| $unknown(s))
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
 pub mod backoff;
 pub mod edit;
 pub mod feed;

@@ -1,8 +1,5 @@
 //! Priority classes: urgent before normal before backfill.
 
-use std::fmt;
-use std::str::FromStr;
-
 /// Priority class of an item. The derived order is the lease order: `Urgent < Normal < Backfill`
 /// means urgent is handed out first.
 #[derive(
@@ -44,21 +41,7 @@ impl Priority {
 #[error("unknown priority {0:?} (expected urgent, normal or backfill)")]
 pub struct UnknownPriority(pub String);
 
-impl FromStr for Priority {
-    type Err = UnknownPriority;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Priority::ALL
-            .into_iter()
-            .find(|p| p.as_str() == s)
-            .ok_or_else(|| UnknownPriority(s.to_owned()))
-    }
-}
-
-impl fmt::Display for Priority {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+named_values!(Priority, all: Priority::ALL, error: UnknownPriority = |s: &str| UnknownPriority(s.to_owned()));
 
 #[cfg(test)]
 mod tests {
