@@ -795,7 +795,8 @@ fn parse<T: serde::de::DeserializeOwned>(status: u16, bytes: &[u8]) -> Result<T,
     })
 }
 
-fn error_chain(e: &dyn std::error::Error) -> String {
+/// An error and its sources on one line (`outer: inner: root`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
