@@ -21,6 +21,8 @@ mod server;
 #[cfg(test)]
 mod deploy_check;
 #[cfg(test)]
+mod monitoring_check;
+#[cfg(test)]
 mod tidy;
 
 use std::ffi::OsString;
