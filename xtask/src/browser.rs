@@ -31,7 +31,7 @@ use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, StopMode, TempCluster};
 use serde_json::json;
 
-use super::server::Server;
+use super::procs::Server;
 use super::{
     banner, cargo, dev_principals, new_token, psql, step, target_dir, tokens_file_json,
     workspace_root,

@@ -5,18 +5,15 @@
 //! - `up [ARGS]`: run the server locally with a fresh database and dev tokens.
 //! - `migrate [ARGS]`, `ledger-verify [ARGS]`: `muster <task>` against `MUSTER_DATABASE_URL`.
 //! - `db`: a throwaway PostgreSQL cluster until Ctrl-C.
-//! - `bench`: the benchmark harness (see `bench.rs` and docs/benchmarks.md).
-//! - `profile [--workers N] [--batch N] [--items N]`: statement time and server CPU per item of
-//!   one drain (see `profile.rs`).
+//! - `bench`, `charts`, `profile`: the benchmark lab of `bins/muster-bench`, built in release
+//!   and run (see `lab.rs` and docs/benchmarks.md).
 //! - `chaos [--short]`, `demo`: the fault suite and the live demo (see docs/chaos.md).
 
-mod bench;
 mod browser;
 mod chaos;
-mod charts;
 mod demo;
-mod profile;
-mod server;
+mod lab;
+mod procs;
 
 #[cfg(test)]
 mod deploy_check;
@@ -26,12 +23,12 @@ mod monitoring_check;
 mod tidy;
 
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
+use muster_devdb::{ClusterOptions, StopMode, TempCluster};
+use procs::{banner, cargo, exit_code, psql, step, target_dir, workspace_root};
 
 const USAGE: &str = "\
 usage: cargo xtask <task> [args]
@@ -101,9 +98,9 @@ fn run() -> Result<ExitCode> {
         "migrate" => muster_task("migrate", without_leading_dashes(rest)),
         "ledger-verify" => muster_task("ledger-verify", without_leading_dashes(rest)),
         "db" => db(),
-        "bench" => bench::bench(without_leading_dashes(rest)),
-        "profile" => profile::profile(without_leading_dashes(rest)),
-        "charts" => charts::charts(without_leading_dashes(rest)),
+        "bench" => lab::bench(without_leading_dashes(rest)),
+        "profile" => lab::profile(without_leading_dashes(rest)),
+        "charts" => lab::charts(without_leading_dashes(rest)),
         "chaos" => chaos::chaos(without_leading_dashes(rest)),
         "demo" => demo::demo(without_leading_dashes(rest)),
         "browser-test" => browser::browser_test(without_leading_dashes(rest)),
@@ -125,50 +122,6 @@ fn without_leading_dashes(mut args: Vec<OsString>) -> Vec<OsString> {
         args.remove(0);
     }
     args
-}
-
-fn workspace_root() -> PathBuf {
-    let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest_dir.parent().unwrap_or(manifest_dir).to_path_buf()
-}
-
-fn target_dir(root: &Path) -> PathBuf {
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) if !dir.is_empty() => root.join(dir),
-        _ => root.join("target"),
-    }
-}
-
-/// `cargo` (the one running us, if any) in the workspace root.
-fn cargo(root: &Path) -> Command {
-    let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(program);
-    cmd.current_dir(root);
-    cmd
-}
-
-fn banner(text: &str) {
-    println!("\n==> {text}");
-}
-
-fn exit_code(status: ExitStatus) -> ExitCode {
-    match status.code() {
-        Some(0) => ExitCode::SUCCESS,
-        Some(code) => ExitCode::from(u8::try_from(code).ok().filter(|c| *c != 0).unwrap_or(1)),
-        None => ExitCode::FAILURE,
-    }
-}
-
-/// Prints a banner, runs `cmd` and fails unless it succeeds.
-fn step(title: &str, cmd: &mut Command) -> Result<()> {
-    banner(title);
-    let status = cmd
-        .status()
-        .with_context(|| format!("could not run `{title}`"))?;
-    if !status.success() {
-        bail!("`{title}` failed ({status})");
-    }
-    Ok(())
 }
 
 fn test(extra: Vec<OsString>) -> Result<ExitCode> {
@@ -331,24 +284,6 @@ fn names_packages(args: &[String]) -> bool {
     args.iter()
         .take_while(|a| *a != "--")
         .any(|a| a == "--package" || a.starts_with("--package=") || a.starts_with("-p"))
-}
-
-/// Runs one SQL statement with psql.
-fn psql(url: &str, sql: &str) -> Result<()> {
-    let psql = find_bin("psql").context("psql not found (install the PostgreSQL client)")?;
-    let output = Command::new(&psql)
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not run {}", psql.display()))?;
-    if !output.status.success() {
-        bail!(
-            "psql -c '{sql}' failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(())
 }
 
 fn required_database_url() -> Result<String> {

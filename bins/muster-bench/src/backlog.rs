@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::{Http, percentiles};
+use crate::http::{Http, percentiles};
+use crate::results::{BacklogFill, BacklogMeasured};
 
 async fn connect(database_url: &str) -> Result<tokio_postgres::Client> {
     let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
@@ -136,7 +137,7 @@ pub(crate) async fn settle(client: &tokio_postgres::Client) -> Result<()> {
         .context("CHECKPOINT")
 }
 
-pub(crate) async fn fill(database_url: &str, to: u64) -> Result<Value> {
+pub(crate) async fn fill(database_url: &str, to: u64) -> Result<BacklogFill> {
     let client = connect(database_url).await?;
     let before = count(&client).await?;
     let add = i64::try_from(to)?.saturating_sub(before).max(0);
@@ -160,14 +161,14 @@ pub(crate) async fn fill(database_url: &str, to: u64) -> Result<Value> {
     eprintln!(
         "muster-bench: backlog {before} → {after} queued trawl items (insert {insert_s:.1}s, VACUUM ANALYZE + CHECKPOINT {settle_s:.1}s)"
     );
-    Ok(json!({
-        "scenario": "backlog-fill",
-        "queued_before": before,
-        "inserted": add,
-        "queued_after": after,
-        "insert_seconds": (insert_s * 100.0).round() / 100.0,
-        "vacuum_checkpoint_seconds": (settle_s * 100.0).round() / 100.0,
-    }))
+    Ok(BacklogFill {
+        insert_seconds: Some((insert_s * 100.0).round() / 100.0),
+        inserted: add,
+        queued_after: after,
+        queued_before: before,
+        scenario: "backlog-fill".to_owned(),
+        vacuum_checkpoint_seconds: (settle_s * 100.0).round() / 100.0,
+    })
 }
 
 /// Per-request latencies of a cycle.
@@ -238,7 +239,7 @@ pub(crate) async fn measure(
     requests: usize,
     workers: usize,
     length: Duration,
-) -> Result<Value> {
+) -> Result<BacklogMeasured> {
     let http = Arc::new(Http::new(url));
 
     // GET /v1/queues, sequential, answered from memory.
@@ -312,20 +313,20 @@ pub(crate) async fn measure(
     eprintln!(
         "muster-bench: {trawl_queued} queued (per /v1/queues): {cycles} cycles in {elapsed:.1}s at {workers} workers"
     );
-    Ok(json!({
-        "scenario": "backlog",
-        "trawl_queued": trawl_queued,
-        "depths": depth,
-        "queues": percentiles(queues),
-        "workers": workers,
-        "cycles": cycles,
-        "seconds": (elapsed * 1000.0).round() / 1000.0,
-        "cycles_per_s": ((cycles as f64 / elapsed) * 10.0).round() / 10.0,
-        "errors": errors,
-        "first_error": first_error,
-        "ran_dry": dry,
-        "lease": percentiles(lat.lease),
-        "complete": percentiles(lat.complete),
-        "enqueue": percentiles(lat.enqueue),
-    }))
+    Ok(BacklogMeasured {
+        complete: percentiles(lat.complete),
+        cycles,
+        cycles_per_s: Some(((cycles as f64 / elapsed) * 10.0).round() / 10.0),
+        depths: depth,
+        enqueue: percentiles(lat.enqueue),
+        errors,
+        first_error,
+        lease: percentiles(lat.lease),
+        queues: percentiles(queues),
+        ran_dry: dry,
+        scenario: "backlog".to_owned(),
+        seconds: (elapsed * 1000.0).round() / 1000.0,
+        trawl_queued,
+        workers: workers as u64,
+    })
 }

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::{Http, percentiles};
+use crate::http::{Http, percentiles};
+use crate::results::BatchRun;
 
 /// How each completion is sent.
 #[derive(Debug, Clone, Copy)]
@@ -158,7 +159,7 @@ pub(crate) async fn batch(
     workers: usize,
     items: u64,
     length: Duration,
-) -> Result<Value> {
+) -> Result<BatchRun> {
     if completing.lease_next && batch != 1 {
         bail!("--lease-next goes with --batch 1");
     }
@@ -217,19 +218,22 @@ pub(crate) async fn batch(
         "muster-bench: batch {batch} × {workers} workers: {completed} items in {seconds:.1}s{}",
         if dry { " (drained)" } else { "" }
     );
-    Ok(json!({
-        "scenario": "batch",
-        "batch": batch,
-        "lease_next": completing.lease_next,
-        "next": completing.next,
-        "workers": workers,
-        "items": completed,
-        "seconds": (seconds * 1000.0).round() / 1000.0,
-        "items_per_s": ((completed as f64 / seconds) * 10.0).round() / 10.0,
-        "drained": dry,
-        "errors": errors,
-        "first_error": first_error,
-        "lease": percentiles(lease_lat),
-        "complete": percentiles(complete_lat),
-    }))
+    Ok(BatchRun {
+        batch: Some(u64::from(batch)),
+        complete: percentiles(complete_lat),
+        drained: dry,
+        errors,
+        first_error,
+        http: None,
+        in_process: None,
+        items: completed,
+        items_per_s: Some(((completed as f64 / seconds) * 10.0).round() / 10.0),
+        lease: percentiles(lease_lat),
+        lease_next: completing.lease_next,
+        next: completing.next,
+        scenario: "batch".to_owned(),
+        seconds: (seconds * 1000.0).round() / 1000.0,
+        server_peak_rss_mib: None,
+        workers: workers as u64,
+    })
 }

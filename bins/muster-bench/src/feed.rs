@@ -12,7 +12,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use serde_json::{Value, json};
 
-use crate::{Http, ms, percentiles};
+use crate::http::{Http, ms, percentiles};
+use crate::results::{Feed, FeedRun, Percentiles};
 
 /// What one subscriber saw: the first arrival of each item's `→ queued` transition.
 #[derive(Default)]
@@ -104,7 +105,7 @@ fn rss_mib(pid: Option<u32>) -> Option<f64> {
 }
 
 /// Percentiles of signed millisecond values (an event may arrive before the 201 does).
-fn signed_percentiles(mut sample: Vec<f64>) -> Value {
+fn signed_percentiles(mut sample: Vec<f64>) -> Percentiles {
     sample.sort_by(f64::total_cmp);
     let at = |p: usize| -> Option<f64> {
         if sample.is_empty() {
@@ -113,7 +114,11 @@ fn signed_percentiles(mut sample: Vec<f64>) -> Value {
         let rank = (sample.len() * p).div_ceil(100).max(1);
         Some((sample[rank - 1] * 1000.0).round() / 1000.0)
     };
-    json!({"n": sample.len(), "p50_ms": at(50), "p99_ms": at(99)})
+    Percentiles {
+        n: sample.len() as u64,
+        p50_ms: at(50),
+        p99_ms: at(99),
+    }
 }
 
 struct Phase<'a> {
@@ -125,7 +130,7 @@ struct Phase<'a> {
     server_pid: Option<u32>,
 }
 
-async fn phase(p: &Phase<'_>, subscribers: usize) -> Result<Value> {
+async fn phase(p: &Phase<'_>, subscribers: usize) -> Result<FeedRun> {
     let rss_before = rss_mib(p.server_pid);
     let connected = Arc::new(AtomicUsize::new(0));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -246,23 +251,23 @@ async fn phase(p: &Phase<'_>, subscribers: usize) -> Result<Value> {
         }
     }
     let early = after_201.iter().filter(|x| **x < 0.0).count();
-    Ok(json!({
-        "subscribers": subscribers,
-        "connected": n_connected,
-        "connect_seconds": (connect_s * 100.0).round() / 100.0,
-        "enqueues": p.enqueues,
-        "interval_ms": p.interval.as_millis() as u64,
-        "enqueue_round_trip": percentiles(round_trip),
-        "event_after_201": signed_percentiles(after_201),
-        "event_after_send": signed_percentiles(after_send),
-        "events_before_201": early,
-        "missed_subscribers": missed_subscribers,
-        "missed_events": missed_events,
-        "streams_ended_early": ended,
-        "first_error": first_error,
-        "server_rss_mib_before_connect": rss_before,
-        "server_rss_mib_idle_connected": rss_idle,
-    }))
+    Ok(FeedRun {
+        connect_seconds: (connect_s * 100.0).round() / 100.0,
+        connected: n_connected as u64,
+        enqueue_round_trip: percentiles(round_trip),
+        enqueues: p.enqueues as u64,
+        event_after_201: signed_percentiles(after_201),
+        event_after_send: signed_percentiles(after_send),
+        events_before_201: early as u64,
+        first_error,
+        interval_ms: p.interval.as_millis() as u64,
+        missed_events: missed_events as u64,
+        missed_subscribers: missed_subscribers as u64,
+        server_rss_mib_before_connect: rss_before,
+        server_rss_mib_idle_connected: rss_idle,
+        streams_ended_early: ended as u64,
+        subscribers: subscribers as u64,
+    })
 }
 
 pub(crate) async fn feed(
@@ -273,7 +278,7 @@ pub(crate) async fn feed(
     enqueues: usize,
     interval: Duration,
     server_pid: Option<u32>,
-) -> Result<Value> {
+) -> Result<Feed> {
     let http = Http::new(url);
     let p = Phase {
         http: &http,
@@ -296,10 +301,10 @@ pub(crate) async fn feed(
                 .find(|l| l.starts_with("Max open files"))
                 .map(|l| l.split_whitespace().nth(3).unwrap_or("?").to_owned())
         });
-    Ok(json!({
-        "scenario": "feed",
-        "server_pid": server_pid,
-        "bench_open_files_soft_limit": nofile,
-        "runs": runs,
-    }))
+    Ok(Feed {
+        bench_open_files_soft_limit: nofile,
+        runs,
+        scenario: "feed".to_owned(),
+        server_pid,
+    })
 }

@@ -1,4 +1,4 @@
-//! `cargo xtask profile`: where the time of one drain goes. The release server on a throwaway
+//! `cargo xtask profile` (`muster-bench profile`): where the time of one drain goes. The release server on a throwaway
 //! cluster (fsync on) with `pg_stat_statements`, a `trawl` backlog filled in SQL, one
 //! `muster-bench batch` drain over HTTP; then the drain's rate, the server's CPU time per item
 //! (`/proc/<pid>/stat`) and PostgreSQL's statement time per item, statement by statement.
@@ -9,20 +9,20 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, TempCluster, find_bin};
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::bench::{
-    ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, release_binaries,
+use super::procs::{
+    ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, psql, write_tokens,
 };
-use super::{new_token, psql, target_dir, tokens_file_json, workspace_root};
+use crate::results::{BacklogFill, BatchRun};
 
 /// What one profile drains.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Options {
+pub(crate) struct Options {
     workers: u32,
     batch: u32,
     items: u32,
@@ -30,7 +30,8 @@ struct Options {
 }
 
 impl Options {
-    fn parse(args: &[OsString]) -> Result<Options> {
+    /// `--workers N --batch N --items N --top N`, as `cargo xtask profile` takes them.
+    pub(crate) fn parse(args: &[OsString]) -> Result<Options> {
         let mut options = Options {
             workers: 64,
             batch: 1,
@@ -59,12 +60,9 @@ impl Options {
     }
 }
 
-pub(crate) fn profile(args: Vec<OsString>) -> Result<ExitCode> {
-    let options = Options::parse(&args)?;
-    let root = workspace_root();
-    let (muster, load) = release_binaries(&root)?;
-    let out = target_dir(&root).join("profile");
-    std::fs::create_dir_all(&out).with_context(|| format!("could not create {}", out.display()))?;
+/// One profile with the `muster` binary at `muster`, its report and raw JSON written to `out`.
+pub(crate) fn profile(muster: &Path, out: &Path, options: &Options) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("could not create {}", out.display()))?;
 
     let report = on_cluster(
         "starting a throwaway PostgreSQL cluster (fsync on) with pg_stat_statements",
@@ -76,33 +74,23 @@ pub(crate) fn profile(args: Vec<OsString>) -> Result<ExitCode> {
             ],
             ..ClusterOptions::default()
         },
-        |cluster| drain(cluster, &muster, &load, &out, &options),
+        |cluster| drain(cluster, muster, out, options),
     )?;
     println!("\n{report}");
     let path = out.join("profile.md");
     std::fs::write(&path, &report).with_context(|| format!("write {}", path.display()))?;
-    eprintln!("xtask: report and raw JSON in {}", out.display());
-    Ok(ExitCode::SUCCESS)
+    eprintln!("muster-bench: report and raw JSON in {}", out.display());
+    Ok(())
 }
 
-fn drain(
-    cluster: &TempCluster,
-    muster: &Path,
-    load: &Path,
-    out: &Path,
-    options: &Options,
-) -> Result<String> {
+fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) -> Result<String> {
     let url = migrated_database(cluster, muster, "muster_profile")?;
     psql(&url, "CREATE EXTENSION pg_stat_statements")?;
-    let token = new_token();
     let tokens_path = out.join("tokens.json");
-    std::fs::write(
-        &tokens_path,
-        serde_json::to_string_pretty(&tokens_file_json(&[(
-            "worker:trawl".to_owned(),
-            token.clone(),
-        )]))?,
-    )?;
+    let token = write_tokens(&tokens_path, &["worker:trawl"])?
+        .pop()
+        .map(|(_, token)| token)
+        .unwrap_or_default();
     let ownership_path = out.join("ownership_map.json");
     std::fs::write(
         &ownership_path,
@@ -112,8 +100,9 @@ fn drain(
     // More than the drain takes, so that the queue never runs dry under it.
     let backlog = (u64::from(options.items) + 20_000).to_string();
     let env = [("MUSTER_BENCH_TRAWL_TOKEN", token)];
-    let load_run = |name: &str, args: &[&str]| muster_bench(load, &env, out, name, args);
-    load_run(
+    muster_bench::<BacklogFill>(
+        &env,
+        out,
         "backlog-fill",
         &["backlog-fill", "--database-url", &url, "--to", &backlog],
     )?;
@@ -137,7 +126,9 @@ fn drain(
         options.batch.to_string(),
         options.items.to_string(),
     );
-    let measured = load_run(
+    let measured = muster_bench::<BatchRun>(
+        &env,
+        out,
         "batch",
         &[
             "batch",
@@ -159,6 +150,11 @@ fn drain(
     let server_cpu = cpu_after? - cpu_before;
     let statements = statements(&url, options.top)?;
     Ok(render(options, &measured, server_cpu, &statements))
+}
+
+/// A value as its JSON document shows it.
+fn text(v: impl serde::Serialize) -> String {
+    serde_json::to_string(&v).unwrap_or_default()
 }
 
 /// The CPU time (user + system) the process `pid` has used, in seconds.
@@ -257,11 +253,11 @@ fn parse_statements(text: &str) -> (f64, Vec<Statement>) {
 
 fn render(
     options: &Options,
-    measured: &Value,
+    measured: &BatchRun,
     server_cpu_s: f64,
     (total_ms, statements): &(f64, Vec<Statement>),
 ) -> String {
-    let items = measured["items"].as_f64().unwrap_or(0.0);
+    let items = measured.items as f64;
     let per_item_us = |ms: f64| {
         if items > 0.0 {
             format!("{:.1}", ms * 1000.0 / items)
@@ -276,10 +272,10 @@ fn render(
         options.workers,
         options.batch,
         options.items,
-        measured["items"],
-        measured["seconds"],
-        measured["items_per_s"],
-        measured["errors"],
+        measured.items,
+        text(measured.seconds),
+        text(measured.items_per_s),
+        measured.errors,
         per_item_us(server_cpu_s * 1000.0),
         per_item_us(*total_ms),
     );
@@ -306,6 +302,10 @@ fn render(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn typed(v: &serde_json::Value) -> BatchRun {
+        serde_json::from_value(v.clone()).unwrap()
+    }
 
     fn args(list: &[&str]) -> Vec<OsString> {
         list.iter().map(OsString::from).collect()
@@ -426,7 +426,7 @@ mod tests {
             ],
         );
         let options = Options::parse(&[]).unwrap();
-        let report = render(&options, &measured, 4.48, &statements);
+        let report = render(&options, &typed(&measured), 4.48, &statements);
         assert_eq!(
             report,
             "`cargo xtask profile --workers 64 --batch 1 --items 40000`: 40000 items in 10.0 s, \

@@ -1,0 +1,292 @@
+//! Scenario `cycles`: lease→complete cycles/s at several concurrencies, over HTTP and
+//! in-process (the baseline), with the lease and complete latencies.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use muster_app::Muster;
+use muster_app::views::{CompleteRequest, EnqueueRequest};
+use muster_domain::{Kind, LeaseId, Principal, Priority};
+use serde_json::json;
+
+use crate::http::{Http, percentiles, ratio};
+use crate::results::{Cycles, CyclesRun, CyclesSide};
+use crate::{Target, backlog};
+
+const TRAWL: Principal = Principal::Worker(Kind::Trawl);
+
+/// Where the cycles go: over HTTP to the server, or straight into the use cases.
+#[derive(Clone)]
+enum Mode {
+    Http { http: Arc<Http>, token: Arc<str> },
+    InProcess(Muster),
+}
+
+impl Mode {
+    fn name(&self) -> &'static str {
+        match self {
+            Mode::Http { .. } => "http",
+            Mode::InProcess(_) => "in_process",
+        }
+    }
+
+    /// One lease (wait 0) and, when granted, its completion. `None` when the queue was empty.
+    async fn cycle(&self, worker_id: &str) -> Result<Option<(Duration, Duration)>> {
+        let t0 = Instant::now();
+        match self {
+            Mode::Http { http, token } => {
+                let (status, body) = http
+                    .post(
+                        "/v1/leases",
+                        token,
+                        &json!({"worker_id": worker_id, "wait_ms": 0}),
+                        None,
+                    )
+                    .await?;
+                let lease = t0.elapsed();
+                match status {
+                    200 => {}
+                    204 => return Ok(None),
+                    _ => bail!("lease answered {status}: {body}"),
+                }
+                let id = body["lease_id"].as_str().context("lease_id missing")?;
+                let t1 = Instant::now();
+                let (status, body) = http
+                    .post(
+                        &format!("/v1/leases/{id}/complete"),
+                        token,
+                        &json!({"result": {}}),
+                        None,
+                    )
+                    .await?;
+                if status != 200 {
+                    bail!("complete answered {status}: {body}");
+                }
+                Ok(Some((lease, t1.elapsed())))
+            }
+            Mode::InProcess(muster) => {
+                let granted = muster.lease(TRAWL, worker_id, 0).await?;
+                let lease = t0.elapsed();
+                let Some(granted) = granted else {
+                    return Ok(None);
+                };
+                let id = LeaseId(granted.lease_id.parse()?);
+                let t1 = Instant::now();
+                muster
+                    .complete(
+                        TRAWL,
+                        id,
+                        CompleteRequest {
+                            result: json!({}),
+                            next: vec![],
+                        },
+                    )
+                    .await?;
+                Ok(Some((lease, t1.elapsed())))
+            }
+        }
+    }
+}
+
+struct RunResult {
+    cycles: u64,
+    errors: u64,
+    first_error: Option<String>,
+    ran_dry: bool,
+    elapsed: Duration,
+    lease: Vec<Duration>,
+    complete: Vec<Duration>,
+}
+
+async fn run_cycles(mode: &Mode, workers: usize, length: Duration) -> RunResult {
+    let start = Instant::now();
+    let deadline = start + length;
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let mode = mode.clone();
+            tokio::spawn(async move {
+                let worker_id = format!("bench-{}-{w}", mode.name());
+                let mut lease = Vec::new();
+                let mut complete = Vec::new();
+                let mut errors = 0u64;
+                let mut first_error = None;
+                let mut dry = false;
+                while Instant::now() < deadline {
+                    match mode.cycle(&worker_id).await {
+                        Ok(Some((l, c))) => {
+                            lease.push(l);
+                            complete.push(c);
+                        }
+                        Ok(None) => {
+                            dry = true;
+                            break;
+                        }
+                        Err(e) => {
+                            errors += 1;
+                            first_error.get_or_insert_with(|| format!("{e:#}"));
+                        }
+                    }
+                }
+                (lease, complete, errors, first_error, dry)
+            })
+        })
+        .collect();
+    let mut result = RunResult {
+        cycles: 0,
+        errors: 0,
+        first_error: None,
+        ran_dry: false,
+        elapsed: Duration::ZERO,
+        lease: Vec::new(),
+        complete: Vec::new(),
+    };
+    for task in tasks {
+        match task.await {
+            Ok((l, c, e, fe, dry)) => {
+                result.cycles += l.len() as u64;
+                result.lease.extend(l);
+                result.complete.extend(c);
+                result.errors += e;
+                if result.first_error.is_none() {
+                    result.first_error = fe;
+                }
+                result.ran_dry |= dry;
+            }
+            Err(e) => {
+                result.errors += 1;
+                result.first_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+    result.elapsed = start.elapsed();
+    result
+}
+
+/// Enqueues `n` trawl items in-process (64 at a time): the backlog, not a measured figure.
+async fn enqueue_backlog(muster: &Muster, n: u64) -> Result<()> {
+    let next = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let muster = muster.clone();
+            let next = next.clone();
+            tokio::spawn(async move {
+                while next.fetch_add(1, Ordering::Relaxed) < n {
+                    muster
+                        .enqueue(
+                            Principal::Operator,
+                            EnqueueRequest {
+                                kind: Kind::Trawl,
+                                priority: Priority::Normal,
+                                payload: json!({"bench": true}),
+                                idempotency_key: None,
+                            },
+                        )
+                        .await?;
+                }
+                anyhow::Ok(())
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await??;
+    }
+    Ok(())
+}
+
+/// `VACUUM ANALYZE` (of the tables that hold a row, see [`backlog::settle`]) then `CHECKPOINT`
+/// before every run, so that neither side inherits the other's dead tuples, autovacuum work or
+/// dirty buffers (the backlog top-up writes thousands of rows). It seeds no history: under a
+/// running server that would reach its live feed as transitions. On a fresh database, run
+/// `backlog-fill` (`--to 0` queues nothing) before starting the server.
+async fn settle_database(database_url: &str) -> Result<()> {
+    let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
+        .await
+        .context("connect to PostgreSQL")?;
+    let conn = tokio::spawn(connection);
+    backlog::settle(&client).await?;
+    drop(client);
+    let _ = conn.await;
+    Ok(())
+}
+
+pub(crate) fn in_process(database_url: &str) -> Result<Muster> {
+    let app = muster::build(&muster::Settings::new(database_url))?;
+    Ok(app.state.muster.clone())
+}
+
+pub(crate) async fn cycles(
+    target: &Target,
+    _operator_token: &str,
+    worker_token: &str,
+    levels: &[usize],
+    length: Duration,
+    backlog: u64,
+) -> Result<Cycles> {
+    let muster = in_process(&target.database_url)?;
+    let http = Mode::Http {
+        http: Arc::new(Http::new(&target.url)),
+        token: worker_token.into(),
+    };
+    let local = Mode::InProcess(muster.clone());
+    // Whatever a previous run left is unknown to us: start from what we enqueue.
+    let mut queued: u64 = 0;
+    let mut runs = Vec::new();
+    for (i, &workers) in levels.iter().enumerate() {
+        let mut pair = CyclesRun {
+            workers: workers as u64,
+            ..CyclesRun::default()
+        };
+        // Each on a topped-up backlog; the order alternates so that drift on a noisy machine
+        // does not always favour the same side.
+        let order = if i % 2 == 0 {
+            [&local, &http]
+        } else {
+            [&http, &local]
+        };
+        pair.order = vec![order[0].name().to_owned(), order[1].name().to_owned()];
+        for mode in order {
+            let top_up = backlog.saturating_sub(queued);
+            let t = Instant::now();
+            enqueue_backlog(&muster, top_up).await?;
+            queued += top_up;
+            settle_database(&target.database_url).await?;
+            eprintln!(
+                "muster-bench: enqueued {top_up} items in {:.1}s; {} × {workers} workers for {}s",
+                t.elapsed().as_secs_f64(),
+                mode.name(),
+                length.as_secs()
+            );
+            let r = run_cycles(mode, workers, length).await;
+            queued = queued.saturating_sub(r.cycles);
+            let rate = r.cycles as f64 / r.elapsed.as_secs_f64();
+            let side = CyclesSide {
+                complete: percentiles(r.complete),
+                cycles: r.cycles,
+                cycles_per_s: Some((rate * 10.0).round() / 10.0),
+                errors: r.errors,
+                first_error: r.first_error,
+                lease: percentiles(r.lease),
+                ran_dry: r.ran_dry,
+                seconds: (r.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
+            };
+            match mode {
+                Mode::Http { .. } => pair.http = side,
+                Mode::InProcess(_) => pair.in_process = side,
+            }
+        }
+        let http_rate = pair.http.cycles_per_s.unwrap_or(0.0);
+        let local_rate = pair.in_process.cycles_per_s.unwrap_or(0.0);
+        pair.http_over_in_process = ratio(http_rate, local_rate);
+        runs.push(pair);
+    }
+    Ok(Cycles {
+        backlog: Some(backlog),
+        batch: None,
+        batching: None,
+        run_seconds: Some(length.as_secs()),
+        runs,
+        scenario: "cycles".to_owned(),
+    })
+}

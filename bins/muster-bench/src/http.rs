@@ -1,0 +1,113 @@
+//! The HTTP client of the scenarios, and the statistics of their samples.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::Value;
+
+use crate::results::Percentiles;
+
+#[derive(Clone)]
+pub(crate) struct Http {
+    pub(crate) client: Client<HttpConnector, Full<Bytes>>,
+    pub(crate) base: String,
+}
+
+impl Http {
+    pub(crate) fn new(base: &str) -> Self {
+        let client = Client::builder(TokioExecutor::new())
+            .pool_max_idle_per_host(256)
+            .build_http();
+        Http {
+            client,
+            base: base.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// POSTs JSON; returns the status and the parsed body (`Null` when empty).
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        token: &str,
+        body: &Value,
+        client_ip: Option<&str>,
+    ) -> Result<(u16, Value)> {
+        let mut req = hyper::Request::builder()
+            .method(hyper::Method::POST)
+            .uri(format!("{}{path}", self.base))
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(hyper::header::CONTENT_TYPE, "application/json");
+        if let Some(ip) = client_ip {
+            req = req.header("x-client-ip", ip);
+        }
+        let req = req.body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .with_context(|| format!("POST {path}"))?;
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        Ok((status, value))
+    }
+
+    /// GETs a path; returns the status and the parsed body (`Null` when empty).
+    pub(crate) async fn get(&self, path: &str, token: &str) -> Result<(u16, Value)> {
+        let req = hyper::Request::builder()
+            .method(hyper::Method::GET)
+            .uri(format!("{}{path}", self.base))
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .with_context(|| format!("GET {path}"))?;
+        let status = resp.status().as_u16();
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        let value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+        };
+        Ok((status, value))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+pub(crate) fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// `{"n", "p50_ms", "p99_ms"}` of a sample (nearest-rank percentiles).
+pub(crate) fn percentiles(mut sample: Vec<Duration>) -> Percentiles {
+    sample.sort_unstable();
+    let at = |p: usize| -> Option<f64> {
+        if sample.is_empty() {
+            return None;
+        }
+        let rank = (sample.len() * p).div_ceil(100).max(1);
+        Some(ms(sample[rank - 1]))
+    };
+    Percentiles {
+        n: sample.len() as u64,
+        p50_ms: at(50),
+        p99_ms: at(99),
+    }
+}
+
+pub(crate) fn ratio(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0).then(|| (a / b * 1000.0).round() / 1000.0)
+}

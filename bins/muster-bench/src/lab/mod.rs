@@ -1,0 +1,405 @@
+//! `muster-bench suite` (run by `cargo xtask bench`): a throwaway PostgreSQL with fsync on,
+//! `muster serve` (release) on a free port, every scenario of `muster-bench` against it (each
+//! in a process of its own), the SQL floor in pgbench; then one markdown table, each figure
+//! next to a baseline measured in the same run. The raw JSON of every scenario and the table
+//! are written to the output directory (`target/bench/`). See docs/benchmarks.md.
+//!
+//! The suite starts its clusters and servers itself (through muster-devdb) rather than leaving
+//! that to xtask: the phases interleave fills, server restarts and measurements, and the
+//! figures they read in between (RSS, the first `/v1/queues` answer, table sizes) are
+//! measurements too. xtask only builds the release binaries and runs this.
+
+mod floor;
+pub(crate) mod procs;
+pub(crate) mod profile;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use muster_devdb::{ClusterOptions, TempCluster};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use self::floor::{BLOAT_CYCLES, FLOOR_RUNS, FloorRun, ISSUE_RUNS, sql_floor, table_sizes};
+use self::procs::{
+    ServeArgs, banner, free_listen, machine, memory, migrated_database, muster_bench, on_cluster,
+    psql, wait_healthy, wait_queues, write_json, write_tokens,
+};
+use crate::report::{Suite, TARGET_BACKLOG, render};
+use crate::results::{
+    BacklogFill, BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, Feed, FloorResult, Pickup,
+    RunsDoc, ServerMemory, Spam, Target,
+};
+
+/// Batch sizes compared (the first, the v1 single calls, is the baseline), whether completions
+/// ask `lease_next`, whether each carries a `next` step, and each run's cap in seconds; every
+/// run drains up to `BATCH_ITEMS` queued items with 16 workers.
+const BATCH_RUNS: [(u32, bool, bool, u64); 6] = [
+    (1, false, false, 15),
+    (1, true, false, 15),
+    (1, false, true, 15),
+    (16, false, false, 60),
+    (128, false, false, 60),
+    (128, false, true, 60),
+];
+const BATCH_ITEMS: u64 = 200_000;
+
+/// The backlog sizes compared (the first is the baseline).
+const BACKLOG_SIZES: [u64; 2] = [1_000, 1_000_000];
+
+/// The target phase's drain lasts at most this many seconds (on a queue of `TARGET_BACKLOG`).
+const TARGET_SECONDS: u64 = 10;
+
+/// Runs the whole suite with the `muster` binary at `muster`, writing into `out`.
+pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("could not create {}", out.display()))?;
+    let suite = on_cluster(
+        "starting a throwaway PostgreSQL cluster (fsync on, synchronous_commit on)",
+        ClusterOptions {
+            fsync: true,
+            max_connections: 200,
+            log_to: None,
+            ..ClusterOptions::default()
+        },
+        |cluster| phases(cluster, muster, out),
+    )?;
+    let table = render(&suite);
+    println!("\n{table}");
+    let path = out.join("results.md");
+    std::fs::write(&path, &table).with_context(|| format!("write {}", path.display()))?;
+    // Charts of this run next to the table; `cargo xtask charts` copies an adopted run's into
+    // docs/img/.
+    #[cfg(feature = "charts")]
+    crate::charts::render(out, out).context("could not draw the charts")?;
+    #[cfg(not(feature = "charts"))]
+    eprintln!("muster-bench: built without the `charts` feature; no charts drawn");
+    eprintln!("muster-bench: table and raw JSON in {}", out.display());
+    Ok(())
+}
+
+/// The `muster` binary next to this one (both in `target/release/` after `cargo build`).
+pub(crate) fn sibling_muster() -> Result<PathBuf> {
+    let me = std::env::current_exe().context("where is muster-bench?")?;
+    Ok(me.with_file_name("muster"))
+}
+
+/// Runs scenarios of `muster-bench` with the suite's tokens, keeping their JSON in `out`.
+struct Runner<'a> {
+    env: &'a [(&'a str, String)],
+    out: &'a Path,
+}
+
+impl Runner<'_> {
+    fn run<T: DeserializeOwned>(&self, name: &str, args: &[&str]) -> Result<T> {
+        muster_bench(self.env, self.out, name, args)
+    }
+}
+
+fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
+    let url = migrated_database(cluster, muster, "muster_bench")?;
+
+    let tokens_path = out.join("tokens.json");
+    let tokens = write_tokens(
+        &tokens_path,
+        &["operator", "conn", "worker:trawl", "worker:sextant"],
+    )?;
+    let token = |p: &str| {
+        tokens
+            .iter()
+            .find(|(q, _)| q == p)
+            .map(|(_, t)| t.clone())
+            .unwrap_or_default()
+    };
+    let ownership_path = out.join("ownership_map.json");
+    std::fs::write(
+        &ownership_path,
+        json!({"version": 1, "targets": {"docs/intro": {"owner": "alice", "title": "Intro"}}})
+            .to_string(),
+    )?;
+
+    // History (and nothing queued) before the server starts: seeded under a running server, its
+    // live feed would count the seeded ledger rows as transitions.
+    muster_bench::<BacklogFill>(
+        &[],
+        out,
+        "history-fill",
+        &["backlog-fill", "--database-url", &url, "--to", "0"],
+    )?;
+
+    let listen = free_listen()?;
+    let base = format!("http://{listen}");
+    let serve = ServeArgs {
+        muster,
+        url: &url,
+        listen: &listen,
+        tokens: &tokens_path,
+        ownership: &ownership_path,
+    };
+    let mut server = serve.start(&out.join("server.log"))?;
+    std::thread::sleep(Duration::from_secs(1));
+    let idle = memory(server.pid())?;
+
+    let env = [
+        ("MUSTER_DATABASE_URL", url.clone()),
+        ("MUSTER_BENCH_OPERATOR_TOKEN", token("operator")),
+        ("MUSTER_BENCH_CONN_TOKEN", token("conn")),
+        ("MUSTER_BENCH_TRAWL_TOKEN", token("worker:trawl")),
+        ("MUSTER_BENCH_SEXTANT_TOKEN", token("worker:sextant")),
+    ];
+    let runner = Runner { env: &env, out };
+    let cycles: Cycles = runner.run("cycles", &["cycles", "--url", &base])?;
+    let pickup: Pickup = runner.run("pickup", &["pickup", "--url", &base])?;
+    let spam: Spam = runner.run("spam", &["spam", "--url", &base])?;
+    // Read before the feed scenario, so that these rows keep their meaning across runs.
+    let end = memory(server.pid())?;
+    let pid = server.pid().to_string();
+    let feed: Feed = runner.run("feed", &["feed", "--url", &base, "--server-pid", &pid])?;
+    banner("stopping muster serve");
+    server.stop();
+
+    // Backlog: a database of its own, filled in SQL, a fresh server per size.
+    let backlog_url = migrated_database(cluster, muster, "muster_backlog")?;
+    let serve = ServeArgs {
+        url: &backlog_url,
+        ..serve
+    };
+    let mut backlog = Vec::new();
+    for size in BACKLOG_SIZES {
+        let to = size.to_string();
+        let fill: BacklogFill = runner.run(
+            &format!("backlog-fill-{size}"),
+            &["backlog-fill", "--database-url", &backlog_url, "--to", &to],
+        )?;
+        let log_path = out.join(format!("server-backlog-{size}.log"));
+        let started = Instant::now();
+        let mut server = serve.spawn(&log_path)?;
+        let first_queues = wait_queues(&listen, &token("operator"), &mut server, started)?;
+        let measured: BacklogMeasured =
+            runner.run(&format!("backlog-{size}"), &["backlog", "--url", &base])?;
+        server.stop();
+        backlog.push(BacklogSize {
+            fill,
+            measured,
+            size,
+            start_to_first_queues_ms: Some(first_queues.as_secs_f64() * 1000.0),
+        });
+    }
+
+    // Batching: a database of its own, the trawl queue topped up to BATCH_ITEMS in SQL before
+    // each batch size, a fresh server per size (its peak RSS is read at the end of the run).
+    let batch_url = migrated_database(cluster, muster, "muster_batch")?;
+    let serve = ServeArgs {
+        url: &batch_url,
+        ..serve
+    };
+    let mut batches = Vec::new();
+    for (size, lease_next, next, seconds) in BATCH_RUNS {
+        let items = BATCH_ITEMS.to_string();
+        runner.run::<BacklogFill>(
+            &format!("batch-fill-{size}"),
+            &["backlog-fill", "--database-url", &batch_url, "--to", &items],
+        )?;
+        let name = match (lease_next, next) {
+            (true, _) => format!("{size}-lease-next"),
+            (false, true) => format!("{size}-next"),
+            (false, false) => size.to_string(),
+        };
+        let log_path = out.join(format!("server-batch-{name}.log"));
+        let mut server = serve.spawn(&log_path)?;
+        wait_healthy(&listen, &mut server)?;
+        let (size, seconds) = (size.to_string(), seconds.to_string());
+        let mut args = vec![
+            "batch",
+            "--url",
+            &base,
+            "--batch",
+            &size,
+            "--items",
+            &items,
+            "--seconds",
+            &seconds,
+        ];
+        if lease_next {
+            args.push("--lease-next");
+        }
+        if next {
+            args.push("--next");
+        }
+        let mut measured: BatchRun = runner.run(&format!("batch-{name}"), &args)?;
+        measured.server_peak_rss_mib = Some(memory(server.pid())?.hwm_mib);
+        server.stop();
+        batches.push(measured);
+    }
+    write_json(&out.join("batch.json"), &RunsDoc { runs: &batches })?;
+
+    // The SQL floor: the same rows as a batch of 128 writes, in plain SQL (pgbench), on a
+    // migrated database of its own; then a bare queue's rows on the same table; then the same
+    // rows one item per transaction (the single-item ceiling), topped up before each run.
+    let floor_url = migrated_database(cluster, muster, "muster_floor")?;
+    // Each script on a queue topped up to BATCH_ITEMS, or on tables of its own made anew (then
+    // as fresh as the filled queue of the others); its files in `out` start with `phase`.
+    let script = |url: &str, run: &FloorRun, phase: &str| -> Result<FloorResult> {
+        if let Some(setup) = run.setup {
+            banner(&format!("psql (setup of {})", run.file));
+            for sql in [setup, "VACUUM ANALYZE minimal.queue", "CHECKPOINT"] {
+                psql(url, sql)?;
+            }
+        } else {
+            let items = BATCH_ITEMS.to_string();
+            runner.run::<BacklogFill>(
+                &format!("{phase}-fill-{}", run.name),
+                &["backlog-fill", "--database-url", url, "--to", &items],
+            )?;
+        }
+        sql_floor(url, run, out, phase)
+    };
+    let mut floor = Vec::new();
+    for run in &FLOOR_RUNS {
+        floor.push(script(&floor_url, run, "floor")?);
+    }
+    write_json(&out.join("floor.json"), &RunsDoc { runs: &floor })?;
+
+    // Issue #7's 64-worker target within about a minute, because the machine's speed moves by
+    // half within an hour and the floor's scripts run minutes after the cycles: the issue's
+    // script on both kinds of tables, a 64-worker drain of single calls over HTTP, the scripts
+    // again in reverse order. The scripts on a database of their own; the drain on a fresh
+    // server whose queue (and history) was filled before it started.
+    let target_url = migrated_database(cluster, muster, "muster_target")?;
+    let target_items = TARGET_BACKLOG.to_string();
+    runner.run::<BacklogFill>(
+        "target-fill",
+        &[
+            "backlog-fill",
+            "--database-url",
+            &target_url,
+            "--to",
+            &target_items,
+        ],
+    )?;
+    let serve_target = ServeArgs {
+        url: &target_url,
+        ..serve
+    };
+    let mut server = serve_target.spawn(&out.join("server-target.log"))?;
+    wait_healthy(&listen, &mut server)?;
+    let issue_url = migrated_database(cluster, muster, "muster_issue")?;
+    let before = ISSUE_RUNS
+        .iter()
+        .map(|run| script(&issue_url, run, "target-before"))
+        .collect::<Result<Vec<_>>>()?;
+    // The scripts' dead rows vacuumed and their dirty pages written now, so that neither
+    // autovacuum nor a checkpoint of theirs lands in the drain.
+    banner("psql (settle muster_issue before the drain)");
+    for sql in ["VACUUM ANALYZE", "CHECKPOINT"] {
+        psql(&issue_url, sql)?;
+    }
+    let seconds = TARGET_SECONDS.to_string();
+    let drain: BatchRun = runner.run(
+        "target-drain",
+        &[
+            "batch",
+            "--url",
+            &base,
+            "--batch",
+            "1",
+            "--workers",
+            "64",
+            "--items",
+            &target_items,
+            "--seconds",
+            &seconds,
+        ],
+    )?;
+    let after = ISSUE_RUNS
+        .iter()
+        .rev()
+        .map(|run| script(&issue_url, run, "target-after"))
+        .collect::<Result<Vec<_>>>()?;
+    server.stop();
+    let target = Target {
+        after,
+        before,
+        drain: Some(drain),
+    };
+    write_json(&out.join("target.json"), &target)?;
+
+    // Bloat: the single-call rate on a fresh database, then after BLOAT_CYCLES more lease →
+    // complete cycles (pushed through in batches of 128, each one lease and one completion with
+    // its ledger rows), on the same server, with autovacuum as configured (V7).
+    let bloat_url = migrated_database(cluster, muster, "muster_bloat")?;
+    let serve = ServeArgs {
+        url: &bloat_url,
+        ..serve
+    };
+    let mut server = serve.spawn(&out.join("server-bloat.log"))?;
+    wait_healthy(&listen, &mut server)?;
+    let single = |name: &str| -> Result<BatchRun> {
+        runner.run::<BacklogFill>(
+            &format!("bloat-fill-{name}"),
+            &[
+                "backlog-fill",
+                "--database-url",
+                &bloat_url,
+                "--to",
+                "40000",
+            ],
+        )?;
+        runner.run(
+            &format!("bloat-{name}"),
+            &["batch", "--url", &base, "--batch", "1", "--seconds", "10"],
+        )
+    };
+    let before = single("start")?;
+    let bloat_cycles = BLOAT_CYCLES.to_string();
+    runner.run::<BacklogFill>(
+        "bloat-fill-cycles",
+        &[
+            "backlog-fill",
+            "--database-url",
+            &bloat_url,
+            "--to",
+            &bloat_cycles,
+        ],
+    )?;
+    let pushed: BatchRun = runner.run(
+        "bloat-cycles",
+        &[
+            "batch",
+            "--url",
+            &base,
+            "--batch",
+            "128",
+            "--items",
+            &bloat_cycles,
+            "--seconds",
+            "900",
+        ],
+    )?;
+    let after = single("after")?;
+    let sizes = table_sizes(&bloat_url);
+    server.stop();
+    let bloat = Bloat {
+        after,
+        before,
+        pushed,
+        sizes,
+    };
+    write_json(&out.join("bloat.json"), &bloat)?;
+    let memory = ServerMemory { idle, end };
+    write_json(&out.join("memory.json"), &memory)?;
+
+    Ok(Suite {
+        machine: machine(&url),
+        cycles,
+        pickup,
+        spam,
+        feed,
+        backlog,
+        batches,
+        floor,
+        target,
+        bloat,
+        memory,
+    })
+}

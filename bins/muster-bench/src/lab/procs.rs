@@ -1,0 +1,371 @@
+//! The processes of a suite: throwaway PostgreSQL clusters (muster-devdb), `psql`, the
+//! release `muster serve`, and `muster-bench` itself once per scenario (a fresh process each, as
+//! the scripts outside the repository run it).
+
+use std::io::Read;
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::results::Memory;
+
+pub(crate) fn banner(text: &str) {
+    println!("\n==> {text}");
+}
+
+/// Prints a banner, runs `cmd` and fails unless it succeeds.
+pub(crate) fn step(title: &str, cmd: &mut Command) -> Result<()> {
+    banner(title);
+    let status = cmd
+        .status()
+        .with_context(|| format!("could not run `{title}`"))?;
+    if !status.success() {
+        bail!("`{title}` failed ({status})");
+    }
+    Ok(())
+}
+
+/// Runs one SQL statement with psql.
+pub(crate) fn psql(url: &str, sql: &str) -> Result<()> {
+    let psql = find_bin("psql").context("psql not found (install the PostgreSQL client)")?;
+    let output = Command::new(&psql)
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("could not run {}", psql.display()))?;
+    if !output.status.success() {
+        bail!(
+            "psql -c '{sql}' failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The answer of one psql query (`-tA`), `None` when psql is missing or fails.
+pub(crate) fn psql_answer(url: &str, sql: &str) -> Option<String> {
+    let psql = find_bin("psql")?;
+    command_line(
+        &psql.to_string_lossy(),
+        &["-X", "-tA", "-d", url, "-c", sql],
+    )
+}
+
+/// Dev tokens for `principals` and the tokens file of their BLAKE3 hashes in `path`
+/// (`{"tokens": [{"blake3", "principal"}]}`, as `muster serve --tokens` reads it).
+pub(crate) fn write_tokens(path: &Path, principals: &[&str]) -> Result<Vec<(String, String)>> {
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        blake3: String,
+        principal: &'a str,
+    }
+    #[derive(Serialize)]
+    struct File<'a> {
+        tokens: Vec<Entry<'a>>,
+    }
+    let tokens: Vec<(String, String)> = principals
+        .iter()
+        .map(|p| {
+            let bytes: [u8; 32] = rand::random();
+            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            ((*p).to_owned(), format!("mst_{hex}"))
+        })
+        .collect();
+    let file = File {
+        tokens: tokens
+            .iter()
+            .map(|(principal, token)| Entry {
+                blake3: blake3::hash(token.as_bytes()).to_hex().to_string(),
+                principal,
+            })
+            .collect(),
+    };
+    std::fs::write(path, serde_json::to_string_pretty(&file)?)
+        .with_context(|| format!("write {}", path.display()))?;
+    Ok(tokens)
+}
+
+/// Writes `doc` as pretty JSON to `path`.
+pub(crate) fn write_json(path: &Path, doc: &impl Serialize) -> Result<()> {
+    std::fs::write(path, serde_json::to_string_pretty(doc)?)
+        .with_context(|| format!("write {}", path.display()))
+}
+
+/// Stops the server on every way out (SIGTERM, then SIGKILL after 10 s).
+pub(crate) struct Server {
+    child: Child,
+}
+
+impl Server {
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub(crate) fn stop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let until = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < until {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Starts a throwaway cluster with `options` (after a banner saying `what`), runs `work` on it,
+/// stops the cluster (also when `work` failed) and answers what `work` answered.
+pub(crate) fn on_cluster<T>(
+    what: &str,
+    options: ClusterOptions,
+    work: impl FnOnce(&TempCluster) -> Result<T>,
+) -> Result<T> {
+    banner(what);
+    let mut cluster = TempCluster::start_with(options).context("could not start PostgreSQL")?;
+    let result = work(&cluster);
+    banner("stopping the PostgreSQL cluster");
+    if let Err(error) = cluster.stop(StopMode::Fast) {
+        eprintln!("muster-bench: warning: {error}");
+    }
+    result
+}
+
+/// Runs `muster-bench ARGS` (this very program) with `env`, keeps the JSON it prints as
+/// `out/<name>.json` and answers it.
+pub(crate) fn muster_bench<T: DeserializeOwned>(
+    env: &[(&str, String)],
+    out: &Path,
+    name: &str,
+    args: &[&str],
+) -> Result<T> {
+    let load = std::env::current_exe().context("where is muster-bench?")?;
+    banner(&format!("muster-bench {}", args.join(" ")));
+    let output = with_nofile(&load)
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("could not run muster-bench {name}"))?;
+    if !output.status.success() {
+        bail!("muster-bench {name} failed ({})", output.status);
+    }
+    // Kept as printed (every field, known here or not), then read as its type.
+    let value: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .with_context(|| format!("muster-bench {name} printed no JSON"))?;
+    write_json(&out.join(format!("{name}.json")), &value)?;
+    serde_json::from_value(value)
+        .with_context(|| format!("muster-bench {name} printed JSON of another shape"))
+}
+
+/// A free `127.0.0.1:<port>` to listen on.
+pub(crate) fn free_listen() -> Result<String> {
+    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    Ok(format!("127.0.0.1:{port}"))
+}
+
+/// Creates database `name` in the cluster, migrates it with `muster migrate`, answers its URL.
+pub(crate) fn migrated_database(
+    cluster: &TempCluster,
+    muster: &Path,
+    name: &str,
+) -> Result<String> {
+    psql(&cluster.url("postgres"), &format!("create database {name}"))?;
+    let url = cluster.url(name);
+    step(
+        &format!("muster migrate ({name})"),
+        Command::new(muster).args(["migrate", "--database-url", &url]),
+    )?;
+    Ok(url)
+}
+
+/// The proof-of-work difficulty of the bench server (see `ServeArgs::spawn`).
+const BENCH_POW_DIFFICULTY: u8 = 16;
+
+/// The open-file soft limit the server and the load generator need: 1,000 SSE subscribers are
+/// 1,000 sockets on each side.
+const NOFILE: u32 = 4096;
+
+/// `program` run through `sh`, which raises the open-file soft limit to `NOFILE` when it is
+/// lower (failing if the hard limit does not allow it) and then `exec`s it: same pid.
+fn with_nofile(program: &Path) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!(
+            "n=$(ulimit -n); if [ \"$n\" != unlimited ] && [ \"$n\" -lt {NOFILE} ]; then \
+             ulimit -n {NOFILE} || exit 111; fi; exec \"$0\" \"$@\""
+        ))
+        .arg(program);
+    cmd
+}
+
+#[derive(Clone, Copy)]
+pub(crate) struct ServeArgs<'a> {
+    pub(crate) muster: &'a Path,
+    pub(crate) url: &'a str,
+    pub(crate) listen: &'a str,
+    pub(crate) tokens: &'a Path,
+    pub(crate) ownership: &'a Path,
+}
+
+impl ServeArgs<'_> {
+    /// Spawns the server with its log in `log_path` and waits until `/healthz` answers 200.
+    pub(crate) fn start(&self, log_path: &Path) -> Result<Server> {
+        banner(&format!(
+            "muster serve (release) on {}, log in {}",
+            self.listen,
+            log_path.display()
+        ));
+        let mut server = self.spawn(log_path)?;
+        wait_healthy(self.listen, &mut server)?;
+        Ok(server)
+    }
+
+    pub(crate) fn spawn(&self, log_path: &Path) -> Result<Server> {
+        let log = std::fs::File::create(log_path)?;
+        Ok(Server {
+            child: with_nofile(self.muster)
+                .arg("serve")
+                .args(["--database-url", self.url, "--listen", self.listen])
+                .arg("--tokens")
+                .arg(self.tokens)
+                .arg("--ownership-map")
+                .arg(self.ownership)
+                // Solving is not timed: a low difficulty only keeps the spam scenario's 256
+                // pre-solved challenges quick to make, whatever the default is.
+                .args(["--pow-difficulty", &BENCH_POW_DIFFICULTY.to_string()])
+                // The glibc setting deploy/k8s/deployment.yaml gives the pod, so that the
+                // memory figures are the deployed server's.
+                .env("MALLOC_MMAP_THRESHOLD_", "131072")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone()?)
+                .stderr(log)
+                .spawn()
+                .context("could not start muster serve")?,
+        })
+    }
+}
+
+/// Time from `started` to the first `200` of `GET /v1/queues` (the live feed counts the depths
+/// once at start; the endpoint waits for that count).
+pub(crate) fn wait_queues(
+    listen: &str,
+    token: &str,
+    server: &mut Server,
+    started: Instant,
+) -> Result<Duration> {
+    use std::io::Write;
+    let until = started + Duration::from_secs(120);
+    while Instant::now() < until {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            bail!("muster serve exited early ({status}); see target/bench/server-backlog-*.log");
+        }
+        if let Ok(mut s) = TcpStream::connect(listen) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
+            let _ = s.write_all(
+                format!(
+                    "GET /v1/queues HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+                )
+                .as_bytes(),
+            );
+            let mut answer = String::new();
+            let _ = s.read_to_string(&mut answer);
+            if answer.starts_with("HTTP/1.1 200") {
+                return Ok(started.elapsed());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    bail!("GET /v1/queues did not answer 200 within 120 s")
+}
+
+pub(crate) fn wait_healthy(listen: &str, server: &mut Server) -> Result<()> {
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        if let Ok(Some(status)) = server.child.try_wait() {
+            bail!("muster serve exited early ({status}); see its server.log");
+        }
+        if let Ok(mut s) = TcpStream::connect(listen) {
+            use std::io::Write;
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            let mut answer = String::new();
+            let _ = s.read_to_string(&mut answer);
+            if answer.starts_with("HTTP/1.1 200") {
+                return Ok(());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    bail!("muster serve did not become healthy within 30 s")
+}
+
+/// `(VmHWM, VmRSS)` of a process in MiB.
+pub(crate) fn memory(pid: u32) -> Result<Memory> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("read /proc/{pid}/status"))?;
+    let field = |name: &str| -> Result<f64> {
+        let line = status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .with_context(|| format!("{name} missing from /proc/{pid}/status"))?;
+        let kib: f64 = line
+            .split_whitespace()
+            .nth(1)
+            .context("malformed line")?
+            .parse()?;
+        Ok(kib / 1024.0)
+    };
+    Ok(Memory {
+        hwm_mib: field("VmHWM:")?,
+        rss_mib: field("VmRSS:")?,
+    })
+}
+
+pub(crate) fn command_line(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// `(nproc, CPU model, PostgreSQL version, date)`.
+pub(crate) fn machine(url: &str) -> Vec<(String, String)> {
+    let nproc = command_line("nproc", &[]).unwrap_or_else(|| "?".into());
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, m)| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "?".into());
+    let pg = psql_answer(url, "show server_version").unwrap_or_else(|| "?".into());
+    let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]).unwrap_or_else(|| "?".into());
+    vec![
+        ("nproc".into(), nproc),
+        ("CPU".into(), cpu),
+        ("PostgreSQL".into(), pg),
+        ("date".into(), date),
+    ]
+}

@@ -1,0 +1,272 @@
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::*;
+
+/// A document of a run, read as the table reads it.
+fn typed<T: DeserializeOwned>(v: &Value) -> T {
+    serde_json::from_value(v.clone()).unwrap()
+}
+
+/// Documents of a run, read as the table reads them.
+fn all<T: DeserializeOwned>(vs: &[Value]) -> Vec<T> {
+    vs.iter().map(typed).collect()
+}
+
+/// The figure columns of table rows (measured, baseline, ratio), without the label.
+fn figures(rows: &[[String; 4]]) -> Vec<Vec<String>> {
+    rows.iter().map(|r| r[1..].to_vec()).collect()
+}
+
+fn floor_run(name: &str, items: u64, items_per_s: f64) -> Value {
+    json!({"name": name, "clients": 16, "batch": 128, "items": items,
+           "expected_items": 198_656, "seconds": 20.0, "items_per_s": items_per_s})
+}
+
+/// A full run at 10,000 items/s that finished `full_items`, and a complete bare run at 20,000.
+fn floor_pair(full_items: u64) -> [Value; 2] {
+    [
+        floor_run("full", full_items, 10_000.0),
+        floor_run("bare", 198_656, 20_000.0),
+    ]
+}
+
+fn floor_table(batches: &[Value], floor: &[Value]) -> Vec<[String; 4]> {
+    let mut rows = Vec::new();
+    floor_rows(&mut rows, &all(batches), &all(floor));
+    rows
+}
+
+#[test]
+fn the_floor_row_compares_the_largest_batch_without_a_next_step_with_the_plain_sql_rate() {
+    let batches = [
+        json!({"batch": 1, "items_per_s": 1000.0}),
+        json!({"batch": 128, "items_per_s": 9000.0}),
+        json!({"batch": 128, "next": true, "items_per_s": 7000.0}),
+    ];
+    let floor = floor_pair(198_656);
+    let rows = floor_table(&batches, &floor);
+    assert_eq!(
+        rows[0][1..],
+        [
+            "9000".to_owned(),
+            "10000 in plain SQL".into(),
+            "0.90×".into()
+        ]
+    );
+}
+
+#[test]
+fn the_bare_queue_row_is_compared_with_the_full_rows() {
+    let floor = floor_pair(198_656);
+    let rows = floor_table(&[], &floor);
+    assert_eq!(
+        rows[0][1..],
+        [
+            "20000".to_owned(),
+            "10000 with lease and ledger rows".into(),
+            "2.00×".into()
+        ]
+    );
+}
+
+#[test]
+fn a_floor_run_that_finished_fewer_items_than_asked_says_so() {
+    let floor = floor_pair(198_000);
+    let rows = floor_table(&[json!({"batch": 128, "items_per_s": 9000.0})], &floor);
+    assert!(
+        rows[0][0].contains("198000 items of 198656 asked in 20.00 s"),
+        "{}",
+        rows[0][0]
+    );
+}
+
+#[test]
+fn the_ceiling_row_compares_the_http_cycles_with_the_single_item_sql_rate_at_the_same_concurrency()
+{
+    let cycles = [
+        json!({"workers": 16, "http": {"cycles_per_s": 2400.0}}),
+        json!({"workers": 64, "http": {"cycles_per_s": 5000.0}}),
+    ];
+    let ceiling = json!({"name": "single-64", "script": "ceiling-single.sql", "clients": 64,
+                         "batch": 1, "items": 19_200, "seconds": 16.0, "items_per_s": 1200.0});
+    let mut rows = Vec::new();
+    ceiling_rows(
+        &mut rows,
+        &all(&cycles),
+        &all(&[floor_run("full", 198_656, 9000.0), ceiling]),
+    );
+    assert_eq!(
+        figures(&rows),
+        [[
+            "5000".to_owned(),
+            "1200 in plain SQL".into(),
+            "4.17×".into()
+        ]]
+    );
+}
+
+fn issue_run(file: &str, items_per_s: f64) -> Value {
+    json!({"name": "issue", "script": file, "clients": 16, "batch": 1, "items": 16_000,
+           "seconds": 8.0, "items_per_s": items_per_s})
+}
+
+fn drain(items_per_s: f64) -> Value {
+    json!({"workers": 64, "items": 40_000, "seconds": 10.0, "drained": false,
+           "errors": 0, "items_per_s": items_per_s})
+}
+
+/// The target rows of a phase whose scripts ran at `before` and `after` around a drain.
+fn issue_table(http_64: f64, before: f64, after: f64) -> Vec<[String; 4]> {
+    let target = json!({
+        "before": [issue_run("issue-single.sql", before)],
+        "drain": drain(http_64),
+        "after": [issue_run("issue-single.sql", after)],
+    });
+    let mut rows = Vec::new();
+    target_rows(&mut rows, &typed(&target));
+    rows
+}
+
+#[test]
+fn the_issue_target_row_compares_the_drain_with_the_mean_of_the_scripts_around_it() {
+    let rows = issue_table(3900.0, 1800.0, 2200.0);
+    assert_eq!(
+        figures(&rows),
+        [[
+            "3900".to_owned(),
+            "2000 in plain SQL (mean)".into(),
+            "1.95×".into()
+        ]]
+    );
+}
+
+#[test]
+fn the_issue_target_row_names_both_script_rates() {
+    let rows = issue_table(3900.0, 1800.0, 2200.0);
+    assert!(
+        rows[0][0].contains("1800 before, 2200 after"),
+        "{}",
+        rows[0][0]
+    );
+}
+
+#[test]
+fn the_issue_target_is_met_at_4000_over_3100_of_the_scripts_around_the_drain() {
+    let rows = issue_table(3100.0 * 1.3, 3000.0, 3200.0);
+    assert!(
+        rows[0][0].ends_with("at least 1.2903× — met"),
+        "{}",
+        rows[0][0]
+    );
+}
+
+#[test]
+fn the_issue_target_is_not_met_below_4000_over_3100_of_the_scripts_around_the_drain() {
+    let rows = issue_table(3100.0 * 1.28, 3000.0, 3200.0);
+    assert!(
+        rows[0][0].ends_with("at least 1.2903× — not met"),
+        "{}",
+        rows[0][0]
+    );
+}
+
+#[test]
+fn the_issue_script_on_minimal_tables_gets_a_target_row_of_its_own() {
+    let target = json!({
+        "before": [issue_run("issue-single.sql", 2000.0),
+                   issue_run("issue-minimal.sql", 3200.0)],
+        "drain": drain(4000.0),
+        "after": [issue_run("issue-minimal.sql", 3200.0),
+                  issue_run("issue-single.sql", 2000.0)],
+    });
+    let mut rows = Vec::new();
+    target_rows(&mut rows, &typed(&target));
+    let got: Vec<_> = rows
+        .iter()
+        .map(|r| (r[0].contains("on minimal tables"), r[3].clone()))
+        .collect();
+    assert_eq!(got, [(false, "2.00×".to_owned()), (true, "1.25×".into())]);
+}
+
+#[test]
+fn a_script_measured_on_one_side_of_the_drain_only_leaves_the_target_not_measured() {
+    let target = json!({
+        "before": [issue_run("issue-single.sql", 2000.0)],
+        "drain": drain(4000.0),
+        "after": [],
+    });
+    let mut rows = Vec::new();
+    target_rows(&mut rows, &typed(&target));
+    assert_eq!(
+        figures(&rows),
+        [[
+            "4000".to_owned(),
+            "not measured: the issue's script ran on one side of the drain only".into(),
+            "n/a".into()
+        ]]
+    );
+}
+
+#[test]
+fn without_pgbench_the_target_row_shows_the_drain_and_says_the_script_was_not_measured() {
+    let skipped = json!({"name": "issue-16", "skipped": "pgbench not found"});
+    let target = json!({"before": [skipped], "drain": drain(4000.0), "after": [skipped]});
+    let mut rows = Vec::new();
+    target_rows(&mut rows, &typed(&target));
+    assert_eq!(
+        figures(&rows),
+        [[
+            "4000".to_owned(),
+            "not measured: pgbench not found".into(),
+            "n/a".into()
+        ]]
+    );
+}
+
+#[test]
+fn the_target_row_names_the_drains_errors() {
+    let mut failing = drain(3900.0);
+    failing["errors"] = json!(3);
+    failing["first_error"] = json!("503 at_capacity");
+    let target = json!({
+        "before": [issue_run("issue-single.sql", 2000.0)],
+        "drain": failing,
+        "after": [issue_run("issue-single.sql", 2000.0)],
+    });
+    let mut rows = Vec::new();
+    target_rows(&mut rows, &typed(&target));
+    assert!(
+        rows[0][0].contains("(3 errors: \"503 at_capacity\")"),
+        "{}",
+        rows[0][0]
+    );
+}
+
+#[test]
+fn the_target_row_names_the_drains_workers_and_the_scripts_clients() {
+    let rows = issue_table(3900.0, 1800.0, 2200.0);
+    let got = (
+        rows[0][0].contains("over HTTP, 64 workers, single calls"),
+        rows[0][0].contains("pgbench, 16 clients"),
+    );
+    assert_eq!(got, (true, true));
+}
+
+#[test]
+fn the_ceiling_rows_leave_the_issue_script_out() {
+    let cycles = [json!({"workers": 16, "http": {"cycles_per_s": 2400.0}})];
+    let issue = json!({"name": "issue-16", "script": "issue-single.sql", "clients": 16,
+                       "batch": 1, "items": 16_000, "seconds": 8.0, "items_per_s": 2000.0});
+    let mut rows = Vec::new();
+    ceiling_rows(&mut rows, &all(&cycles), &all(&[issue]));
+    assert_eq!(rows.len(), 0);
+}
+
+#[test]
+fn without_pgbench_the_floor_is_reported_as_not_measured() {
+    let skipped = json!({"name": "full", "skipped": "pgbench not found"});
+    let rows = floor_table(&[], &[skipped.clone(), skipped]);
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0][1], "not measured: pgbench not found");
+}

@@ -1,0 +1,389 @@
+//! The JSON documents `muster-bench` prints, as types: the scenarios write them, the suite keeps
+//! them under `target/bench/`, the table (`report`) and the charts (`charts`) read them back.
+//!
+//! Fields are declared in alphabetical order, the order `serde_json::json!` printed them in
+//! before these types existed, so that a document's text is unchanged. Scripts outside the
+//! repository read these names: add fields, never rename them. Every field has a default, so
+//! that the readers also take the documents of older runs (and the partial ones of tests).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// `{"n", "p50_ms", "p99_ms"}` of a sample (either percentile null when nothing was measured).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Percentiles {
+    pub(crate) n: u64,
+    pub(crate) p50_ms: Option<f64>,
+    pub(crate) p99_ms: Option<f64>,
+}
+
+/// The runs of a document that is either an array of runs or an object with a `runs` array
+/// (anything else, such as a bare number where a chart looks for runs, has none).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum Runs<T> {
+    List(Vec<T>),
+    Doc {
+        #[serde(default)]
+        runs: Vec<T>,
+    },
+    Other(serde_json::Value),
+}
+
+impl<T> Runs<T> {
+    pub(crate) fn runs(&self) -> &[T] {
+        match self {
+            Runs::List(runs) | Runs::Doc { runs } => runs,
+            Runs::Other(_) => &[],
+        }
+    }
+}
+
+impl<T> Default for Runs<T> {
+    fn default() -> Self {
+        Runs::List(Vec::new())
+    }
+}
+
+/// `{"runs": [...]}`, as the suite writes `batch.json` and `floor.json` (read as [`Runs`]).
+#[derive(Debug, Serialize)]
+pub(crate) struct RunsDoc<'a, T> {
+    pub(crate) runs: &'a [T],
+}
+
+// ---------------------------------------------------------------------------------------------
+// cycles, pickup
+
+/// One side (HTTP or in-process) of one concurrency level of `cycles`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct CyclesSide {
+    pub(crate) complete: Percentiles,
+    pub(crate) cycles: u64,
+    pub(crate) cycles_per_s: Option<f64>,
+    pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
+    pub(crate) lease: Percentiles,
+    pub(crate) ran_dry: bool,
+    pub(crate) seconds: f64,
+}
+
+/// One concurrency level of `cycles`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct CyclesRun {
+    pub(crate) http: CyclesSide,
+    pub(crate) http_over_in_process: Option<f64>,
+    pub(crate) in_process: CyclesSide,
+    /// Which side ran first (`in_process`, `http`).
+    pub(crate) order: Vec<String>,
+    pub(crate) workers: u64,
+}
+
+/// `muster-bench cycles` (`cycles.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Cycles {
+    pub(crate) backlog: Option<u64>,
+    /// Batching figures carried inside `cycles.json` by some early runs (read, never written).
+    #[serde(skip_serializing)]
+    pub(crate) batch: Option<Runs<BatchRun>>,
+    #[serde(skip_serializing)]
+    pub(crate) batching: Option<Runs<BatchRun>>,
+    pub(crate) run_seconds: Option<u64>,
+    pub(crate) runs: Vec<CyclesRun>,
+    pub(crate) scenario: String,
+}
+
+/// `muster-bench pickup` (`pickup.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Pickup {
+    pub(crate) http: Percentiles,
+    pub(crate) http_missed: u64,
+    pub(crate) in_process: Percentiles,
+    pub(crate) in_process_missed: u64,
+    pub(crate) p50_ratio: Option<f64>,
+    pub(crate) p99_ratio: Option<f64>,
+    pub(crate) repeats: Option<u64>,
+    pub(crate) scenario: String,
+    pub(crate) settle_ms: u64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// spam, feed
+
+/// One flood of edit submissions of `spam`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Flood {
+    pub(crate) latency: Percentiles,
+    pub(crate) requests: u64,
+    pub(crate) requests_per_s: Option<f64>,
+    pub(crate) seconds: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) solve_seconds_total: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) solver_threads: Option<usize>,
+    /// Answers by HTTP status.
+    pub(crate) statuses: BTreeMap<String, u64>,
+}
+
+/// `muster-bench spam` (`spam.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Spam {
+    /// Null when no challenge was solved up front (`--solved 0`).
+    pub(crate) accepted: Option<Flood>,
+    pub(crate) clients: u64,
+    pub(crate) difficulty: u8,
+    pub(crate) honeypot: Flood,
+    pub(crate) honeypot_over_accepted: Option<f64>,
+    pub(crate) pow_over_accepted: Option<f64>,
+    pub(crate) pow_refused: Flood,
+    pub(crate) scenario: String,
+}
+
+/// One subscriber count of `feed`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct FeedRun {
+    pub(crate) connect_seconds: f64,
+    pub(crate) connected: u64,
+    pub(crate) enqueue_round_trip: Percentiles,
+    pub(crate) enqueues: u64,
+    /// Signed: an event may arrive before the 201 does.
+    pub(crate) event_after_201: Percentiles,
+    pub(crate) event_after_send: Percentiles,
+    pub(crate) events_before_201: u64,
+    pub(crate) first_error: Option<String>,
+    pub(crate) interval_ms: u64,
+    pub(crate) missed_events: u64,
+    pub(crate) missed_subscribers: u64,
+    pub(crate) server_rss_mib_before_connect: Option<f64>,
+    pub(crate) server_rss_mib_idle_connected: Option<f64>,
+    pub(crate) streams_ended_early: u64,
+    pub(crate) subscribers: u64,
+}
+
+/// `muster-bench feed` (`feed.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Feed {
+    pub(crate) bench_open_files_soft_limit: Option<String>,
+    pub(crate) runs: Vec<FeedRun>,
+    pub(crate) scenario: String,
+    pub(crate) server_pid: Option<u32>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// backlog, batch
+
+/// `muster-bench backlog-fill`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct BacklogFill {
+    pub(crate) insert_seconds: Option<f64>,
+    pub(crate) inserted: i64,
+    pub(crate) queued_after: i64,
+    pub(crate) queued_before: i64,
+    pub(crate) scenario: String,
+    pub(crate) vacuum_checkpoint_seconds: f64,
+}
+
+/// `muster-bench backlog`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct BacklogMeasured {
+    pub(crate) complete: Percentiles,
+    pub(crate) cycles: u64,
+    pub(crate) cycles_per_s: Option<f64>,
+    /// `GET /v1/queues`'s `depths`, as the server answered them.
+    pub(crate) depths: serde_json::Value,
+    pub(crate) enqueue: Percentiles,
+    pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
+    pub(crate) lease: Percentiles,
+    pub(crate) queues: Percentiles,
+    pub(crate) ran_dry: bool,
+    pub(crate) scenario: String,
+    pub(crate) seconds: f64,
+    pub(crate) trawl_queued: i64,
+    pub(crate) workers: u64,
+}
+
+/// One backlog size of the suite (`backlog.json`): its fill, the server's start and the run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct BacklogSize {
+    pub(crate) fill: BacklogFill,
+    pub(crate) measured: BacklogMeasured,
+    pub(crate) size: u64,
+    pub(crate) start_to_first_queues_ms: Option<f64>,
+}
+
+/// Items/s of one side of a batching run, as the charts read older documents.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RateSide {
+    pub(crate) items_per_s: Option<f64>,
+}
+
+/// `muster-bench batch`, one run of the suite's batching, bloat and target phases.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct BatchRun {
+    /// Items per lease / batch complete (older documents: `batch_size` or `max`).
+    #[serde(alias = "batch_size", alias = "max")]
+    pub(crate) batch: Option<u64>,
+    pub(crate) complete: Percentiles,
+    pub(crate) drained: bool,
+    pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
+    /// Older documents' sides; today's runs are HTTP only, with a flat `items_per_s`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) http: Option<RateSide>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) in_process: Option<RateSide>,
+    pub(crate) items: u64,
+    pub(crate) items_per_s: Option<f64>,
+    pub(crate) lease: Percentiles,
+    pub(crate) lease_next: bool,
+    pub(crate) next: bool,
+    pub(crate) scenario: String,
+    pub(crate) seconds: f64,
+    /// Added by the suite: the server's VmHWM at the end of the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) server_peak_rss_mib: Option<f64>,
+    pub(crate) workers: u64,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The suite's own documents: floor, target, bloat
+
+/// One pgbench run of the SQL floor, or `{"name", "skipped"}` without pgbench.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct FloorResult {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) batch: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) clients: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) expected_items: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) items: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) items_per_s: Option<f64>,
+    /// `full`, `bare`, `single-16`, …; the first runs called it `script`.
+    pub(crate) name: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) protocol: Option<String>,
+    /// The script's file in `bins/muster-bench/sql/`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) script: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) skipped: Option<String>,
+}
+
+/// The target phase (`target.json`): the issue's scripts just before and just after a 64-worker
+/// drain.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Target {
+    pub(crate) after: Vec<FloorResult>,
+    pub(crate) before: Vec<FloorResult>,
+    pub(crate) drain: Option<BatchRun>,
+}
+
+/// The bloat phase (`bloat.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Bloat {
+    pub(crate) after: BatchRun,
+    pub(crate) before: BatchRun,
+    pub(crate) pushed: BatchRun,
+    /// `relation: size, dead tuples; …` of the working tables, when psql could tell.
+    pub(crate) sizes: Option<String>,
+}
+
+/// `(VmHWM, VmRSS)` of a process in MiB.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub(crate) struct Memory {
+    pub(crate) hwm_mib: f64,
+    pub(crate) rss_mib: f64,
+}
+
+/// The server's memory at two moments of the suite (`memory.json`).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub(crate) struct ServerMemory {
+    /// After start, idle.
+    pub(crate) idle: Memory,
+    /// After the cycles, pickup and spam scenarios, before the feed's subscribers.
+    pub(crate) end: Memory,
+}
+
+/// The issue's single-item script on one kind of table in the target phase: how fast it ran
+/// just before and just after the 64-worker drain.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct IssueScript {
+    pub(crate) file: &'static str,
+    /// The tables it ran on, as the table's rows name them.
+    pub(crate) tables: &'static str,
+    /// The same, short enough for a chart's legend.
+    pub(crate) short: &'static str,
+    /// pgbench's clients (as the run before the drain reports them).
+    pub(crate) clients: u64,
+    pub(crate) before: f64,
+    pub(crate) after: f64,
+}
+
+impl IssueScript {
+    /// The reading the target rows and the chart's lines use: the mean of the two runs.
+    pub(crate) fn mean(&self) -> f64 {
+        (self.before + self.after) / 2.0
+    }
+}
+
+impl Target {
+    /// The issue's scripts measured on both sides of the drain, in a fixed order; a script
+    /// measured on one side only (or skipped) is left out.
+    pub(crate) fn issue_scripts(&self) -> Vec<IssueScript> {
+        let run = |side: &[FloorResult], file: &str| -> Option<FloorResult> {
+            side.iter()
+                .find(|r| r.script.as_deref() == Some(file))
+                .cloned()
+        };
+        let before = |file: &str| run(&self.before, file);
+        let after = |file: &str| run(&self.after, file);
+        [
+            (
+                "issue-single.sql",
+                "Muster's tables",
+                "issue #7's script on Muster's tables",
+            ),
+            (
+                "issue-minimal.sql",
+                "minimal tables: a queue with one lease-order index, a five-column ledger",
+                "issue #7's script on minimal tables",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(file, tables, short)| {
+            let first = before(file)?;
+            Some(IssueScript {
+                file,
+                tables,
+                short,
+                clients: first.clients.unwrap_or(0),
+                before: first.items_per_s?,
+                after: after(file)?.items_per_s?,
+            })
+        })
+        .collect()
+    }
+}
