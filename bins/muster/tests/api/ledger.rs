@@ -10,21 +10,17 @@ async fn run_a_small_pipeline(app: &TestApp) {
         app.enqueue("trawl", "normal", json!({ "n": n })).await;
     }
     while let Some(l) = app.lease("trawl", "w").await {
-        let lid = l["lease_id"].as_str().unwrap();
         let r = app
-            .post(
-                &format!("/v1/leases/{lid}/complete"),
-                "worker:trawl",
+            .complete(
+                &l,
                 json!({"result": {}, "next": [{"kind": "sextant", "payload": {}}]}),
             )
             .await;
         assert_eq!(r.status, StatusCode::OK);
     }
     let l = app.lease("sextant", "s").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
-    app.post(
-        &format!("/v1/leases/{lid}/fail"),
-        "worker:sextant",
+    app.fail(
+        &l,
         json!({"error": {"code": "E", "message": "m"}, "retryable": false}),
     )
     .await;
@@ -99,10 +95,8 @@ async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
         )
         .await
         .unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
-    let path = format!("/v1/leases/{lid}/complete");
     let body = json!({"result": {"r": 1}, "next": [{"kind": "sextant", "payload": {}}]});
-    let r = app.post(&path, "worker:trawl", body.clone()).await;
+    let r = app.complete(&l, body.clone()).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     let after = (
         app.scalar_i64("SELECT count(*) FROM core.items").await,
@@ -122,7 +116,7 @@ async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
         .batch_execute("DROP TRIGGER inject ON core.leases")
         .await
         .unwrap();
-    let r = app.post(&path, "worker:trawl", body).await;
+    let r = app.complete(&l, body).await;
     assert_eq!(
         (r.status, r.body["replayed"].as_bool()),
         (StatusCode::OK, Some(false))

@@ -42,13 +42,6 @@ async fn a_lease_handed_out_before_a_restart_completes_on_the_next_server() {
     app.stop().await;
     let db = app.db.clone();
     let next = TestApp::spawn_on(db, |_| {}).await;
-    let lid = l["lease_id"].as_str().unwrap();
-    let r = next
-        .post(
-            &format!("/v1/leases/{lid}/complete"),
-            "worker:trawl",
-            json!({"result": {}}),
-        )
-        .await;
+    let r = next.complete(&l, json!({"result": {}})).await;
     assert_eq!(r.status, StatusCode::OK);
 }
