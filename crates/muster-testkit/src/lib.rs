@@ -33,7 +33,7 @@ mod sse;
 #[cfg(feature = "server")]
 pub use client::{Resp, lease_path};
 #[cfg(feature = "server")]
-pub use server::{TestApp, principals, retry_pipeline, token, write_tokens};
+pub use server::{TestApp, dead_addr, principals, retry_pipeline, token, write_tokens};
 #[cfg(feature = "server")]
 pub use sse::{SseEvent, SseStream};
 

@@ -70,6 +70,14 @@ pub fn retry_pipeline(
 /// Pipeline files written by `retry_pipeline`: read when the app is built, removed afterwards.
 const PIPELINE_PREFIX: &str = "muster-pipeline-";
 
+/// An address with nothing listening (a server that is down).
+pub async fn dead_addr() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind port 0");
+    listener.local_addr().expect("the bound address")
+}
+
 /// Server logs are shown only when `TEST_LOG` is set (e.g. `TEST_LOG=debug`).
 fn init_test_log() {
     static ONCE: std::sync::Once = std::sync::Once::new();
