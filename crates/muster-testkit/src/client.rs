@@ -126,15 +126,20 @@ impl TestApp {
         r.body
     }
 
+    /// `POST /v1/leases` as a worker of `kind`, waiting up to `wait_ms` for work: the answer
+    /// as it came (200 with a lease, or 204).
+    pub async fn lease_waiting(&self, kind: &str, worker_id: &str, wait_ms: u64) -> Resp {
+        self.post(
+            "/v1/leases",
+            &format!("worker:{kind}"),
+            json!({"worker_id": worker_id, "wait_ms": wait_ms}),
+        )
+        .await
+    }
+
     /// Leases one item of `kind` without waiting; `None` on 204.
     pub async fn lease(&self, kind: &str, worker_id: &str) -> Option<Value> {
-        let r = self
-            .post(
-                "/v1/leases",
-                &format!("worker:{kind}"),
-                json!({"worker_id": worker_id, "wait_ms": 0}),
-            )
-            .await;
+        let r = self.lease_waiting(kind, worker_id, 0).await;
         match r.status {
             StatusCode::OK => Some(r.body),
             StatusCode::NO_CONTENT => None,

@@ -201,6 +201,16 @@ impl TestApp {
             .get(0)
     }
 
+    /// Runs SQL straight on the test's database (to inject a fault, or set a row up).
+    pub async fn execute(&self, sql: &str) {
+        self.db
+            .client()
+            .await
+            .batch_execute(sql)
+            .await
+            .expect("the SQL runs");
+    }
+
     /// Verifies every ledger chain of the test's database.
     pub async fn verify_ledger(&self) -> muster_pg::LedgerReport {
         muster_pg::verify_ledger(&self.db.pool())

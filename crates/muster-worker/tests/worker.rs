@@ -8,8 +8,8 @@ use std::time::Duration;
 use muster_worker::{Action, ClientError, LeaseState, NextStep, SpoolEntry, WorkerClient};
 use serde_json::json;
 use support::{
-    FakeServer, LossyProxy, TempDir, TestApp, Workers, dead_addr, quick_retry, token,
-    unreachable_trawl,
+    FakeServer, LossyProxy, OneLeased, TempDir, TestApp, Workers, dead_addr, one_leased,
+    quick_retry, token, unreachable_trawl,
 };
 
 const GENEROUS: Duration = Duration::from_secs(20);
@@ -101,11 +101,13 @@ async fn fail_and_needs_subtool_are_delivered_and_unspooled() {
 
 #[tokio::test]
 async fn a_delivery_spooled_while_the_server_is_down_is_delivered_when_it_is_back() {
-    let server = TestApp::spawn().await;
-    let spool = TempDir::new("spool");
-    let live = server.worker("trawl", "trawl-1", &spool);
-    let item_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
-    let lease = live.lease(1_000).await.unwrap().unwrap();
+    let OneLeased {
+        server,
+        spool,
+        worker: live,
+        item_id,
+        lease,
+    } = one_leased().await;
 
     // The same worker, while Muster is unreachable.
     let down = unreachable_trawl(&spool, quick_retry(3)).await;
@@ -191,11 +193,13 @@ async fn redeliver_spool_sends_the_oldest_delivery_first() {
 
 #[tokio::test]
 async fn a_retried_delivery_after_a_lost_ack_is_answered_replayed_without_duplicate_next_items() {
-    let server = TestApp::spawn().await;
-    let spool = TempDir::new("spool");
-    let live = server.worker("trawl", "trawl-1", &spool);
-    let item_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
-    let lease = live.lease(1_000).await.unwrap().unwrap();
+    let OneLeased {
+        server,
+        spool,
+        worker: _live,
+        item_id,
+        lease,
+    } = one_leased().await;
 
     let proxy = LossyProxy::start(server.addr, 1).await;
     let through_proxy = WorkerClient::new(
@@ -231,11 +235,13 @@ async fn a_retried_delivery_after_a_lost_ack_is_answered_replayed_without_duplic
 
 #[tokio::test]
 async fn a_different_body_for_a_completed_lease_is_a_final_conflict() {
-    let server = TestApp::spawn().await;
-    let spool = TempDir::new("spool");
-    let trawl = server.worker("trawl", "trawl-1", &spool);
-    server.enqueue("trawl", "normal", json!({"n": 1})).await;
-    let lease = trawl.lease(1_000).await.unwrap().unwrap();
+    let OneLeased {
+        server: _server,
+        spool,
+        worker: trawl,
+        lease,
+        ..
+    } = one_leased().await;
     trawl
         .complete(&lease, json!({"v": 1}), vec![])
         .await
@@ -276,11 +282,13 @@ async fn a_delivery_on_a_superseded_lease_is_a_final_lease_lost_and_leaves_no_sp
 
 #[tokio::test]
 async fn a_refused_next_route_is_a_final_rejection_and_leaves_no_spool_file() {
-    let server = TestApp::spawn().await;
-    let spool = TempDir::new("spool");
-    let trawl = server.worker("trawl", "trawl-1", &spool);
-    server.enqueue("trawl", "normal", json!({"n": 1})).await;
-    let lease = trawl.lease(1_000).await.unwrap().unwrap();
+    let OneLeased {
+        server: _server,
+        spool,
+        worker: trawl,
+        lease,
+        ..
+    } = one_leased().await;
 
     let err = trawl
         .complete(

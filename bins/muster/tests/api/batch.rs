@@ -274,17 +274,7 @@ async fn a_late_completion_in_a_batch_answers_lease_lost_and_keeps_its_result_in
 async fn a_batch_whose_every_entry_the_database_refuses_writes_none_of_them() {
     let (app, leased) = two_leased_in_one_batch().await;
     let before = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
-    app.db
-        .client()
-        .await
-        .batch_execute(
-            "CREATE FUNCTION core.inject_failure() RETURNS trigger LANGUAGE plpgsql AS
-               $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
-             CREATE TRIGGER inject BEFORE UPDATE OF outcome ON core.leases
-               FOR EACH ROW EXECUTE FUNCTION core.inject_failure();",
-        )
-        .await
-        .unwrap();
+    crate::harness::fail_recording_lease_outcomes(&app).await;
     let completions = for_each_lease(
         &leased,
         |id| json!({"lease_id": id, "result": {}, "next": [{"kind": "sextant", "payload": {}}]}),
@@ -302,12 +292,7 @@ async fn a_batch_whose_every_entry_the_database_refuses_writes_none_of_them() {
         ),
         (before, 2, 0)
     );
-    app.db
-        .client()
-        .await
-        .batch_execute("DROP TRIGGER inject ON core.leases")
-        .await
-        .unwrap();
+    app.execute("DROP TRIGGER inject ON core.leases").await;
     let r = post_completions(&app, body).await;
     assert_eq!(statuses(&r.body), [200, 200]);
     app.verify_ledger().await;

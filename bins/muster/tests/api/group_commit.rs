@@ -26,12 +26,7 @@ where
 }
 
 async fn lease_as(app: Arc<TestApp>, worker: String) -> Resp {
-    app.post(
-        "/v1/leases",
-        "worker:trawl",
-        json!({"worker_id": worker, "wait_ms": 0}),
-    )
-    .await
+    app.lease_waiting("trawl", &worker, 0).await
 }
 
 async fn complete(app: Arc<TestApp>, lease: Value, result: Value) -> Resp {

@@ -38,15 +38,24 @@ impl Drop for KillOnDrop {
 /// Makes PostgreSQL refuse (with a non-transient error) any item update whose result holds the
 /// key `poison`: a body the checks before the database let through but the database refuses.
 pub async fn refuse_poisoned_results(app: &TestApp) {
-    app.db
-        .client()
-        .await
-        .batch_execute(
-            "CREATE FUNCTION core.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS
-               $$ BEGIN RAISE EXCEPTION 'poisoned result refused'; END $$;
-             CREATE TRIGGER refuse_poison BEFORE UPDATE ON core.items
-               FOR EACH ROW WHEN (NEW.result ? 'poison') EXECUTE FUNCTION core.refuse_poison();",
-        )
-        .await
-        .unwrap();
+    app.execute(
+        "CREATE FUNCTION core.refuse_poison() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'poisoned result refused'; END $$;
+         CREATE TRIGGER refuse_poison BEFORE UPDATE ON core.items
+           FOR EACH ROW WHEN (NEW.result ? 'poison') EXECUTE FUNCTION core.refuse_poison();",
+    )
+    .await;
+}
+
+/// Injected failure: the last write of a completion transaction (recording the lease's
+/// outcome) raises inside PostgreSQL, after the item, its next items and the ledger rows were
+/// written in the same transaction. `DROP TRIGGER inject ON core.leases` lifts it.
+pub async fn fail_recording_lease_outcomes(app: &TestApp) {
+    app.execute(
+        "CREATE FUNCTION core.inject_failure() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
+         CREATE TRIGGER inject BEFORE UPDATE OF outcome ON core.leases
+           FOR EACH ROW EXECUTE FUNCTION core.inject_failure();",
+    )
+    .await;
 }

@@ -81,13 +81,7 @@ async fn a_waiting_lease_request_is_woken_when_work_arrives() {
         let app = app.clone();
         tokio::spawn(async move {
             let started = Instant::now();
-            let r = app
-                .post(
-                    "/v1/leases",
-                    "worker:trawl",
-                    json!({"worker_id": "w", "wait_ms": 20000}),
-                )
-                .await;
+            let r = app.lease_waiting("trawl", "w", 20000).await;
             (r, started.elapsed())
         })
     };
@@ -103,13 +97,7 @@ async fn a_waiting_lease_request_is_woken_when_work_arrives() {
 #[tokio::test]
 async fn a_lease_request_with_no_work_answers_204_after_its_wait() {
     let app = TestApp::spawn().await;
-    let r = app
-        .post(
-            "/v1/leases",
-            "worker:trawl",
-            json!({"worker_id": "w", "wait_ms": 200}),
-        )
-        .await;
+    let r = app.lease_waiting("trawl", "w", 200).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
 }
 
@@ -134,13 +122,7 @@ async fn an_item_retried_with_backoff_is_not_leasable_before_not_before() {
         "leasable before its backoff ended"
     );
     // The default first backoff is 1-2 s; a waiting request picks it up once it passes.
-    let r = app
-        .post(
-            "/v1/leases",
-            "worker:trawl",
-            json!({"worker_id": "w", "wait_ms": 5000}),
-        )
-        .await;
+    let r = app.lease_waiting("trawl", "w", 5000).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.body["item"]["attempt"], 2);
     assert_eq!(r.body["fence"], 2);

@@ -81,20 +81,7 @@ async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
         app.scalar_i64("SELECT count(*) FROM core.items").await,
         app.scalar_i64("SELECT count(*) FROM core.ledger").await,
     );
-    // Injected failure: the last write of the completion transaction (recording the lease's
-    // outcome) raises inside PostgreSQL, after the item, its next items and the ledger rows
-    // were written in the same transaction.
-    app.db
-        .client()
-        .await
-        .batch_execute(
-            "CREATE FUNCTION core.inject_failure() RETURNS trigger LANGUAGE plpgsql AS
-               $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
-             CREATE TRIGGER inject BEFORE UPDATE OF outcome ON core.leases
-               FOR EACH ROW EXECUTE FUNCTION core.inject_failure();",
-        )
-        .await
-        .unwrap();
+    crate::harness::fail_recording_lease_outcomes(&app).await;
     let body = json!({"result": {"r": 1}, "next": [{"kind": "sextant", "payload": {}}]});
     let r = app.complete(&l, body.clone()).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
@@ -110,12 +97,7 @@ async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
     );
 
     // With the fault gone, the worker's retried delivery goes through once.
-    app.db
-        .client()
-        .await
-        .batch_execute("DROP TRIGGER inject ON core.leases")
-        .await
-        .unwrap();
+    app.execute("DROP TRIGGER inject ON core.leases").await;
     let r = app.complete(&l, body).await;
     assert_eq!(
         (r.status, r.body["replayed"].as_bool()),

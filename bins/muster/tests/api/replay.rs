@@ -257,19 +257,12 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
     park(&app, "trawl", "normal", 20, &digest('a')).await;
     // Injected failure: the 11th `replayed` ledger row raises inside PostgreSQL, after the
     // digest and the items were already updated in the same transaction.
-    app.db
-        .client()
-        .await
-        .batch_execute(
-            "CREATE SEQUENCE core.inject_count;
+    app.execute("CREATE SEQUENCE core.inject_count;
              CREATE FUNCTION core.inject_failure() RETURNS trigger LANGUAGE plpgsql AS
                $$ BEGIN IF nextval('core.inject_count') > 10 THEN RAISE EXCEPTION 'injected failure'; END IF;
                         RETURN NEW; END $$;
              CREATE TRIGGER inject BEFORE INSERT ON core.ledger FOR EACH ROW
-               WHEN (NEW.event = 'replayed') EXECUTE FUNCTION core.inject_failure();",
-        )
-        .await
-        .unwrap();
+               WHEN (NEW.event = 'replayed') EXECUTE FUNCTION core.inject_failure();").await;
     let r = put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(
@@ -292,12 +285,7 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
         .await,
         0
     );
-    app.db
-        .client()
-        .await
-        .batch_execute("DROP TRIGGER inject ON core.ledger")
-        .await
-        .unwrap();
+    app.execute("DROP TRIGGER inject ON core.ledger").await;
     assert_eq!(
         put_digest(&app, "trawl", "shipkeeper", &digest('b'))
             .await

@@ -13,14 +13,7 @@ async fn shutdown_ends_a_waiting_long_poll_with_204_and_returns() {
     let app = Arc::new(TestApp::spawn().await);
     let waiter = {
         let app = app.clone();
-        tokio::spawn(async move {
-            app.post(
-                "/v1/leases",
-                "worker:trawl",
-                json!({"worker_id": "w", "wait_ms": 30000}),
-            )
-            .await
-        })
+        tokio::spawn(async move { app.lease_waiting("trawl", "w", 30000).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();

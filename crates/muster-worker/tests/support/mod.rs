@@ -14,7 +14,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use muster_worker::{RetryPolicy, WorkerClient};
+use muster_worker::{Lease, RetryPolicy, WorkerClient};
+use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -46,6 +47,30 @@ impl Workers for TestApp {
             &spool.0,
         )
         .unwrap()
+    }
+}
+
+/// A server with one queued trawl item, `{"n": 1}`, leased by `trawl-1` spooling to `spool`.
+pub struct OneLeased {
+    pub server: TestApp,
+    pub spool: TempDir,
+    pub worker: WorkerClient,
+    pub item_id: String,
+    pub lease: Lease,
+}
+
+pub async fn one_leased() -> OneLeased {
+    let server = TestApp::spawn().await;
+    let spool = TempDir::new("spool");
+    let worker = server.worker("trawl", "trawl-1", &spool);
+    let item_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
+    let lease = worker.lease(1_000).await.unwrap().expect("a lease");
+    OneLeased {
+        server,
+        spool,
+        worker,
+        item_id,
+        lease,
     }
 }
 
