@@ -235,25 +235,20 @@ async fn a_retried_delivery_after_a_lost_ack_is_answered_replayed_without_duplic
 
 #[tokio::test]
 async fn a_different_body_for_a_completed_lease_is_a_final_conflict() {
-    let OneLeased {
-        server: _server,
-        spool,
-        worker: trawl,
-        lease,
-        ..
-    } = one_leased().await;
+    let one = one_leased().await;
+    let (trawl, lease) = (&one.worker, &one.lease);
     trawl
-        .complete(&lease, json!({"v": 1}), vec![])
+        .complete(lease, json!({"v": 1}), vec![])
         .await
         .unwrap();
 
     let err = trawl
-        .complete(&lease, json!({"v": 2}), vec![])
+        .complete(lease, json!({"v": 2}), vec![])
         .await
         .unwrap_err();
     assert_eq!(err.code(), "E_CONFLICT");
     assert!(err.is_final());
-    assert_eq!(spool.names(), Vec::<String>::new());
+    assert_eq!(one.spool.names(), Vec::<String>::new());
 }
 
 #[tokio::test]
@@ -282,17 +277,12 @@ async fn a_delivery_on_a_superseded_lease_is_a_final_lease_lost_and_leaves_no_sp
 
 #[tokio::test]
 async fn a_refused_next_route_is_a_final_rejection_and_leaves_no_spool_file() {
-    let OneLeased {
-        server: _server,
-        spool,
-        worker: trawl,
-        lease,
-        ..
-    } = one_leased().await;
+    let one = one_leased().await;
 
-    let err = trawl
+    let err = one
+        .worker
         .complete(
-            &lease,
+            &one.lease,
             json!({}),
             vec![NextStep::new("bellbuoy", json!({}))],
         )
@@ -302,7 +292,7 @@ async fn a_refused_next_route_is_a_final_rejection_and_leaves_no_spool_file() {
         panic!("expected Rejected, got {err:?}");
     };
     assert_eq!((*status, code.as_deref()), (422, Some("E_ROUTE")));
-    assert_eq!(spool.names(), Vec::<String>::new());
+    assert_eq!(one.spool.names(), Vec::<String>::new());
 }
 
 #[tokio::test]
