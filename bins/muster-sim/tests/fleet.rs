@@ -2,7 +2,6 @@
 //! their plans say, the database check passes on a clean run and catches a doubled effect, a
 //! restarted fleet delivers its spool, and workers fail over to the second replica.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use muster_domain::Kind;
@@ -12,133 +11,34 @@ use muster_sim::enqueue::{self, Planned};
 use muster_sim::fleet::{self, FleetConfig, Tokens};
 use muster_sim::plan::{Plan, SimPayload};
 use muster_sim::stats::{Stats, Summary};
+use muster_testkit::{TempDir, TestApp, dead_addr, principals, token};
 use muster_worker::{RetryPolicy, WorkerClient};
-use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
-
-const PRINCIPALS: [&str; 13] = [
-    "operator",
-    "shipkeeper",
-    "conn",
-    "worker:trawl",
-    "worker:sextant",
-    "worker:assay",
-    "worker:countersign",
-    "worker:waybill",
-    "worker:moldloft",
-    "worker:shakedown",
-    "worker:chartroom",
-    "worker:tidegauge",
-    "worker:bellbuoy",
-];
-
-fn token(principal: &str) -> String {
-    format!("sim-test-token-{principal}")
-}
+use tokio::sync::watch;
 
 fn tokens() -> Tokens {
-    PRINCIPALS
-        .iter()
-        .map(|p| ((*p).to_owned(), token(p)))
+    principals()
+        .into_iter()
+        .map(|p| {
+            let t = token(&p);
+            (p, t)
+        })
         .collect()
 }
 
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(prefix: &str) -> TempDir {
-        let d =
-            std::env::temp_dir().join(format!("{prefix}-{}-{}", std::process::id(), rand_suffix()));
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-fn rand_suffix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos() as u64
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A real server with a short lease TTL and quick retries, on a fresh database.
-struct Server {
-    url: String,
-    db: muster_testkit::TestDb,
-    settings: muster::Settings,
-    shutdown: Option<oneshot::Sender<()>>,
-    _dir: TempDir,
-}
-
-impl Server {
-    async fn start() -> Server {
-        let db = muster_testkit::fresh_db().await;
-        let dir = TempDir::new("muster-sim-test");
-        let entries: Vec<String> = PRINCIPALS
-            .iter()
-            .map(|p| {
-                format!(
-                    r#"{{"blake3": "{}", "principal": "{p}"}}"#,
-                    blake3::hash(token(p).as_bytes()).to_hex()
-                )
-            })
-            .collect();
-        let tokens = dir.0.join("tokens.json");
-        std::fs::write(&tokens, format!(r#"{{"tokens": [{}]}}"#, entries.join(","))).unwrap();
-        let retry: Vec<String> = Kind::ALL
-            .iter()
-            .map(|k| {
-                format!(
-                    r#""{k}": {{"base_ms": 50, "factor": 2, "cap_ms": 200, "max_attempts": 5}}"#
-                )
-            })
-            .collect();
-        let pipeline = dir.0.join("pipeline.json");
-        std::fs::write(
-            &pipeline,
-            format!(r#"{{"retry": {{{}}}}}"#, retry.join(",")),
-        )
-        .unwrap();
-        let mut settings = muster::Settings::new(db.url.clone());
-        settings.tokens = Some(tokens);
-        settings.pipeline = Some(pipeline);
+/// A real server with a short lease TTL and quick retries for every kind, on a fresh database.
+async fn start_server() -> TestApp {
+    TestApp::spawn_with(|s| {
+        muster_testkit::retry_pipeline(&Kind::ALL, 50, 2, 200, 5)(s);
         // Short, so crashed workers' items come back quickly; long enough that a worker starved
         // of CPU for a moment on a busy 2-core machine (four of these fleets and their clusters
         // run at once) does not lose a live lease: at 600 ms one CI run lost one.
-        settings.lease_ttl_ms = 1_500;
-        let app = muster::build(&settings).expect("build the app");
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let (tx, rx) = oneshot::channel::<()>();
-        tokio::spawn(muster::serve(app, listener, async move {
-            let _ = rx.await;
-        }));
-        Server {
-            url,
-            db,
-            settings,
-            shutdown: Some(tx),
-            _dir: dir,
-        }
-    }
-
-    async fn db(&self) -> tokio_postgres::Client {
-        check::connect(&self.db.url).await.unwrap()
-    }
+        s.lease_ttl_ms = 1_500;
+    })
+    .await
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-    }
+async fn db(server: &TestApp) -> tokio_postgres::Client {
+    check::connect(&server.db.url).await.unwrap()
 }
 
 /// A running fleet; `stop` ends it and answers its summary.
@@ -179,8 +79,8 @@ impl Fleet {
     }
 }
 
-async fn enqueue(server: &Server, plans: Vec<(u64, Plan)>) -> Planned {
-    let api = Api::new(std::slice::from_ref(&server.url), &token("operator")).unwrap();
+async fn enqueue(server: &TestApp, plans: Vec<(u64, Plan)>) -> Planned {
+    let api = Api::new(&[server.url()], &token("operator")).unwrap();
     let planned = enqueue::planned(&plans);
     enqueue::enqueue(&api, &Stats::default(), plans, 4)
         .await
@@ -254,7 +154,7 @@ fn varied_plans() -> Vec<(u64, Plan)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_takes_every_chain_to_the_end_its_plan_dictates_and_the_database_check_passes() {
-    let server = Server::start().await;
+    let server = start_server().await;
     let spool = TempDir::new("muster-sim-spool");
     let planned = enqueue(&server, varied_plans()).await;
     assert_eq!(planned.items, 10 + 3 + 10 + 10 + 10 + 10 + 1 + 10 + 8 + 10);
@@ -269,8 +169,8 @@ async fn a_fleet_takes_every_chain_to_the_end_its_plan_dictates_and_the_database
         .unwrap()
         .as_secs_f64()
         * 1000.0;
-    let fleet = Fleet::start(vec![server.url.clone()], &spool, 10);
-    let db = server.db().await;
+    let fleet = Fleet::start(vec![server.url()], &spool, 10);
+    let db = db(&server).await;
     let stats = wait_finished(&db, planned.items).await;
     let summary = fleet.stop().await;
 
@@ -327,11 +227,11 @@ async fn a_fleet_takes_every_chain_to_the_end_its_plan_dictates_and_the_database
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_database_check_reports_a_duplicated_next_item_and_a_lost_root() {
-    let server = Server::start().await;
+    let server = start_server().await;
     let spool = TempDir::new("muster-sim-spool");
     let planned = enqueue(&server, vec![(0, Plan::default()), (1, Plan::default())]).await;
-    let fleet = Fleet::start(vec![server.url.clone()], &spool, 10);
-    let db = server.db().await;
+    let fleet = Fleet::start(vec![server.url()], &spool, 10);
+    let db = db(&server).await;
     wait_finished(&db, planned.items).await;
     fleet.stop().await;
     assert!(check::check(&db, 2, &[]).await.unwrap().ok);
@@ -372,21 +272,23 @@ async fn the_database_check_reports_a_duplicated_next_item_and_a_lost_root() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_fleet_first_delivers_what_a_killed_one_left_in_its_spool() {
-    let server = Server::start().await;
+    let server = start_server().await;
     let spool = TempDir::new("muster-sim-spool");
     enqueue(&server, vec![(0, Plan::default())]).await;
 
     // A trawl worker leases the root and spools its completion, but the replica it delivers to
     // is gone (the process "dies" with the delivery spooled).
     let dir = spool.0.join(fleet::spool_dir_name(Kind::Trawl, 0));
-    let live =
-        WorkerClient::new(&server.url, &token("worker:trawl"), "trawl", "t-old", &dir).unwrap();
+    let live = WorkerClient::new(
+        &server.url(),
+        &token("worker:trawl"),
+        "trawl",
+        "t-old",
+        &dir,
+    )
+    .unwrap();
     let lease = live.lease(1_000).await.unwrap().expect("a lease");
-    let dead = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let dead = dead_addr().await;
     let gone = WorkerClient::new(
         &format!("http://{dead}"),
         &token("worker:trawl"),
@@ -411,8 +313,8 @@ async fn a_restarted_fleet_first_delivers_what_a_killed_one_left_in_its_spool() 
     assert_eq!(undelivered.code(), "E_UNDELIVERED");
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
 
-    let fleet = Fleet::start(vec![server.url.clone()], &spool, 10);
-    let db = server.db().await;
+    let fleet = Fleet::start(vec![server.url()], &spool, 10);
+    let db = db(&server).await;
     wait_finished(&db, 10).await;
     let summary = fleet.stop().await;
     assert_eq!(summary.redelivered_from_spool, 1);
@@ -424,21 +326,13 @@ async fn a_restarted_fleet_first_delivers_what_a_killed_one_left_in_its_spool() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_fail_over_to_the_second_url_when_the_first_refuses_connections() {
-    let server = Server::start().await;
+    let server = start_server().await;
     let spool = TempDir::new("muster-sim-spool");
     let planned = enqueue(&server, vec![(0, Plan::default()), (1, Plan::default())]).await;
-    let dead = TcpListener::bind("127.0.0.1:0")
-        .await
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    let dead = dead_addr().await;
 
-    let fleet = Fleet::start(
-        vec![format!("http://{dead}"), server.url.clone()],
-        &spool,
-        20,
-    );
-    let db = server.db().await;
+    let fleet = Fleet::start(vec![format!("http://{dead}"), server.url()], &spool, 20);
+    let db = db(&server).await;
     wait_finished(&db, planned.items).await;
     let summary = fleet.stop().await;
     assert_eq!(summary.completes, 20);

@@ -10,6 +10,9 @@
 //!
 //! Each test gets its own database, created from a template that was migrated once per process
 //! by the production migration code.
+//!
+//! With the `server` feature: `TestApp`, a real `muster` server on port 0 against such a
+//! database, a token for every principal, and an HTTP client with one helper per use case.
 
 use std::sync::OnceLock;
 
@@ -17,6 +20,22 @@ use muster_devdb::TempCluster;
 use muster_pg::PoolSettings;
 use tokio::sync::OnceCell;
 use tokio_postgres::NoTls;
+
+mod tempdir;
+pub use tempdir::TempDir;
+
+#[cfg(feature = "server")]
+mod client;
+#[cfg(feature = "server")]
+mod server;
+#[cfg(feature = "server")]
+mod sse;
+#[cfg(feature = "server")]
+pub use client::{Resp, lease_path};
+#[cfg(feature = "server")]
+pub use server::{TestApp, dead_addr, principals, retry_pipeline, token, write_tokens};
+#[cfg(feature = "server")]
+pub use sse::{SseEvent, SseStream};
 
 static OWN_CLUSTER: OnceLock<TempCluster> = OnceLock::new();
 static TEMPLATE: OnceCell<String> = OnceCell::const_new();

@@ -5,15 +5,15 @@ mod support;
 
 use muster_worker::{ClientError, Completion, Lease, NextStep, WorkerClient};
 use serde_json::json;
-use support::{Server, TempDir, quick_retry, unreachable_trawl};
+use support::{TempDir, TestApp, Workers, quick_retry, unreachable_trawl};
 
 /// A server with `n` queued trawl items, and a trawl worker spooling to `spool`.
-async fn queued(n: usize, spool: &TempDir) -> (Server, WorkerClient, Vec<String>) {
-    let server = Server::start().await;
+async fn queued(n: usize, spool: &TempDir) -> (TestApp, WorkerClient, Vec<String>) {
+    let server = TestApp::spawn().await;
     let trawl = server.worker("trawl", "trawl-1", spool);
     let mut ids = Vec::new();
     for i in 0..n {
-        ids.push(server.enqueue("trawl", json!({ "n": i })).await);
+        ids.push(server.enqueue("trawl", "normal", json!({ "n": i })).await);
     }
     (server, trawl, ids)
 }

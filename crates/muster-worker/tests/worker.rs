@@ -8,18 +8,19 @@ use std::time::Duration;
 use muster_worker::{Action, ClientError, LeaseState, NextStep, SpoolEntry, WorkerClient};
 use serde_json::json;
 use support::{
-    FakeServer, LossyProxy, Server, TempDir, dead_addr, quick_retry, token, unreachable_trawl,
+    FakeServer, LossyProxy, OneLeased, TempDir, TestApp, Workers, dead_addr, one_leased,
+    quick_retry, token, unreachable_trawl,
 };
 
 const GENEROUS: Duration = Duration::from_secs(20);
 
 #[tokio::test]
 async fn lease_then_complete_marks_the_item_done_and_enqueues_the_next_step() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let spool = TempDir::new("spool");
     let trawl = server.worker("trawl", "trawl-1", &spool);
     let item_id = server
-        .enqueue("trawl", json!({"url": "https://example.org"}))
+        .enqueue("trawl", "normal", json!({"url": "https://example.org"}))
         .await;
 
     let lease = trawl.lease(1_000).await.unwrap().expect("a lease");
@@ -59,7 +60,7 @@ async fn lease_then_complete_marks_the_item_done_and_enqueues_the_next_step() {
 
 #[tokio::test]
 async fn lease_answers_none_when_nothing_becomes_leasable_within_the_wait() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let spool = TempDir::new("spool");
     let trawl = server.worker("trawl", "trawl-1", &spool);
     assert_eq!(trawl.lease(50).await.unwrap(), None);
@@ -67,11 +68,11 @@ async fn lease_answers_none_when_nothing_becomes_leasable_within_the_wait() {
 
 #[tokio::test]
 async fn fail_and_needs_subtool_are_delivered_and_unspooled() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let spool = TempDir::new("spool");
     let trawl = server.worker("trawl", "trawl-1", &spool);
-    let failed_id = server.enqueue("trawl", json!({"n": 1})).await;
-    let parked_id = server.enqueue("trawl", json!({"n": 2})).await;
+    let failed_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
+    let parked_id = server.enqueue("trawl", "normal", json!({"n": 2})).await;
 
     let first = trawl.lease(1_000).await.unwrap().unwrap();
     assert_eq!(first.item.id, failed_id);
@@ -100,11 +101,13 @@ async fn fail_and_needs_subtool_are_delivered_and_unspooled() {
 
 #[tokio::test]
 async fn a_delivery_spooled_while_the_server_is_down_is_delivered_when_it_is_back() {
-    let server = Server::start().await;
-    let spool = TempDir::new("spool");
-    let live = server.worker("trawl", "trawl-1", &spool);
-    let item_id = server.enqueue("trawl", json!({"n": 1})).await;
-    let lease = live.lease(1_000).await.unwrap().unwrap();
+    let OneLeased {
+        server,
+        spool,
+        worker: live,
+        item_id,
+        lease,
+    } = one_leased().await;
 
     // The same worker, while Muster is unreachable.
     let down = unreachable_trawl(&spool, quick_retry(3)).await;
@@ -149,11 +152,11 @@ async fn a_delivery_spooled_while_the_server_is_down_is_delivered_when_it_is_bac
 
 #[tokio::test]
 async fn redeliver_spool_sends_the_oldest_delivery_first() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let spool = TempDir::new("spool");
     let live = server.worker("trawl", "trawl-1", &spool);
-    server.enqueue("trawl", json!({"n": 1})).await;
-    server.enqueue("trawl", json!({"n": 2})).await;
+    server.enqueue("trawl", "normal", json!({"n": 1})).await;
+    server.enqueue("trawl", "normal", json!({"n": 2})).await;
     let a = live.lease(1_000).await.unwrap().unwrap();
     let b = live.lease(1_000).await.unwrap().unwrap();
     let down = unreachable_trawl(&spool, quick_retry(1)).await;
@@ -190,11 +193,13 @@ async fn redeliver_spool_sends_the_oldest_delivery_first() {
 
 #[tokio::test]
 async fn a_retried_delivery_after_a_lost_ack_is_answered_replayed_without_duplicate_next_items() {
-    let server = Server::start().await;
-    let spool = TempDir::new("spool");
-    let live = server.worker("trawl", "trawl-1", &spool);
-    let item_id = server.enqueue("trawl", json!({"n": 1})).await;
-    let lease = live.lease(1_000).await.unwrap().unwrap();
+    let OneLeased {
+        server,
+        spool,
+        worker: _live,
+        item_id,
+        lease,
+    } = one_leased().await;
 
     let proxy = LossyProxy::start(server.addr, 1).await;
     let through_proxy = WorkerClient::new(
@@ -230,31 +235,28 @@ async fn a_retried_delivery_after_a_lost_ack_is_answered_replayed_without_duplic
 
 #[tokio::test]
 async fn a_different_body_for_a_completed_lease_is_a_final_conflict() {
-    let server = Server::start().await;
-    let spool = TempDir::new("spool");
-    let trawl = server.worker("trawl", "trawl-1", &spool);
-    server.enqueue("trawl", json!({"n": 1})).await;
-    let lease = trawl.lease(1_000).await.unwrap().unwrap();
+    let one = one_leased().await;
+    let (trawl, lease) = (&one.worker, &one.lease);
     trawl
-        .complete(&lease, json!({"v": 1}), vec![])
+        .complete(lease, json!({"v": 1}), vec![])
         .await
         .unwrap();
 
     let err = trawl
-        .complete(&lease, json!({"v": 2}), vec![])
+        .complete(lease, json!({"v": 2}), vec![])
         .await
         .unwrap_err();
     assert_eq!(err.code(), "E_CONFLICT");
     assert!(err.is_final());
-    assert_eq!(spool.names(), Vec::<String>::new());
+    assert_eq!(one.spool.names(), Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn a_delivery_on_a_superseded_lease_is_a_final_lease_lost_and_leaves_no_spool_file() {
-    let server = Server::start_with_ttl_ms(100).await;
+    let server = TestApp::spawn_with(|s| s.lease_ttl_ms = 100).await;
     let spool = TempDir::new("spool");
     let slow = server.worker("trawl", "trawl-slow", &spool);
-    let item_id = server.enqueue("trawl", json!({"n": 1})).await;
+    let item_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
     let old = slow.lease(1_000).await.unwrap().unwrap();
 
     let other_spool = TempDir::new("spool");
@@ -275,15 +277,12 @@ async fn a_delivery_on_a_superseded_lease_is_a_final_lease_lost_and_leaves_no_sp
 
 #[tokio::test]
 async fn a_refused_next_route_is_a_final_rejection_and_leaves_no_spool_file() {
-    let server = Server::start().await;
-    let spool = TempDir::new("spool");
-    let trawl = server.worker("trawl", "trawl-1", &spool);
-    server.enqueue("trawl", json!({"n": 1})).await;
-    let lease = trawl.lease(1_000).await.unwrap().unwrap();
+    let one = one_leased().await;
 
-    let err = trawl
+    let err = one
+        .worker
         .complete(
-            &lease,
+            &one.lease,
             json!({}),
             vec![NextStep::new("bellbuoy", json!({}))],
         )
@@ -293,15 +292,15 @@ async fn a_refused_next_route_is_a_final_rejection_and_leaves_no_spool_file() {
         panic!("expected Rejected, got {err:?}");
     };
     assert_eq!((*status, code.as_deref()), (422, Some("E_ROUTE")));
-    assert_eq!(spool.names(), Vec::<String>::new());
+    assert_eq!(one.spool.names(), Vec::<String>::new());
 }
 
 #[tokio::test]
 async fn heartbeat_keeps_a_short_lease_alive_past_its_ttl() {
-    let server = Server::start_with_ttl_ms(300).await;
+    let server = TestApp::spawn_with(|s| s.lease_ttl_ms = 300).await;
     let spool = TempDir::new("spool");
     let holder = server.worker("trawl", "trawl-holder", &spool);
-    let item_id = server.enqueue("trawl", json!({"n": 1})).await;
+    let item_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
     let lease = holder.lease(1_000).await.unwrap().unwrap();
     assert_eq!(lease.heartbeat_ms, 100);
 
@@ -331,10 +330,10 @@ async fn heartbeat_keeps_a_short_lease_alive_past_its_ttl() {
 
 #[tokio::test]
 async fn heartbeat_reports_loss_once_the_lease_is_superseded() {
-    let server = Server::start_with_ttl_ms(100).await;
+    let server = TestApp::spawn_with(|s| s.lease_ttl_ms = 100).await;
     let spool = TempDir::new("spool");
     let holder = server.worker("trawl", "trawl-holder", &spool);
-    server.enqueue("trawl", json!({"n": 1})).await;
+    server.enqueue("trawl", "normal", json!({"n": 1})).await;
     let mut lease = holder.lease(1_000).await.unwrap().unwrap();
     // Heartbeat far too rarely, so the lease expires and is taken over in between.
     lease.heartbeat_ms = 1_000;
@@ -511,7 +510,7 @@ async fn garbage_and_unexpected_delivery_answers_are_typed_errors_and_keep_or_dr
 
 #[tokio::test]
 async fn a_corrupt_spool_file_is_reported_and_set_aside_while_the_rest_is_delivered() {
-    let server = Server::start().await;
+    let server = TestApp::spawn().await;
     let spool = TempDir::new("spool");
     let trawl = server.worker("trawl", "trawl-1", &spool);
     std::fs::write(spool.0.join("broken.complete.json"), b"{\"lease_id\": 1").unwrap();

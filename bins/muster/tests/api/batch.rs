@@ -274,17 +274,7 @@ async fn a_late_completion_in_a_batch_answers_lease_lost_and_keeps_its_result_in
 async fn a_batch_whose_every_entry_the_database_refuses_writes_none_of_them() {
     let (app, leased) = two_leased_in_one_batch().await;
     let before = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
-    app.db
-        .client()
-        .await
-        .batch_execute(
-            "CREATE FUNCTION core.inject_failure() RETURNS trigger LANGUAGE plpgsql AS
-               $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
-             CREATE TRIGGER inject BEFORE UPDATE OF outcome ON core.leases
-               FOR EACH ROW EXECUTE FUNCTION core.inject_failure();",
-        )
-        .await
-        .unwrap();
+    crate::harness::fail_recording_lease_outcomes(&app).await;
     let completions = for_each_lease(
         &leased,
         |id| json!({"lease_id": id, "result": {}, "next": [{"kind": "sextant", "payload": {}}]}),
@@ -302,12 +292,7 @@ async fn a_batch_whose_every_entry_the_database_refuses_writes_none_of_them() {
         ),
         (before, 2, 0)
     );
-    app.db
-        .client()
-        .await
-        .batch_execute("DROP TRIGGER inject ON core.leases")
-        .await
-        .unwrap();
+    app.execute("DROP TRIGGER inject ON core.leases").await;
     let r = post_completions(&app, body).await;
     assert_eq!(statuses(&r.body), [200, 200]);
     app.verify_ledger().await;
@@ -344,27 +329,15 @@ async fn a_batch_from_another_principal_than_the_lease_holder_kind_is_refused_en
     );
 }
 
-async fn complete_leasing_next(app: &TestApp, lease_id: &str, body: Value) -> crate::harness::Resp {
-    app.post(
-        &format!("/v1/leases/{lease_id}/complete"),
-        "worker:trawl",
-        body,
-    )
-    .await
-}
-
 #[tokio::test]
 async fn a_completion_with_lease_next_answers_the_next_item_leased_to_the_same_worker() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
     let second = app.enqueue("trawl", "normal", json!({"n": 2})).await;
     let first = app.lease("trawl", "w-7").await.unwrap();
-    let r = complete_leasing_next(
-        &app,
-        first["lease_id"].as_str().unwrap(),
-        json!({"result": {}, "lease_next": true}),
-    )
-    .await;
+    let r = app
+        .complete(&first, json!({"result": {}, "lease_next": true}))
+        .await;
     assert_eq!(
         (
             r.status,
@@ -384,12 +357,9 @@ async fn a_completion_with_lease_next_on_an_empty_queue_answers_a_null_next_leas
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let r = complete_leasing_next(
-        &app,
-        l["lease_id"].as_str().unwrap(),
-        json!({"result": {}, "lease_next": true}),
-    )
-    .await;
+    let r = app
+        .complete(&l, json!({"result": {}, "lease_next": true}))
+        .await;
     assert_eq!(
         (r.status, r.body.get("next_lease")),
         (StatusCode::OK, Some(&Value::Null))
@@ -402,8 +372,7 @@ async fn a_completion_without_lease_next_has_no_next_lease_field() {
     app.enqueue("trawl", "normal", json!({})).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let r =
-        complete_leasing_next(&app, l["lease_id"].as_str().unwrap(), json!({"result": {}})).await;
+    let r = app.complete(&l, json!({"result": {}})).await;
     assert_eq!((r.status, r.body.get("next_lease")), (StatusCode::OK, None));
     assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 1);
 }
@@ -414,12 +383,12 @@ async fn a_refused_completion_with_lease_next_leases_nothing() {
     app.enqueue("trawl", "normal", json!({})).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let r = complete_leasing_next(
-        &app,
-        l["lease_id"].as_str().unwrap(),
-        json!({"result": {}, "next": [{"kind": "waybill", "payload": {}}], "lease_next": true}),
-    )
-    .await;
+    let r = app
+        .complete(
+            &l,
+            json!({"result": {}, "next": [{"kind": "waybill", "payload": {}}], "lease_next": true}),
+        )
+        .await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE")
@@ -434,10 +403,9 @@ async fn a_replayed_completion_with_lease_next_leases_afresh() {
         app.enqueue("trawl", "normal", json!({})).await;
     }
     let l = app.lease("trawl", "w").await.unwrap();
-    let id = l["lease_id"].as_str().unwrap();
     let body = json!({"result": {"r": 1}, "lease_next": true});
-    let first = complete_leasing_next(&app, id, body.clone()).await;
-    let again = complete_leasing_next(&app, id, body).await;
+    let first = app.complete(&l, body.clone()).await;
+    let again = app.complete(&l, body).await;
     assert_eq!(again.body["replayed"], true);
     assert_ne!(
         again.body["next_lease"]["item"]["id"],
@@ -509,12 +477,12 @@ async fn a_completion_with_lease_next_leases_to_the_worker_it_names() {
     app.enqueue("trawl", "normal", json!({})).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "before-restart").await.unwrap();
-    let r = complete_leasing_next(
-        &app,
-        l["lease_id"].as_str().unwrap(),
-        json!({"result": {}, "lease_next": true, "worker_id": "after-restart"}),
-    )
-    .await;
+    let r = app
+        .complete(
+            &l,
+            json!({"result": {}, "lease_next": true, "worker_id": "after-restart"}),
+        )
+        .await;
     let next = r.body["next_lease"]["lease_id"].as_str().unwrap();
     let sql = format!(
         "SELECT count(*) FROM core.leases WHERE id = '{next}' AND worker_id = 'after-restart'"
@@ -527,12 +495,9 @@ async fn a_worker_id_without_lease_next_is_a_bad_request() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let r = complete_leasing_next(
-        &app,
-        l["lease_id"].as_str().unwrap(),
-        json!({"result": {}, "worker_id": "w"}),
-    )
-    .await;
+    let r = app
+        .complete(&l, json!({"result": {}, "worker_id": "w"}))
+        .await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
@@ -556,7 +521,7 @@ async fn a_batch_of_more_than_256_entries_is_a_bad_request_even_with_malformed_i
 /// lease's fine completion is sent `fine_copies` times.
 async fn batch_after_a_refused_entry(fine_copies: usize) -> (TestApp, crate::harness::Resp) {
     let (app, leased) = two_leased_in_one_batch().await;
-    app.refuse_poisoned_results().await;
+    crate::harness::refuse_poisoned_results(&app).await;
     let ids = lease_ids(&leased);
     let mut entries = vec![json!({"lease_id": ids[0], "result": {"poison": true}})];
     entries.extend(std::iter::repeat_n(

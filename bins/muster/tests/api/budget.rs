@@ -126,13 +126,7 @@ async fn a_large_body_that_fits_in_the_room_left_passes() {
 async fn small_bodies_are_not_counted_and_pass_while_the_budget_is_full() {
     let app = one_mib_budget().await;
     let _held = hold(&app, 1024 * 1024).await;
-    let r = app
-        .post(
-            "/v1/leases",
-            "worker:trawl",
-            json!({"worker_id": "w-1", "wait_ms": 0}),
-        )
-        .await;
+    let r = app.lease_waiting("trawl", "w-1", 0).await;
     assert_eq!(r.status.as_u16(), 204);
 }
 

@@ -324,10 +324,7 @@ async fn only_the_targets_owner_decides_and_nothing_changes_without_a_decision()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_client_ip_reaches_the_database_or_the_log() {
     let db = muster_testkit::fresh_db().await;
-    let dir = crate::harness::TempDir(
-        std::env::temp_dir().join(format!("muster-ips-{}", uuid::Uuid::now_v7())),
-    );
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = crate::harness::TempDir::new("muster-ips");
     let map = dir.0.join("ownership_map.json");
     std::fs::write(&map, MAP).unwrap();
     let log = dir.0.join("muster.log");

@@ -59,13 +59,7 @@ async fn transitions_arrive_in_ledger_order_with_their_sequence_as_id() {
     let mut s = app.events("operator", None).await;
     let item = app.enqueue("trawl", "urgent", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
-    app.post(
-        &format!("/v1/leases/{lid}/complete"),
-        "worker:trawl",
-        json!({"result": {}}),
-    )
-    .await;
+    app.complete(&l, json!({"result": {}})).await;
     let got = transitions(&mut s, 3).await;
     let ids: Vec<i64> = got.iter().map(|e| e.id.unwrap()).collect();
     assert_eq!(ids, [1, 2, 3]);

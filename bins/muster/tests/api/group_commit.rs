@@ -26,21 +26,11 @@ where
 }
 
 async fn lease_as(app: Arc<TestApp>, worker: String) -> Resp {
-    app.post(
-        "/v1/leases",
-        "worker:trawl",
-        json!({"worker_id": worker, "wait_ms": 0}),
-    )
-    .await
+    app.lease_waiting("trawl", &worker, 0).await
 }
 
-async fn complete(app: Arc<TestApp>, lease_id: String, result: Value) -> Resp {
-    app.post(
-        &format!("/v1/leases/{lease_id}/complete"),
-        "worker:trawl",
-        json!({ "result": result }),
-    )
-    .await
+async fn complete(app: Arc<TestApp>, lease: Value, result: Value) -> Resp {
+    app.complete(&lease, json!({ "result": result })).await
 }
 
 /// An app with `n` queued trawl items, each leased by its own worker `w{i}` (in order).
@@ -54,10 +44,6 @@ async fn leased_by_n_workers(n: usize) -> (Arc<TestApp>, Vec<Value>) {
         leases.push(app.lease("trawl", &format!("w{i}")).await.unwrap());
     }
     (app, leases)
-}
-
-fn lease_id(lease: &Value) -> String {
-    lease["lease_id"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -113,7 +99,7 @@ async fn concurrent_single_leases_beyond_the_queue_answer_no_content() {
 async fn concurrent_single_completions_all_answer_ok() {
     let (app, leases) = leased_by_n_workers(24).await;
     let answers = all_at_once(&app, 24, |app, i| {
-        complete(app, lease_id(&leases[i]), json!({ "n": i }))
+        complete(app, leases[i].clone(), json!({ "n": i }))
     })
     .await;
     let statuses: Vec<StatusCode> = answers.iter().map(|r| r.status).collect();
@@ -124,7 +110,7 @@ async fn concurrent_single_completions_all_answer_ok() {
 async fn concurrent_single_completions_store_each_result_on_its_own_item() {
     let (app, leases) = leased_by_n_workers(24).await;
     all_at_once(&app, 24, |app, i| {
-        complete(app, lease_id(&leases[i]), json!({ "n": i }))
+        complete(app, leases[i].clone(), json!({ "n": i }))
     })
     .await;
     let mut misplaced = 0;
@@ -142,7 +128,7 @@ async fn concurrent_single_completions_store_each_result_on_its_own_item() {
 async fn concurrent_single_completions_answer_their_own_item() {
     let (app, leases) = leased_by_n_workers(24).await;
     let answers = all_at_once(&app, 24, |app, i| {
-        complete(app, lease_id(&leases[i]), json!({ "n": i }))
+        complete(app, leases[i].clone(), json!({ "n": i }))
     })
     .await;
     let answered: Vec<&Value> = answers.iter().map(|r| &r.body["item_id"]).collect();
@@ -153,8 +139,11 @@ async fn concurrent_single_completions_answer_their_own_item() {
 #[tokio::test]
 async fn the_same_completion_sent_concurrently_is_written_once_and_replayed_to_the_rest() {
     let (app, leases) = leased_by_n_workers(1).await;
-    let id = lease_id(&leases[0]);
-    let answers = all_at_once(&app, 8, |app, _| complete(app, id.clone(), json!({"n": 1}))).await;
+    let lease = leases[0].clone();
+    let answers = all_at_once(&app, 8, |app, _| {
+        complete(app, lease.clone(), json!({"n": 1}))
+    })
+    .await;
     let mut replayed: Vec<(u16, bool)> = answers
         .iter()
         .map(|r| (r.status.as_u16(), r.body["replayed"].as_bool().unwrap()))
@@ -178,8 +167,11 @@ async fn the_same_completion_sent_concurrently_is_written_once_and_replayed_to_t
 #[tokio::test]
 async fn the_same_completion_sent_concurrently_leaves_one_ledger_row() {
     let (app, leases) = leased_by_n_workers(1).await;
-    let id = lease_id(&leases[0]);
-    all_at_once(&app, 8, |app, _| complete(app, id.clone(), json!({"n": 1}))).await;
+    let lease = leases[0].clone();
+    all_at_once(&app, 8, |app, _| {
+        complete(app, lease.clone(), json!({"n": 1}))
+    })
+    .await;
     let sql = format!(
         "SELECT count(*) FROM core.ledger WHERE subject_id = '{}' AND event = 'completed'",
         leases[0]["item"]["id"].as_str().unwrap()
@@ -190,9 +182,9 @@ async fn the_same_completion_sent_concurrently_leaves_one_ledger_row() {
 #[tokio::test]
 async fn concurrent_completions_with_different_bodies_for_one_lease_conflict_after_the_first() {
     let (app, leases) = leased_by_n_workers(1).await;
-    let id = lease_id(&leases[0]);
+    let lease = leases[0].clone();
     let answers = all_at_once(&app, 6, |app, i| {
-        complete(app, id.clone(), json!({ "n": i }))
+        complete(app, lease.clone(), json!({ "n": i }))
     })
     .await;
     let mut statuses: Vec<u16> = answers.iter().map(|r| r.status.as_u16()).collect();
@@ -261,13 +253,9 @@ async fn concurrent_single_leases_each_get_a_large_item_despite_the_payload_budg
     assert_eq!(statuses, vec![StatusCode::OK; 8]);
 }
 
-async fn complete_and_lease_next(app: Arc<TestApp>, lease_id: String) -> Resp {
-    app.post(
-        &format!("/v1/leases/{lease_id}/complete"),
-        "worker:trawl",
-        json!({"result": {}, "lease_next": true}),
-    )
-    .await
+async fn complete_and_lease_next(app: Arc<TestApp>, lease: Value) -> Resp {
+    app.complete(&lease, json!({"result": {}, "lease_next": true}))
+        .await
 }
 
 /// `leased_by_n_workers(n)` with `n` more items queued behind the leased ones.
@@ -283,7 +271,7 @@ async fn leased_with_n_more_queued(n: usize) -> (Arc<TestApp>, Vec<Value>) {
 async fn concurrent_completions_with_lease_next_each_get_a_next_item_of_their_own() {
     let (app, leases) = leased_with_n_more_queued(12).await;
     let answers = all_at_once(&app, 12, |app, i| {
-        complete_and_lease_next(app, lease_id(&leases[i]))
+        complete_and_lease_next(app, leases[i].clone())
     })
     .await;
     let mut next_items: Vec<&str> = answers
@@ -299,7 +287,7 @@ async fn concurrent_completions_with_lease_next_each_get_a_next_item_of_their_ow
 async fn concurrent_completions_with_lease_next_lease_to_the_worker_of_each_completed_lease() {
     let (app, leases) = leased_with_n_more_queued(12).await;
     let answers = all_at_once(&app, 12, |app, i| {
-        complete_and_lease_next(app, lease_id(&leases[i]))
+        complete_and_lease_next(app, leases[i].clone())
     })
     .await;
     let mut mismatched = 0;
@@ -324,7 +312,7 @@ async fn a_result_with_u0000_is_a_bad_request_and_fails_none_of_its_group() {
         } else {
             json!({ "n": i })
         };
-        complete(app, lease_id(&leases[i]), result)
+        complete(app, leases[i].clone(), result)
     })
     .await;
     let statuses: Vec<u16> = answers.iter().map(|r| r.status.as_u16()).collect();
@@ -348,7 +336,7 @@ async fn a_payload_with_u0000_in_a_key_is_a_bad_request() {
 /// one group: the first one's transaction waits on a row lock held here while they queue.
 async fn eight_completions_one_poisoned() -> (Arc<TestApp>, Vec<Resp>) {
     let (app, leases) = leased_by_n_workers(8).await;
-    app.refuse_poisoned_results().await;
+    crate::harness::refuse_poisoned_results(&app).await;
     let mut blocker = app.db.client().await;
     let lock = blocker.transaction().await.unwrap();
     let first_item = leases[0]["item"]["id"].as_str().unwrap().to_owned();
@@ -360,7 +348,7 @@ async fn eight_completions_one_poisoned() -> (Arc<TestApp>, Vec<Resp>) {
     .unwrap();
     let first = tokio::spawn(complete(
         Arc::clone(&app),
-        lease_id(&leases[0]),
+        leases[0].clone(),
         json!({ "n": 0 }),
     ));
     while app
@@ -382,7 +370,7 @@ async fn eight_completions_one_poisoned() -> (Arc<TestApp>, Vec<Resp>) {
                 } else {
                     json!({ "n": i + 1 })
                 };
-                complete(app, lease_id(&leases[i + 1]), result)
+                complete(app, leases[i + 1].clone(), result)
             })
             .await
         }

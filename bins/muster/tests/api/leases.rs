@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use hyper::StatusCode;
 use serde_json::json;
 
-use crate::harness::TestApp;
+use crate::harness::{TestApp, lease_path};
 
 fn id_of(lease: &serde_json::Value) -> String {
     lease["item"]["id"].as_str().unwrap().to_owned()
@@ -81,13 +81,7 @@ async fn a_waiting_lease_request_is_woken_when_work_arrives() {
         let app = app.clone();
         tokio::spawn(async move {
             let started = Instant::now();
-            let r = app
-                .post(
-                    "/v1/leases",
-                    "worker:trawl",
-                    json!({"worker_id": "w", "wait_ms": 20000}),
-                )
-                .await;
+            let r = app.lease_waiting("trawl", "w", 20000).await;
             (r, started.elapsed())
         })
     };
@@ -103,13 +97,7 @@ async fn a_waiting_lease_request_is_woken_when_work_arrives() {
 #[tokio::test]
 async fn a_lease_request_with_no_work_answers_204_after_its_wait() {
     let app = TestApp::spawn().await;
-    let r = app
-        .post(
-            "/v1/leases",
-            "worker:trawl",
-            json!({"worker_id": "w", "wait_ms": 200}),
-        )
-        .await;
+    let r = app.lease_waiting("trawl", "w", 200).await;
     assert_eq!(r.status, StatusCode::NO_CONTENT);
 }
 
@@ -118,11 +106,9 @@ async fn an_item_retried_with_backoff_is_not_leasable_before_not_before() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
     let r = app
-        .post(
-            &format!("/v1/leases/{lid}/fail"),
-            "worker:trawl",
+        .fail(
+            &l,
             json!({"error": {"code": "E_FETCH", "message": "timeout"}, "retryable": true}),
         )
         .await;
@@ -136,13 +122,7 @@ async fn an_item_retried_with_backoff_is_not_leasable_before_not_before() {
         "leasable before its backoff ended"
     );
     // The default first backoff is 1-2 s; a waiting request picks it up once it passes.
-    let r = app
-        .post(
-            "/v1/leases",
-            "worker:trawl",
-            json!({"worker_id": "w", "wait_ms": 5000}),
-        )
-        .await;
+    let r = app.lease_waiting("trawl", "w", 5000).await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.body["item"]["attempt"], 2);
     assert_eq!(r.body["fence"], 2);
@@ -162,28 +142,14 @@ async fn a_superseded_lease_is_fenced_off_and_its_late_result_is_only_recorded()
         (id_of(&new), new["fence"].as_i64()),
         (item.clone(), Some(2))
     );
-    let old_id = old["lease_id"].as_str().unwrap();
 
-    let c = app
-        .post(
-            &format!("/v1/leases/{old_id}/complete"),
-            "worker:trawl",
-            json!({"result": {"late": true}}),
-        )
-        .await;
+    let c = app.complete(&old, json!({"result": {"late": true}})).await;
     assert_eq!((c.status, c.code()), (StatusCode::CONFLICT, "E_LEASE_LOST"));
-    let h = app
-        .post(
-            &format!("/v1/leases/{old_id}/heartbeat"),
-            "worker:trawl",
-            json!({"worker_id": "w-old"}),
-        )
-        .await;
+    let h = app.heartbeat(&old, "w-old").await;
     assert_eq!((h.status, h.code()), (StatusCode::CONFLICT, "E_LEASE_LOST"));
     let f = app
-        .post(
-            &format!("/v1/leases/{old_id}/fail"),
-            "worker:trawl",
+        .fail(
+            &old,
             json!({"error": {"code": "E", "message": "m"}, "retryable": true}),
         )
         .await;
@@ -202,14 +168,7 @@ async fn a_superseded_lease_is_fenced_off_and_its_late_result_is_only_recorded()
         .collect();
     assert_eq!(events, ["enqueued", "leased", "leased", "late_result"]);
 
-    let new_id = new["lease_id"].as_str().unwrap();
-    let ok = app
-        .post(
-            &format!("/v1/leases/{new_id}/complete"),
-            "worker:trawl",
-            json!({"result": {"n": 1}}),
-        )
-        .await;
+    let ok = app.complete(&new, json!({"result": {"n": 1}})).await;
     assert_eq!(ok.status, StatusCode::OK);
 }
 
@@ -219,14 +178,7 @@ async fn an_expired_lease_that_nobody_superseded_can_still_complete() {
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let lid = l["lease_id"].as_str().unwrap();
-    let r = app
-        .post(
-            &format!("/v1/leases/{lid}/complete"),
-            "worker:trawl",
-            json!({"result": {}}),
-        )
-        .await;
+    let r = app.complete(&l, json!({"result": {}})).await;
     assert_eq!(
         (r.status, r.body["state"].as_str()),
         (StatusCode::OK, Some("done"))
@@ -238,16 +190,9 @@ async fn a_heartbeat_extends_the_lease_so_it_is_not_re_leased() {
     let app = TestApp::spawn_with(|s| s.lease_ttl_ms = 600).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let h = app
-            .post(
-                &format!("/v1/leases/{lid}/heartbeat"),
-                "worker:trawl",
-                json!({"worker_id": "w"}),
-            )
-            .await;
+        let h = app.heartbeat(&l, "w").await;
         assert_eq!(h.status, StatusCode::OK);
     }
     assert!(app.lease("trawl", "w2").await.is_none());
@@ -258,11 +203,10 @@ async fn the_same_completion_twice_is_replayed_and_enqueues_next_once() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "urgent", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let path = format!("/v1/leases/{}/complete", l["lease_id"].as_str().unwrap());
     let body =
         json!({"result": {"pages": 2}, "next": [{"kind": "sextant", "payload": {"doc": 1}}]});
-    let first = app.post(&path, "worker:trawl", body.clone()).await;
-    let second = app.post(&path, "worker:trawl", body).await;
+    let first = app.complete(&l, body.clone()).await;
+    let second = app.complete(&l, body).await;
     assert_eq!(
         (first.status, first.body["replayed"].as_bool()),
         (StatusCode::OK, Some(false))
@@ -289,12 +233,8 @@ async fn a_different_body_for_a_finished_lease_is_a_conflict() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let path = format!("/v1/leases/{}/complete", l["lease_id"].as_str().unwrap());
-    app.post(&path, "worker:trawl", json!({"result": {"v": 1}}))
-        .await;
-    let r = app
-        .post(&path, "worker:trawl", json!({"result": {"v": 2}}))
-        .await;
+    app.complete(&l, json!({"result": {"v": 1}})).await;
+    let r = app.complete(&l, json!({"result": {"v": 2}})).await;
     assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "E_CONFLICT"));
 }
 
@@ -303,11 +243,9 @@ async fn a_next_step_the_routes_do_not_allow_is_refused_and_nothing_changes() {
     let app = TestApp::spawn().await;
     let item = app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let path = format!("/v1/leases/{}/complete", l["lease_id"].as_str().unwrap());
     let r = app
-        .post(
-            &path,
-            "worker:trawl",
+        .complete(
+            &l,
             json!({"result": {}, "next": [{"kind": "assay", "payload": {}}]}),
         )
         .await;
@@ -325,11 +263,9 @@ async fn a_final_failure_fails_the_item_and_an_operator_retry_requeues_it_with_a
     let app = TestApp::spawn().await;
     let item = app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
     let r = app
-        .post(
-            &format!("/v1/leases/{lid}/fail"),
-            "worker:trawl",
+        .fail(
+            &l,
             json!({"error": {"code": "E_PARSE", "message": "bad"}, "retryable": false}),
         )
         .await;
@@ -355,7 +291,7 @@ async fn attempts_exhausted_by_retryable_failures_end_in_failed() {
     let mut states = Vec::new();
     for _ in 0..2 {
         let l = app.lease_eventually("trawl", "w").await;
-        let r = app.fail(&l, "trawl", true).await;
+        let r = app.fail_on_purpose(&l, true).await;
         states.push(r.body["state"].as_str().unwrap().to_owned());
     }
     assert_eq!(states, ["queued", "failed"]);
@@ -366,10 +302,12 @@ async fn needs_subtool_parks_the_item_with_the_digest() {
     let app = TestApp::spawn().await;
     let item = app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
     let digest = format!("sha256:{}", "a".repeat(64));
     let r = app
-        .post(&format!("/v1/leases/{lid}/needs_subtool"), "worker:trawl", json!({"worker_digest": digest, "layout": {"signature": "tbl-v9", "detail": {"cols": 7}}}))
+        .needs_subtool(
+            &l,
+            json!({"worker_digest": digest, "layout": {"signature": "tbl-v9", "detail": {"cols": 7}}}),
+        )
         .await;
     assert_eq!(r.body, json!({"item_id": item, "state": "needs_subtool"}));
     assert!(app.lease("trawl", "w").await.is_none());
@@ -389,10 +327,9 @@ async fn a_worker_of_another_kind_may_not_touch_a_lease() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
     let r = app
         .post(
-            &format!("/v1/leases/{lid}/complete"),
+            &lease_path(&l, "complete"),
             "worker:sextant",
             json!({"result": {}}),
         )
@@ -420,13 +357,7 @@ async fn an_items_history_lists_every_transition_with_actor_and_fence() {
     let app = TestApp::spawn().await;
     let item = app.enqueue("trawl", "normal", json!({"u": 1})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
-    app.post(
-        &format!("/v1/leases/{lid}/complete"),
-        "worker:trawl",
-        json!({"result": {"ok": 1}}),
-    )
-    .await;
+    app.complete(&l, json!({"result": {"ok": 1}})).await;
     let view = app.get(&format!("/v1/items/{item}"), "conn").await.body;
     assert_eq!(view["result"], json!({"ok": 1}));
     let h: Vec<_> = view["history"]
@@ -501,13 +432,12 @@ async fn identical_completions_racing_each_other_apply_once_and_both_answer_200(
         app.enqueue("trawl", "normal", json!({ "round": round }))
             .await;
         let l = app.lease("trawl", "w").await.unwrap();
-        let path = format!("/v1/leases/{}/complete", l["lease_id"].as_str().unwrap());
         let body =
             json!({"result": {"round": round}, "next": [{"kind": "sextant", "payload": {}}]});
         let racers: Vec<_> = (0..2)
             .map(|_| {
-                let (app, path, body) = (app.clone(), path.clone(), body.clone());
-                tokio::spawn(async move { app.post(&path, "worker:trawl", body).await })
+                let (app, l, body) = (app.clone(), l.clone(), body.clone());
+                tokio::spawn(async move { app.complete(&l, body).await })
             })
             .collect();
         let mut replayed = Vec::new();

@@ -10,21 +10,17 @@ async fn run_a_small_pipeline(app: &TestApp) {
         app.enqueue("trawl", "normal", json!({ "n": n })).await;
     }
     while let Some(l) = app.lease("trawl", "w").await {
-        let lid = l["lease_id"].as_str().unwrap();
         let r = app
-            .post(
-                &format!("/v1/leases/{lid}/complete"),
-                "worker:trawl",
+            .complete(
+                &l,
                 json!({"result": {}, "next": [{"kind": "sextant", "payload": {}}]}),
             )
             .await;
         assert_eq!(r.status, StatusCode::OK);
     }
     let l = app.lease("sextant", "s").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
-    app.post(
-        &format!("/v1/leases/{lid}/fail"),
-        "worker:sextant",
+    app.fail(
+        &l,
         json!({"error": {"code": "E", "message": "m"}, "retryable": false}),
     )
     .await;
@@ -85,24 +81,9 @@ async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
         app.scalar_i64("SELECT count(*) FROM core.items").await,
         app.scalar_i64("SELECT count(*) FROM core.ledger").await,
     );
-    // Injected failure: the last write of the completion transaction (recording the lease's
-    // outcome) raises inside PostgreSQL, after the item, its next items and the ledger rows
-    // were written in the same transaction.
-    app.db
-        .client()
-        .await
-        .batch_execute(
-            "CREATE FUNCTION core.inject_failure() RETURNS trigger LANGUAGE plpgsql AS
-               $$ BEGIN RAISE EXCEPTION 'injected failure'; END $$;
-             CREATE TRIGGER inject BEFORE UPDATE OF outcome ON core.leases
-               FOR EACH ROW EXECUTE FUNCTION core.inject_failure();",
-        )
-        .await
-        .unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
-    let path = format!("/v1/leases/{lid}/complete");
+    crate::harness::fail_recording_lease_outcomes(&app).await;
     let body = json!({"result": {"r": 1}, "next": [{"kind": "sextant", "payload": {}}]});
-    let r = app.post(&path, "worker:trawl", body.clone()).await;
+    let r = app.complete(&l, body.clone()).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     let after = (
         app.scalar_i64("SELECT count(*) FROM core.items").await,
@@ -116,13 +97,8 @@ async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
     );
 
     // With the fault gone, the worker's retried delivery goes through once.
-    app.db
-        .client()
-        .await
-        .batch_execute("DROP TRIGGER inject ON core.leases")
-        .await
-        .unwrap();
-    let r = app.post(&path, "worker:trawl", body).await;
+    app.execute("DROP TRIGGER inject ON core.leases").await;
+    let r = app.complete(&l, body).await;
     assert_eq!(
         (r.status, r.body["replayed"].as_bool()),
         (StatusCode::OK, Some(false))

@@ -21,19 +21,8 @@ async fn metrics_count_the_work_and_the_answers_without_a_token() {
         app.enqueue("trawl", "urgent", json!({})).await;
     }
     let l = app.lease("trawl", "w").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
-    app.post(
-        &format!("/v1/leases/{lid}/complete"),
-        "worker:trawl",
-        json!({"result": {}}),
-    )
-    .await;
-    app.post(
-        &format!("/v1/leases/{lid}/heartbeat"),
-        "worker:trawl",
-        json!({"worker_id": "w"}),
-    )
-    .await;
+    app.complete(&l, json!({"result": {}})).await;
+    app.heartbeat(&l, "w").await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let m = scrape(&app).await;
     assert_eq!(
@@ -77,13 +66,7 @@ async fn metrics_count_group_commit_transactions_and_the_requests_in_them() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
-    app.post(
-        &format!("/v1/leases/{lid}/complete"),
-        "worker:trawl",
-        json!({"result": {}}),
-    )
-    .await;
+    app.complete(&l, json!({"result": {}})).await;
     let m = scrape(&app).await;
     let wanted = [
         r#"muster_lease_groups_total{kind="trawl"} 1"#,

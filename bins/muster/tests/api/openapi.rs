@@ -687,7 +687,7 @@ async fn prepare(app: &TestApp, setup: &str) -> Made {
     assert_eq!(lease["item"]["id"], item.as_str(), "setup {setup}");
     let lease_id = lease["lease_id"].as_str().expect("lease_id").to_owned();
     if setup == "failed_trawl_item" {
-        let r = app.fail(&lease, "trawl", false).await;
+        let r = app.fail_on_purpose(&lease, false).await;
         assert_eq!(
             (r.status, &r.body["state"]),
             (StatusCode::OK, &json!("failed")),

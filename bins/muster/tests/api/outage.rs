@@ -85,13 +85,7 @@ async fn with_postgres_down_calls_answer_503_fast_and_service_resumes_when_it_re
     .unwrap();
     let mut leased = None;
     for _ in 0..50 {
-        let r = app
-            .post(
-                "/v1/leases",
-                "worker:trawl",
-                json!({"worker_id": "w", "wait_ms": 0}),
-            )
-            .await;
+        let r = app.lease_waiting("trawl", "w", 0).await;
         if r.status == StatusCode::OK {
             leased = Some(r.body);
             break;

@@ -23,11 +23,9 @@ async fn park(
     for i in 0..n {
         app.enqueue(kind, priority, json!({ "i": i })).await;
         let l = app.lease(kind, "w").await.expect("just enqueued");
-        let lid = l["lease_id"].as_str().unwrap();
         let r = app
-            .post(
-                &format!("/v1/leases/{lid}/needs_subtool"),
-                &format!("worker:{kind}"),
+            .needs_subtool(
+                &l,
                 json!({"worker_digest": worker_digest, "layout": {"signature": "tbl-v9"}}),
             )
             .await;
@@ -85,14 +83,7 @@ async fn a_new_digest_replays_exactly_that_kinds_parked_items_once_while_other_w
         tokio::spawn(async move {
             let mut done = 0;
             while let Some(l) = app.lease("waybill", "wb").await {
-                let lid = l["lease_id"].as_str().unwrap();
-                let r = app
-                    .post(
-                        &format!("/v1/leases/{lid}/complete"),
-                        "worker:waybill",
-                        json!({"result": {}}),
-                    )
-                    .await;
+                let r = app.complete(&l, json!({"result": {}})).await;
                 assert_eq!(r.status, StatusCode::OK);
                 done += 1;
             }
@@ -190,11 +181,9 @@ async fn an_item_parked_by_an_older_image_than_the_deployed_one_is_replayed_at_o
     put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "old-pod").await.unwrap();
-    let lid = l["lease_id"].as_str().unwrap();
     let r = app
-        .post(
-            &format!("/v1/leases/{lid}/needs_subtool"),
-            "worker:trawl",
+        .needs_subtool(
+            &l,
             json!({"worker_digest": digest('a'), "layout": {"signature": "s"}}),
         )
         .await;
@@ -268,19 +257,12 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
     park(&app, "trawl", "normal", 20, &digest('a')).await;
     // Injected failure: the 11th `replayed` ledger row raises inside PostgreSQL, after the
     // digest and the items were already updated in the same transaction.
-    app.db
-        .client()
-        .await
-        .batch_execute(
-            "CREATE SEQUENCE core.inject_count;
+    app.execute("CREATE SEQUENCE core.inject_count;
              CREATE FUNCTION core.inject_failure() RETURNS trigger LANGUAGE plpgsql AS
                $$ BEGIN IF nextval('core.inject_count') > 10 THEN RAISE EXCEPTION 'injected failure'; END IF;
                         RETURN NEW; END $$;
              CREATE TRIGGER inject BEFORE INSERT ON core.ledger FOR EACH ROW
-               WHEN (NEW.event = 'replayed') EXECUTE FUNCTION core.inject_failure();",
-        )
-        .await
-        .unwrap();
+               WHEN (NEW.event = 'replayed') EXECUTE FUNCTION core.inject_failure();").await;
     let r = put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(
@@ -303,12 +285,7 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
         .await,
         0
     );
-    app.db
-        .client()
-        .await
-        .batch_execute("DROP TRIGGER inject ON core.ledger")
-        .await
-        .unwrap();
+    app.execute("DROP TRIGGER inject ON core.ledger").await;
     assert_eq!(
         put_digest(&app, "trawl", "shipkeeper", &digest('b'))
             .await
@@ -325,7 +302,7 @@ async fn replayed_items_that_keep_failing_end_in_failed_through_the_attempt_limi
     let mut last = String::new();
     for _ in 0..3 {
         let l = app.lease_eventually("trawl", "w").await;
-        last = app.fail(&l, "trawl", true).await.body["state"]
+        last = app.fail_on_purpose(&l, true).await.body["state"]
             .as_str()
             .unwrap()
             .to_owned();
@@ -345,11 +322,9 @@ async fn an_item_bounced_between_outdated_pods_ends_in_failed() {
             .lease("trawl", "old-pod")
             .await
             .expect("replayed at once");
-        let lid = l["lease_id"].as_str().unwrap();
         let r = app
-            .post(
-                &format!("/v1/leases/{lid}/needs_subtool"),
-                "worker:trawl",
+            .needs_subtool(
+                &l,
                 json!({"worker_digest": digest('a'), "layout": {"signature": "s"}}),
             )
             .await;

@@ -13,14 +13,7 @@ async fn shutdown_ends_a_waiting_long_poll_with_204_and_returns() {
     let app = Arc::new(TestApp::spawn().await);
     let waiter = {
         let app = app.clone();
-        tokio::spawn(async move {
-            app.post(
-                "/v1/leases",
-                "worker:trawl",
-                json!({"worker_id": "w", "wait_ms": 30000}),
-            )
-            .await
-        })
+        tokio::spawn(async move { app.lease_waiting("trawl", "w", 30000).await })
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
@@ -42,13 +35,6 @@ async fn a_lease_handed_out_before_a_restart_completes_on_the_next_server() {
     app.stop().await;
     let db = app.db.clone();
     let next = TestApp::spawn_on(db, |_| {}).await;
-    let lid = l["lease_id"].as_str().unwrap();
-    let r = next
-        .post(
-            &format!("/v1/leases/{lid}/complete"),
-            "worker:trawl",
-            json!({"result": {}}),
-        )
-        .await;
+    let r = next.complete(&l, json!({"result": {}})).await;
     assert_eq!(r.status, StatusCode::OK);
 }

@@ -12,7 +12,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
-use crate::harness::{TempDir, TestApp, token, write_tokens};
+use crate::harness::{TempDir, TestApp, lease_path, token, write_tokens};
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
@@ -52,9 +52,7 @@ async fn post(client: &HttpClient, base: &str, path: &str, who: &str, body: Valu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_under_load_fails_no_request_and_loses_no_lease() {
     let db = muster_testkit::fresh_db().await;
-    let dir =
-        TempDir(std::env::temp_dir().join(format!("muster-sigterm-{}", uuid::Uuid::now_v7())));
-    std::fs::create_dir_all(&dir.0).unwrap();
+    let dir = TempDir::new("muster-sigterm");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -139,11 +137,10 @@ async fn sigterm_under_load_fails_no_request_and_loses_no_lease() {
                         }
                     };
                     tokio::time::sleep(Duration::from_millis(20)).await;
-                    let lid = lease["lease_id"].as_str().unwrap().to_owned();
                     match post(
                         &client,
                         &base,
-                        &format!("/v1/leases/{lid}/complete"),
+                        &lease_path(&lease, "complete"),
                         "worker:trawl",
                         json!({"result": {"w": w}}),
                     )
@@ -156,12 +153,12 @@ async fn sigterm_under_load_fails_no_request_and_loses_no_lease() {
                             failures.push(format!("complete answered {s}: {b}"))
                         }
                         Outcome::NotConnected => {
-                            unfinished.push((lid, w));
+                            unfinished.push((lease, w));
                             break;
                         }
                         Outcome::Failed(e) => {
                             failures.push(format!("complete: {e}"));
-                            unfinished.push((lid, w));
+                            unfinished.push((lease, w));
                             break;
                         }
                     }
@@ -200,15 +197,14 @@ async fn sigterm_under_load_fails_no_request_and_loses_no_lease() {
 
     // Leases handed out before the signal are still valid on the next server.
     let next = TestApp::spawn_on(db, |_| {}).await;
-    for (lid, w) in &unfinished {
-        let r = next
-            .post(
-                &format!("/v1/leases/{lid}/complete"),
-                "worker:trawl",
-                json!({"result": {"w": w}}),
-            )
-            .await;
-        assert_eq!(r.status, StatusCode::OK, "lease {lid} was lost");
+    for (lease, w) in &unfinished {
+        let r = next.complete(lease, json!({"result": {"w": w}})).await;
+        assert_eq!(
+            r.status,
+            StatusCode::OK,
+            "lease {} was lost",
+            lease["lease_id"]
+        );
     }
     let done = next
         .scalar_i64("SELECT count(*) FROM core.items WHERE state = 'done'")

@@ -1,59 +1,25 @@
-//! Test fixtures: a real `muster` server on port 0 against a fresh database, a TCP proxy that
-//! loses answers, and a fake server that answers nonsense.
+//! Test fixtures on top of `muster_testkit::TestApp` (a real `muster` server on port 0 against a
+//! fresh database): worker clients on it or on a server that is down, a TCP proxy that loses
+//! answers, and a fake server that answers nonsense.
 
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
-use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use muster_worker::{RetryPolicy, WorkerClient};
-use serde_json::{Value, json};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use muster_worker::{Lease, RetryPolicy, WorkerClient};
+use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
 
-const PRINCIPALS: [&str; 3] = ["operator", "worker:trawl", "worker:sextant"];
-
-pub fn token(principal: &str) -> String {
-    format!("test-token-{principal}")
-}
-
-/// A directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(prefix: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("{prefix}-{}", uuid::Uuid::now_v7()));
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-
-    /// The file names in the directory, sorted.
-    pub fn names(&self) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub use muster_testkit::{TempDir, TestApp, dead_addr, token};
 
 /// A fast, bounded retry policy for tests.
 pub fn quick_retry(max_attempts: u32) -> RetryPolicy {
@@ -65,59 +31,14 @@ pub fn quick_retry(max_attempts: u32) -> RetryPolicy {
     }
 }
 
-/// A real Muster server.
-pub struct Server {
-    pub addr: SocketAddr,
-    pub db: muster_testkit::TestDb,
-    http: Client<HttpConnector, Full<Bytes>>,
-    shutdown: Option<oneshot::Sender<()>>,
-    _dir: TempDir,
+/// A worker client on the test server.
+pub trait Workers {
+    /// A worker client of `kind` on this server, spooling to `spool`.
+    fn worker(&self, kind: &str, worker_id: &str, spool: &TempDir) -> WorkerClient;
 }
 
-impl Server {
-    pub async fn start() -> Server {
-        Self::start_with_ttl_ms(30_000).await
-    }
-
-    pub async fn start_with_ttl_ms(lease_ttl_ms: u64) -> Server {
-        let db = muster_testkit::fresh_db().await;
-        let dir = TempDir::new("muster-worker-test");
-        let lines: Vec<String> = PRINCIPALS
-            .iter()
-            .map(|p| {
-                format!(
-                    r#"{{"blake3": "{}", "principal": "{p}"}}"#,
-                    blake3::hash(token(p).as_bytes()).to_hex()
-                )
-            })
-            .collect();
-        let tokens = dir.0.join("tokens.json");
-        std::fs::write(&tokens, format!(r#"{{"tokens": [{}]}}"#, lines.join(","))).unwrap();
-        let mut settings = muster::Settings::new(db.url.clone());
-        settings.tokens = Some(tokens);
-        settings.lease_ttl_ms = lease_ttl_ms;
-        let app = muster::build(&settings).expect("build the app");
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (tx, rx) = oneshot::channel::<()>();
-        tokio::spawn(muster::serve(app, listener, async move {
-            let _ = rx.await;
-        }));
-        Server {
-            addr,
-            db,
-            http: Client::builder(TokioExecutor::new()).build_http(),
-            shutdown: Some(tx),
-            _dir: dir,
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// A worker client of `kind` on this server.
-    pub fn worker(&self, kind: &str, worker_id: &str, spool: &TempDir) -> WorkerClient {
+impl Workers for TestApp {
+    fn worker(&self, kind: &str, worker_id: &str, spool: &TempDir) -> WorkerClient {
         WorkerClient::new(
             &self.url(),
             &token(&format!("worker:{kind}")),
@@ -127,61 +48,30 @@ impl Server {
         )
         .unwrap()
     }
-
-    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
-        let req = Request::builder()
-            .method(method)
-            .uri(format!("{}{path}", self.url()))
-            .header("content-type", "application/json")
-            .header("authorization", format!("Bearer {}", token("operator")))
-            .body(Full::new(Bytes::from(
-                body.map(|b| b.to_string()).unwrap_or_default(),
-            )))
-            .unwrap();
-        let res = self.http.request(req).await.unwrap();
-        let status = res.status();
-        let bytes = res.into_body().collect().await.unwrap().to_bytes();
-        (
-            status,
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-        )
-    }
-
-    /// Enqueues an item as the operator; its id.
-    pub async fn enqueue(&self, kind: &str, payload: Value) -> String {
-        let (status, body) = self
-            .call(
-                Method::POST,
-                "/v1/items",
-                Some(json!({"kind": kind, "priority": "normal", "payload": payload})),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
-        body["item_id"].as_str().unwrap().to_owned()
-    }
-
-    /// `GET /v1/items/{id}` as the operator.
-    pub async fn item(&self, id: &str) -> Value {
-        let (status, body) = self
-            .call(Method::GET, &format!("/v1/items/{id}"), None)
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
-        body
-    }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
-    }
+/// A server with one queued trawl item, `{"n": 1}`, leased by `trawl-1` spooling to `spool`.
+pub struct OneLeased {
+    pub server: TestApp,
+    pub spool: TempDir,
+    pub worker: WorkerClient,
+    pub item_id: String,
+    pub lease: Lease,
 }
 
-/// An address with nothing listening (a server that is down).
-pub async fn dead_addr() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    l.local_addr().unwrap()
+pub async fn one_leased() -> OneLeased {
+    let server = TestApp::spawn().await;
+    let spool = TempDir::new("spool");
+    let worker = server.worker("trawl", "trawl-1", &spool);
+    let item_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
+    let lease = worker.lease(1_000).await.unwrap().expect("a lease");
+    OneLeased {
+        server,
+        spool,
+        worker,
+        item_id,
+        lease,
+    }
 }
 
 /// A `trawl-1` worker of kind `trawl` whose Muster is down, spooling to `spool`.
