@@ -1,5 +1,7 @@
-//! Host names: the table of naming rules for hosts and nodes, and the scanner that applies it.
+//! Host names: the table of naming rules for hosts and nodes, and the scanner that applies it
+//! together with the cluster's known node names.
 
+use super::nodes::NodeNames;
 use super::{extend_port, free};
 
 /// How a host-name rule matches a token (lower-cased, trimmed of leading and trailing `.`/`-`).
@@ -20,6 +22,15 @@ enum HostRule {
     PrefixDigit(&'static str),
     /// The first label is something non-empty, this infix, then only digits (at least one).
     InfixDigits(&'static str),
+    /// The first label is this prefix followed by exactly one of these numbers of hex digits.
+    PrefixHex(&'static str, &'static [usize]),
+    /// The first label is this prefix followed by nothing or only digits.
+    PrefixThenDigits(&'static str),
+    /// The first label starts with this prefix, has more after it, and ends with a digit.
+    PrefixEndsWithDigit(&'static str),
+    /// The first label ends with this suffix, optionally followed by digits, and has something
+    /// before it.
+    LabelSuffixDigits(&'static str),
 }
 
 /// Every host-name rule. To redact another kind of name, add a line here and a unit test.
@@ -44,6 +55,20 @@ const HOST_RULES: &[HostRule] = &[
     HostRule::PrefixDigit("node-"),
     // Generic: worker-node-3
     HostRule::InfixDigits("-node-"),
+    // EKS: the EC2 instance id as node name, i-0abc123d or i-0abc123def4567890
+    HostRule::PrefixHex("i-", &[8, 17]),
+    // kind: kind-control-plane, kind-worker, kind-worker2 (clusters of other names: the
+    // control plane by its suffix; their workers by the cluster's known names or a template)
+    HostRule::PrefixThenDigits("kind-worker"),
+    HostRule::LabelSuffixDigits("-control-plane"),
+    // minikube: minikube, minikube-m02
+    HostRule::Name("minikube"),
+    HostRule::PrefixEndsWithDigit("minikube-m"),
+    // k3d and k3s: k3d-dev-server-0, k3d-dev-agent-1, k3s-agent-2; naming schemes such as
+    // k8s-prod-03
+    HostRule::PrefixEndsWithDigit("k3d-"),
+    HostRule::PrefixEndsWithDigit("k3s-"),
+    HostRule::PrefixEndsWithDigit("k8s-"),
 ];
 
 fn is_octet(s: &str) -> bool {
@@ -78,15 +103,31 @@ impl HostRule {
                 let digits = &label[at + infix.len()..];
                 at > 0 && !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())
             }),
+            HostRule::PrefixHex(prefix, lengths) => {
+                label.strip_prefix(prefix).is_some_and(|rest| {
+                    lengths.contains(&rest.len()) && rest.bytes().all(|c| c.is_ascii_hexdigit())
+                })
+            }
+            HostRule::PrefixThenDigits(prefix) => label
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.bytes().all(|c| c.is_ascii_digit())),
+            HostRule::PrefixEndsWithDigit(prefix) => label
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.bytes().last().is_some_and(|c| c.is_ascii_digit())),
+            HostRule::LabelSuffixDigits(suffix) => {
+                let name = label.trim_end_matches(|c: char| c.is_ascii_digit());
+                name.len() > suffix.len() && name.ends_with(suffix)
+            }
         }
     }
 }
 
-fn is_host_char(c: u8) -> bool {
+pub(super) fn is_host_char(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'.' || c == b'-'
 }
 
-pub(super) fn find_hosts(b: &[u8], mask: &[bool]) -> Vec<(usize, usize)> {
+/// Host-name tokens that a rule of the table matches or that name a known node.
+pub(super) fn find_hosts(b: &[u8], mask: &[bool], nodes: &NodeNames) -> Vec<(usize, usize)> {
     let mut spans = Vec::new();
     let mut lower = String::new();
     let mut i = 0;
@@ -110,7 +151,7 @@ pub(super) fn find_hosts(b: &[u8], mask: &[bool]) -> Vec<(usize, usize)> {
         }
         lower.clear();
         lower.extend(b[s..e].iter().map(|c| char::from(c.to_ascii_lowercase())));
-        if HOST_RULES.iter().any(|rule| rule.matches(&lower)) {
+        if nodes.knows(&lower) || HOST_RULES.iter().any(|rule| rule.matches(&lower)) {
             let end = if e == run_end {
                 extend_port(b, mask, e)
             } else {

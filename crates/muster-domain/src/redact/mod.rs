@@ -53,13 +53,26 @@
 //!     (`node-1`, `node-a7f3`; not `node-affinity` or `node-level`), or `<name>-node-<digits>`
 //!     (`worker-node-3`).
 //!
+//!   - provider node forms: EKS instance ids (`i-` and 8 or 17 hex digits), kind
+//!     (`kind-worker`, `kind-worker2`, any `…-control-plane`), minikube (`minikube`,
+//!     `minikube-m02`), k3d/k3s and `k8s-` names ending in a digit (`k3d-dev-agent-1`,
+//!     `k8s-prod-03`).
+//!
 //!   A pod name (`trawl-7f9c`) is not a node name and stays; so do UUIDs and RFC 3339 times.
+//!   These forms are the last line of defence: a node's name is whatever its operator chose.
+//! * **Known node names** ([`redact_with`] and [`NodeNames`]): a host-name token that is one of
+//!   the cluster's node names (any case), starts with one followed by `.`, or is the first
+//!   label of a dotted one.
+//! * **Node positions** (`nodes.rs`): the token after `node ` (unless it is a word such as
+//!   `is`, `was`, `affinity`), after `kubelet, ` or `kubelet on `, and after ` to ` in
+//!   `assigned … to …` — where the scheduler, the kubelet and the node controllers name a
+//!   node — whatever its spelling.
 //! * **URLs.** The scanners do not care about URL syntax: in `scheme://user@HOST:port/path` the
 //!   host (with its port, and brackets for IPv6) is a span like anywhere else.
 //!
 //! # Counting
 //!
-//! Spans found by the three scanners are merged when they overlap or touch; every merged span
+//! Spans found by the scanners are merged when they overlap or touch; every merged span
 //! is replaced by one [`REDACTED`] and counts one. `10.0.0.1:80` is one span,
 //! `10.0.0.1, 10.0.0.2` two. Text in which nothing matches is returned byte for byte.
 //!
@@ -69,7 +82,7 @@
 //! sees `[redacted]` where spans were, and that can uncover matches (in `fe80::1.node-3x` the
 //! token `1.node-3x` is no host name, but once `fe80::1` is gone `node-3x` is). So the
 //! scanners run in rounds, each seeing what earlier rounds masked exactly as a second call
-//! would see `[redacted]`: IPv4 first, then host names, then IPv6; until a round adds nothing.
+//! would see `[redacted]`: IPv4 first, then host names, then node positions, then IPv6; until a round adds nothing.
 //! Ordinary text settles in one round plus the one that confirms it. Text that keeps
 //! uncovering matches after four rounds (only crafted chains do) has every whitespace-
 //! delimited word that changed in the last round redacted whole, which uncovers nothing more
@@ -79,20 +92,30 @@ use std::net::Ipv6Addr;
 use std::str::FromStr;
 
 mod hosts;
+mod nodes;
 
 use hosts::find_hosts;
+pub use nodes::NodeNames;
+use nodes::find_node_positions;
 
 /// The text put in place of every address or host name.
 pub const REDACTED: &str = "[redacted]";
 
-/// Redacts `text`; answers the cleaned text and how many spans were replaced.
+/// Redacts `text` by form only (no known node names); answers the cleaned text and how many
+/// spans were replaced.
 pub fn redact(text: &str) -> (String, usize) {
+    redact_with(text, &NodeNames::default())
+}
+
+/// Redacts `text`, the names in `nodes` included; answers the cleaned text and how many spans
+/// (merged runs of redacted bytes) were replaced.
+pub fn redact_with(text: &str, nodes: &NodeNames) -> (String, usize) {
     let b = text.as_bytes();
     let mut mask = vec![false; b.len()];
     let mut added = Vec::new();
     for _ in 0..MAX_ROUNDS {
         added.clear();
-        scan(b, &mut mask, &mut added);
+        scan(b, nodes, &mut mask, &mut added);
         if added.is_empty() {
             break;
         }
@@ -133,10 +156,10 @@ pub fn redact(text: &str) -> (String, usize) {
 /// How many times the scanners are run over the text before giving up on precision.
 const MAX_ROUNDS: usize = 4;
 
-/// One round of all three scanners, each seeing the bytes masked so far as separators — as
+/// One round of all the scanners, each seeing the bytes masked so far as separators — as
 /// they would see `[redacted]` on a second call. Spans that add anything are masked and
 /// listed in `added`.
-fn scan(b: &[u8], mask: &mut [bool], added: &mut Vec<(usize, usize)>) {
+fn scan(b: &[u8], nodes: &NodeNames, mask: &mut [bool], added: &mut Vec<(usize, usize)>) {
     let mut mark = |mask: &mut [bool], (s, e): (usize, usize)| {
         if mask[s..e].contains(&false) {
             mask[s..e].fill(true);
@@ -146,7 +169,10 @@ fn scan(b: &[u8], mask: &mut [bool], added: &mut Vec<(usize, usize)>) {
     for span in find_ipv4(b, mask) {
         mark(mask, span);
     }
-    for span in find_hosts(b, mask) {
+    for span in find_hosts(b, mask, nodes) {
+        mark(mask, span);
+    }
+    for span in find_node_positions(b, mask) {
         mark(mask, span);
     }
     for span in find_ipv6(b, mask) {

@@ -430,3 +430,41 @@ proptest! {
         prop_assert_eq!(count, 0);
     }
 }
+
+#[test]
+fn provider_node_forms_are_redacted_by_pattern_alone() {
+    for name in [
+        "i-0abc123def4567890",
+        "i-0abc123d",
+        "kind-worker",
+        "kind-worker2",
+        "kind-control-plane",
+        "prod-control-plane3",
+        "minikube",
+        "minikube-m02",
+        "k3d-dev-server-0",
+        "k3s-agent-2",
+        "k8s-prod-03",
+    ] {
+        assert_eq!(
+            r(&format!("seen on {name} today")),
+            ("seen on [redacted] today".into(), 1),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn words_that_only_resemble_provider_forms_stay() {
+    for text in [
+        "i-am here",
+        "i-0abc12 is too short",
+        "kind-workers and kind-worker-pool",
+        "minikube-dashboard",
+        "k8s-app label",
+        "control-plane",
+        "trawl-0 and cs-workers/sextant-1",
+    ] {
+        unchanged(text);
+    }
+}
