@@ -1,14 +1,17 @@
 //! Worker health from Shipkeeper: sanitising and summarising a report. Pure.
 //!
-//! Every free-text field goes through [`crate::redact::redact`] before anything is stored,
-//! logged or published, and is cut to [`MAX_TEXT`] characters. Pods are summarised per kind:
+//! Every free-text field goes through [`crate::redact::redact_with`] (with what is known of the
+//! cluster's node names, [`NodeKnowledge`]) before anything is stored, logged or published, and
+//! is cut to [`MAX_TEXT`] characters. While the node names are not known yet (or no longer),
+//! an event's message — the only field that names nodes in prose — is withheld whole and the
+//! event keeps only its reason. Pods are summarised per kind:
 //! the kind is ready only if every reported pod is; restarts are summed; the phase is the first
 //! phase other than `Running` among its pods, else `Running`.
 
 use std::collections::BTreeMap;
 
 use crate::Kind;
-use crate::redact::redact;
+use crate::redact::{NodeNames, redact_with};
 
 /// Longest text kept of any field, in characters.
 pub const MAX_TEXT: usize = 512;
@@ -41,15 +44,43 @@ pub struct KindHealth {
     pub events: Vec<HealthEvent>,
 }
 
-fn clean(text: &str, redacted: &mut usize) -> String {
-    let (out, n) = redact(text);
+/// What is known of the cluster's node names when a report is sanitised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeKnowledge<'a> {
+    /// The cluster's current node names: redacted wherever they appear.
+    Names(&'a NodeNames),
+    /// No source of names is configured: node names are redacted by form and position only.
+    FormOnly,
+    /// A source is configured but its names are not known (not listed yet, or unreachable for
+    /// too long): messages are withheld whole.
+    Unknown,
+}
+
+fn clean(text: &str, nodes: &NodeNames, redacted: &mut usize) -> String {
+    let (out, n) = redact_with(text, nodes);
     *redacted += n;
     out.chars().take(MAX_TEXT).collect()
 }
 
-/// Redacts every text field and summarises the report per kind. Answers the summaries (in
-/// kind order) and how many spans were redacted.
+/// Redacts every text field by form and position only and summarises the report per kind
+/// (see [`sanitize_with`]).
 pub fn sanitize(pods: &[PodHealth], events: &[HealthEvent]) -> (Vec<KindHealth>, usize) {
+    sanitize_with(pods, events, NodeKnowledge::FormOnly)
+}
+
+/// Redacts every text field and summarises the report per kind. Answers the summaries (in
+/// kind order) and the `redacted` count: the spans replaced by `[redacted]` plus the messages
+/// withheld whole (one each) while the node names are [`NodeKnowledge::Unknown`].
+pub fn sanitize_with(
+    pods: &[PodHealth],
+    events: &[HealthEvent],
+    knowledge: NodeKnowledge<'_>,
+) -> (Vec<KindHealth>, usize) {
+    let none = NodeNames::default();
+    let nodes = match knowledge {
+        NodeKnowledge::Names(names) => names,
+        NodeKnowledge::FormOnly | NodeKnowledge::Unknown => &none,
+    };
     let mut redacted = 0;
     let mut by_kind: BTreeMap<Kind, KindHealth> = BTreeMap::new();
     let entry = |map: &mut BTreeMap<Kind, KindHealth>, kind: Kind| {
@@ -66,7 +97,7 @@ pub fn sanitize(pods: &[PodHealth], events: &[HealthEvent]) -> (Vec<KindHealth>,
     };
     for p in pods {
         entry(&mut by_kind, p.kind);
-        let phase = clean(&p.phase, &mut redacted);
+        let phase = clean(&p.phase, nodes, &mut redacted);
         let k = by_kind.get_mut(&p.kind).expect("inserted above");
         k.pods += 1;
         k.ready = Some(k.ready.unwrap_or(true) && p.ready);
@@ -80,10 +111,16 @@ pub fn sanitize(pods: &[PodHealth], events: &[HealthEvent]) -> (Vec<KindHealth>,
     }
     for e in events {
         entry(&mut by_kind, e.kind);
+        let message = if knowledge == NodeKnowledge::Unknown && !e.message.is_empty() {
+            redacted += 1;
+            String::new()
+        } else {
+            clean(&e.message, nodes, &mut redacted)
+        };
         let clean_event = HealthEvent {
             kind: e.kind,
-            reason: clean(&e.reason, &mut redacted),
-            message: clean(&e.message, &mut redacted),
+            reason: clean(&e.reason, nodes, &mut redacted),
+            message,
         };
         let k = by_kind.get_mut(&e.kind).expect("inserted above");
         k.events.push(clean_event);
@@ -98,6 +135,71 @@ pub fn sanitize(pods: &[PodHealth], events: &[HealthEvent]) -> (Vec<KindHealth>,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event(message: &str) -> HealthEvent {
+        HealthEvent {
+            kind: Kind::Trawl,
+            reason: "NodeNotReady".into(),
+            message: message.into(),
+        }
+    }
+
+    fn events_of(kinds: &[KindHealth]) -> Vec<(String, String)> {
+        kinds
+            .iter()
+            .flat_map(|k| {
+                k.events
+                    .iter()
+                    .map(|e| (e.reason.clone(), e.message.clone()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_known_node_name_is_redacted_in_a_message() {
+        let nodes = NodeNames::new(["tidewater"]);
+        let (kinds, redacted) = sanitize_with(
+            &[],
+            &[event("pod trawl-0 lost tidewater")],
+            NodeKnowledge::Names(&nodes),
+        );
+        assert_eq!(
+            (events_of(&kinds), redacted),
+            (
+                vec![("NodeNotReady".into(), "pod trawl-0 lost [redacted]".into())],
+                1
+            )
+        );
+    }
+
+    #[test]
+    fn while_node_names_are_unknown_a_message_is_withheld_and_counted_once() {
+        let (kinds, redacted) = sanitize_with(
+            &[],
+            &[event("pod trawl-0 lost tidewater at 10.0.0.1")],
+            NodeKnowledge::Unknown,
+        );
+        assert_eq!(
+            (events_of(&kinds), redacted),
+            (vec![("NodeNotReady".into(), String::new())], 1)
+        );
+    }
+
+    #[test]
+    fn form_only_redaction_misses_a_name_of_no_known_form() {
+        let (kinds, redacted) = sanitize_with(
+            &[],
+            &[event("pod trawl-0 lost tidewater")],
+            NodeKnowledge::FormOnly,
+        );
+        assert_eq!(
+            (events_of(&kinds), redacted),
+            (
+                vec![("NodeNotReady".into(), "pod trawl-0 lost tidewater".into())],
+                0
+            )
+        );
+    }
 
     fn pod(kind: Kind, ready: bool, restarts: u32, phase: &str) -> PodHealth {
         PodHealth {
