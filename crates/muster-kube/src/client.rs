@@ -1,0 +1,171 @@
+//! The connection to the API server: where it is, whom to trust, the pod's own token.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::{ClientConfig, RootCertStore};
+
+use crate::{DEFAULT_API_SERVER, KubeError};
+
+/// The API server's URL from the service environment variables' values.
+pub fn api_server_url(host: Option<&str>, port: Option<&str>) -> String {
+    match host.map(str::trim).filter(|h| !h.is_empty()) {
+        Some(host) => {
+            let host = if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]")
+            } else {
+                host.to_owned()
+            };
+            let port = port
+                .map(str::trim)
+                .filter(|p| !p.is_empty())
+                .unwrap_or("443");
+            format!("https://{host}:{port}")
+        }
+        None => DEFAULT_API_SERVER.to_owned(),
+    }
+}
+
+/// Where to connect and whom to expect at the other end.
+#[derive(Debug, Clone)]
+pub(crate) struct Endpoint {
+    /// Host for the socket: a name or an IP address without brackets.
+    pub(crate) host: String,
+    pub(crate) port: u16,
+    /// `host[:port]` for the Host header.
+    pub(crate) authority: String,
+    pub(crate) server_name: ServerName<'static>,
+}
+
+pub(crate) fn parse_endpoint(url: &str) -> Result<Endpoint, KubeError> {
+    let bad = |reason: &str| KubeError::Url {
+        url: url.to_owned(),
+        reason: reason.to_owned(),
+    };
+    let rest = url
+        .strip_prefix("https://")
+        .ok_or_else(|| bad("must start with https://"))?;
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    if authority.is_empty() || authority.contains(['/', '?', '#', '@']) {
+        return Err(bad("must be https://host[:port] with no path"));
+    }
+    let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
+        let (host, after) = inner
+            .split_once(']')
+            .ok_or_else(|| bad("unclosed [ in an IPv6 address"))?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':').ok_or_else(|| bad("junk after ]"))?),
+        };
+        (host, port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    let port = match port {
+        Some(p) => p.parse().map_err(|_| bad("the port is not a number"))?,
+        None => 443,
+    };
+    if host.is_empty() {
+        return Err(bad("no host"));
+    }
+    let server_name = match host.parse::<IpAddr>() {
+        Ok(ip) => ServerName::IpAddress(ip.into()),
+        Err(_) => {
+            ServerName::try_from(host.to_owned()).map_err(|_| bad("not a valid host name"))?
+        }
+    };
+    Ok(Endpoint {
+        host: host.to_owned(),
+        port,
+        authority: authority.to_owned(),
+        server_name,
+    })
+}
+
+pub(crate) fn read(path: &Path) -> Result<String, KubeError> {
+    std::fs::read_to_string(path).map_err(|e| KubeError::Read {
+        path: path.to_owned(),
+        reason: e.to_string(),
+    })
+}
+
+pub(crate) fn tls_connector(ca_path: &Path) -> Result<TlsConnector, KubeError> {
+    let pem = std::fs::read(ca_path).map_err(|e| KubeError::Read {
+        path: ca_path.to_owned(),
+        reason: e.to_string(),
+    })?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| KubeError::Read {
+            path: ca_path.to_owned(),
+            reason: format!("not a PEM certificate bundle: {e}"),
+        })?;
+        roots
+            .add(cert)
+            .map_err(|e| KubeError::Tls(format!("CA certificate refused: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(KubeError::NoCertificate(ca_path.to_owned()));
+    }
+    let provider = Arc::new(tokio_rustls::rustls::crypto::ring::default_provider());
+    let config = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| KubeError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(TlsConnector::from(Arc::new(config)))
+}
+
+/// The pod's own token, re-read when older than the refresh interval (the kubelet rotates it).
+pub(crate) struct OwnToken {
+    path: PathBuf,
+    refresh: Duration,
+    value: String,
+    read_at: Instant,
+}
+
+impl OwnToken {
+    pub(crate) fn load(path: PathBuf, refresh: Duration) -> Result<Self, KubeError> {
+        let value = read(&path)?.trim().to_owned();
+        if value.is_empty() {
+            return Err(KubeError::Read {
+                path,
+                reason: "the file is empty".into(),
+            });
+        }
+        Ok(OwnToken {
+            path,
+            refresh,
+            value,
+            read_at: Instant::now(),
+        })
+    }
+
+    /// The current token; a failed re-read keeps the last good one.
+    pub(crate) fn current(&mut self, now: Instant) -> String {
+        if now.duration_since(self.read_at) >= self.refresh {
+            self.read_at = now;
+            match std::fs::read_to_string(&self.path) {
+                Ok(text) if !text.trim().is_empty() => self.value = text.trim().to_owned(),
+                Ok(_) => tracing::warn!(
+                    path = %self.path.display(),
+                    "own ServiceAccount token file is empty: keeping the last one"
+                ),
+                Err(e) => tracing::warn!(
+                    path = %self.path.display(),
+                    error = %e,
+                    "own ServiceAccount token not re-read: keeping the last one"
+                ),
+            }
+        }
+        self.value.clone()
+    }
+}

@@ -1,0 +1,323 @@
+//! TokenReview: is this bearer token a ServiceAccount's, and whose?
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Bytes;
+use hyper_util::rt::TokioIo;
+use muster_app::auth::{AuthError, Authenticator};
+use muster_domain::Principal;
+use serde::Deserialize;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::client::{Endpoint, OwnToken, api_server_url, parse_endpoint, tls_connector};
+use crate::{DEFAULT_CA_PATH, DEFAULT_TOKEN_PATH, KubeError, ServiceAccountMap, TOKENREVIEW_PATH};
+
+/// Largest TokenReview answer read; a larger one counts as the API server being unavailable.
+const MAX_RESPONSE_BYTES: usize = 1 << 20;
+
+/// Everything the authenticator needs; [`TokenReviewSettings::new`] fills in the defaults.
+#[derive(Debug, Clone)]
+pub struct TokenReviewSettings {
+    /// `https://host[:port]`, no path.
+    pub api_server: String,
+    /// PEM bundle of the CAs that vouch for the API server.
+    pub ca_path: PathBuf,
+    /// This pod's own token, sent as `Authorization: Bearer`; re-read every `token_refresh`.
+    pub token_path: PathBuf,
+    pub token_refresh: Duration,
+    pub map: ServiceAccountMap,
+    /// Bound on one review: connect, TLS, request and answer.
+    pub timeout: Duration,
+    /// How long a review's answer (positive or negative) is reused.
+    pub cache_ttl: Duration,
+    /// Most answers kept; the oldest is evicted first.
+    pub cache_capacity: usize,
+}
+
+impl TokenReviewSettings {
+    pub fn new(api_server: impl Into<String>, map: ServiceAccountMap) -> Self {
+        TokenReviewSettings {
+            api_server: api_server.into(),
+            ca_path: DEFAULT_CA_PATH.into(),
+            token_path: DEFAULT_TOKEN_PATH.into(),
+            token_refresh: Duration::from_secs(60),
+            map,
+            timeout: Duration::from_secs(2),
+            cache_ttl: Duration::from_secs(30),
+            cache_capacity: 10_000,
+        }
+    }
+
+    /// The in-cluster defaults: the API server from `KUBERNETES_SERVICE_HOST` and
+    /// `KUBERNETES_SERVICE_PORT` (else `https://kubernetes.default.svc`), the mounted CA bundle
+    /// and token.
+    pub fn in_cluster(map: ServiceAccountMap) -> Self {
+        let host = std::env::var("KUBERNETES_SERVICE_HOST").ok();
+        let port = std::env::var("KUBERNETES_SERVICE_PORT").ok();
+        Self::new(api_server_url(host.as_deref(), port.as_deref()), map)
+    }
+}
+
+/// Review answers by token digest, for `ttl`, at most `capacity` of them.
+pub(crate) struct Cache {
+    pub(crate) ttl: Duration,
+    pub(crate) capacity: usize,
+    pub(crate) entries: HashMap<[u8; 32], (Instant, Option<Principal>)>,
+}
+
+impl Cache {
+    pub(crate) fn get(&mut self, key: &[u8; 32], now: Instant) -> Option<Option<Principal>> {
+        let (at, principal) = *self.entries.get(key)?;
+        if now.duration_since(at) < self.ttl {
+            Some(principal)
+        } else {
+            self.entries.remove(key);
+            None
+        }
+    }
+
+    pub(crate) fn insert(&mut self, key: [u8; 32], principal: Option<Principal>, now: Instant) {
+        if self.capacity == 0 || self.ttl.is_zero() {
+            return;
+        }
+        if self.entries.len() >= self.capacity && !self.entries.contains_key(&key) {
+            let ttl = self.ttl;
+            self.entries
+                .retain(|_, (at, _)| now.duration_since(*at) < ttl);
+            while self.entries.len() >= self.capacity {
+                let oldest = self
+                    .entries
+                    .iter()
+                    .min_by_key(|(_, (at, _))| *at)
+                    .map(|(k, _)| *k);
+                match oldest {
+                    Some(k) => self.entries.remove(&k),
+                    None => break,
+                };
+            }
+        }
+        self.entries.insert(key, (now, principal));
+    }
+}
+
+#[derive(Deserialize)]
+struct Review {
+    #[serde(default)]
+    status: ReviewStatus,
+}
+
+#[derive(Deserialize, Default)]
+struct ReviewStatus {
+    #[serde(default)]
+    authenticated: bool,
+    #[serde(default)]
+    user: Option<ReviewUser>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ReviewUser {
+    #[serde(default)]
+    username: String,
+}
+
+/// Why a review got no answer; for logs only (never holds the token).
+#[derive(Debug, thiserror::Error)]
+enum ReviewFailure {
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("connect: {0}")]
+    Connect(std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(std::io::Error),
+    #[error("HTTP: {0}")]
+    Http(hyper::Error),
+    #[error("the API server answered {0}")]
+    Status(hyper::StatusCode),
+    #[error("reading the answer: {0}")]
+    Body(String),
+    #[error("the answer is not a TokenReview: {0}")]
+    Shape(serde_json::Error),
+    #[error("building the request: {0}")]
+    Request(String),
+}
+
+/// Checks bearer tokens with the Kubernetes TokenReview API; see the crate documentation.
+pub struct TokenReviewAuthenticator {
+    endpoint: Endpoint,
+    tls: TlsConnector,
+    map: ServiceAccountMap,
+    timeout: Duration,
+    own_token: Mutex<OwnToken>,
+    cache: Mutex<Cache>,
+}
+
+impl std::fmt::Debug for TokenReviewAuthenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TokenReviewAuthenticator")
+            .field("api_server", &self.endpoint.authority)
+            .field("serviceaccounts", &self.map.len())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TokenReviewAuthenticator {
+    /// Reads the CA bundle and the pod's own token; fails when either is missing or unusable.
+    pub fn new(settings: TokenReviewSettings) -> Result<Self, KubeError> {
+        let endpoint = parse_endpoint(&settings.api_server)?;
+        let tls = tls_connector(&settings.ca_path)?;
+        let own_token = OwnToken::load(settings.token_path, settings.token_refresh)?;
+        Ok(TokenReviewAuthenticator {
+            endpoint,
+            tls,
+            map: settings.map,
+            timeout: settings.timeout,
+            own_token: Mutex::new(own_token),
+            cache: Mutex::new(Cache {
+                ttl: settings.cache_ttl,
+                capacity: settings.cache_capacity,
+                entries: HashMap::new(),
+            }),
+        })
+    }
+
+    /// Number of answers currently cached.
+    pub fn cached(&self) -> usize {
+        self.cache.lock().map(|c| c.entries.len()).unwrap_or(0)
+    }
+
+    async fn review(&self, token: &str) -> Result<ReviewStatus, ReviewFailure> {
+        let own = self
+            .own_token
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .current(Instant::now());
+        match tokio::time::timeout(self.timeout, self.exchange(token, &own)).await {
+            Ok(r) => r,
+            Err(_) => Err(ReviewFailure::Timeout(self.timeout)),
+        }
+    }
+
+    async fn exchange(&self, token: &str, own: &str) -> Result<ReviewStatus, ReviewFailure> {
+        let body = serde_json::json!({
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": token},
+        });
+        let body = serde_json::to_vec(&body).map_err(|e| ReviewFailure::Request(e.to_string()))?;
+        let request = hyper::Request::post(TOKENREVIEW_PATH)
+            .header(hyper::header::HOST, &self.endpoint.authority)
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {own}"))
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .header(hyper::header::ACCEPT, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            // The message would quote the header value: the own token. Keep only the kind.
+            .map_err(|_| ReviewFailure::Request("invalid request header".into()))?;
+
+        let tcp = TcpStream::connect((self.endpoint.host.as_str(), self.endpoint.port))
+            .await
+            .map_err(ReviewFailure::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        let tls = self
+            .tls
+            .connect(self.endpoint.server_name.clone(), tcp)
+            .await
+            .map_err(ReviewFailure::Tls)?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(ReviewFailure::Http)?;
+        let exchange = async {
+            let response = sender
+                .send_request(request)
+                .await
+                .map_err(ReviewFailure::Http)?;
+            let status = response.status();
+            if !status.is_success() {
+                return Err(ReviewFailure::Status(status));
+            }
+            let bytes = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|e| ReviewFailure::Body(e.to_string()))?
+                .to_bytes();
+            let review: Review = serde_json::from_slice(&bytes).map_err(ReviewFailure::Shape)?;
+            Ok(review.status)
+        };
+        // Drive the connection alongside the exchange, in this task: nothing outlives the timeout.
+        tokio::pin!(exchange, conn);
+        let mut conn_done = false;
+        loop {
+            tokio::select! {
+                biased;
+                result = &mut exchange => return result,
+                result = &mut conn, if !conn_done => {
+                    conn_done = true;
+                    result.map_err(ReviewFailure::Http)?;
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Authenticator for TokenReviewAuthenticator {
+    async fn authenticate(&self, token: &str) -> Result<Option<Principal>, AuthError> {
+        if token.is_empty() {
+            return Ok(None);
+        }
+        let key = *blake3::hash(token.as_bytes()).as_bytes();
+        if let Some(hit) = self
+            .cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key, Instant::now())
+        {
+            return Ok(hit);
+        }
+        let status = match self.review(token).await {
+            Ok(status) => status,
+            Err(failure) => {
+                tracing::warn!(
+                    api_server = %self.endpoint.authority,
+                    error = %failure,
+                    "TokenReview failed: refusing with 503 (fail closed)"
+                );
+                return Err(AuthError::Unavailable);
+            }
+        };
+        let principal = if status.authenticated {
+            let username = status.user.map(|u| u.username).unwrap_or_default();
+            match self.map.get(&username) {
+                Some(principal) => Some(principal),
+                None => {
+                    tracing::info!(
+                        username = %username,
+                        "authenticated ServiceAccount is not in the ServiceAccount map: refused"
+                    );
+                    None
+                }
+            }
+        } else {
+            // Kubernetes does not quote the token in its error, but make sure of it.
+            let error = status
+                .error
+                .filter(|e| !e.contains(token))
+                .unwrap_or_default();
+            tracing::debug!(error = %error, "TokenReview: token not authenticated");
+            None
+        };
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, principal, Instant::now());
+        Ok(principal)
+    }
+}
