@@ -2,9 +2,13 @@
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hyper::client::conn::http1::{Connection, SendRequest};
+use hyper::http::request::Builder;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
@@ -167,5 +171,87 @@ impl OwnToken {
             }
         }
         self.value.clone()
+    }
+}
+
+/// The TLS stream to the API server, as hyper reads and writes it.
+pub(crate) type ApiIo = TokioIo<tokio_rustls::client::TlsStream<TcpStream>>;
+
+/// Why no connection to the API server came about; for logs only.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConnectFailure {
+    #[error("connect: {0}")]
+    Connect(std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(std::io::Error),
+    #[error("HTTP: {0}")]
+    Http(hyper::Error),
+}
+
+/// The API server as a client meets it: where it is, which CAs vouch for it, and the pod's own
+/// token to show it.
+pub(crate) struct ApiServer {
+    pub(crate) endpoint: Endpoint,
+    tls: TlsConnector,
+    own_token: Mutex<OwnToken>,
+}
+
+impl ApiServer {
+    /// Reads the CA bundle and the pod's own token; fails when either is missing or unusable.
+    pub(crate) fn new(
+        url: &str,
+        ca_path: &Path,
+        token_path: PathBuf,
+        token_refresh: Duration,
+    ) -> Result<Self, KubeError> {
+        Ok(ApiServer {
+            endpoint: parse_endpoint(url)?,
+            tls: tls_connector(ca_path)?,
+            own_token: Mutex::new(OwnToken::load(token_path, token_refresh)?),
+        })
+    }
+
+    /// The pod's own token as it is now (re-read when due).
+    pub(crate) fn own_token(&self) -> String {
+        self.own_token
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .current(Instant::now())
+    }
+
+    /// A request to `path` with the Host, Authorization (the own token) and Accept headers.
+    pub(crate) fn request(&self, method: hyper::Method, path: &str, accept: &str) -> Builder {
+        hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(hyper::header::HOST, &self.endpoint.authority)
+            .header(
+                hyper::header::AUTHORIZATION,
+                format!("Bearer {}", self.own_token()),
+            )
+            .header(hyper::header::ACCEPT, accept)
+    }
+
+    /// A fresh HTTP/1 connection over TLS; the caller drives the connection future.
+    pub(crate) async fn connect<B>(
+        &self,
+    ) -> Result<(SendRequest<B>, Connection<ApiIo, B>), ConnectFailure>
+    where
+        B: hyper::body::Body + 'static,
+        B::Data: Send,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let tcp = TcpStream::connect((self.endpoint.host.as_str(), self.endpoint.port))
+            .await
+            .map_err(ConnectFailure::Connect)?;
+        let _ = tcp.set_nodelay(true);
+        let tls = self
+            .tls
+            .connect(self.endpoint.server_name.clone(), tcp)
+            .await
+            .map_err(ConnectFailure::Tls)?;
+        hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .map_err(ConnectFailure::Http)
     }
 }

@@ -2,20 +2,18 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use muster_app::auth::{AuthError, Authenticator};
 use muster_domain::Principal;
 use serde::Deserialize;
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
-use crate::client::{Endpoint, OwnToken, api_server_url, parse_endpoint, tls_connector};
+use crate::client::{ApiServer, ConnectFailure, api_server_url};
 use crate::{DEFAULT_CA_PATH, DEFAULT_TOKEN_PATH, KubeError, ServiceAccountMap, TOKENREVIEW_PATH};
 
 /// Largest TokenReview answer read; a larger one counts as the API server being unavailable.
@@ -133,10 +131,8 @@ struct ReviewUser {
 enum ReviewFailure {
     #[error("timed out after {0:?}")]
     Timeout(Duration),
-    #[error("connect: {0}")]
-    Connect(std::io::Error),
-    #[error("TLS: {0}")]
-    Tls(std::io::Error),
+    #[error("{0}")]
+    Connect(#[from] ConnectFailure),
     #[error("HTTP: {0}")]
     Http(hyper::Error),
     #[error("the API server answered {0}")]
@@ -151,18 +147,18 @@ enum ReviewFailure {
 
 /// Checks bearer tokens with the Kubernetes TokenReview API; see the crate documentation.
 pub struct TokenReviewAuthenticator {
-    endpoint: Endpoint,
-    tls: TlsConnector,
+    api: ApiServer,
     map: ServiceAccountMap,
     timeout: Duration,
-    own_token: Mutex<OwnToken>,
     cache: Mutex<Cache>,
+    /// Reviews that got no answer (each refused a call with 503).
+    failures: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for TokenReviewAuthenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenReviewAuthenticator")
-            .field("api_server", &self.endpoint.authority)
+            .field("api_server", &self.api.endpoint.authority)
             .field("serviceaccounts", &self.map.len())
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
@@ -172,15 +168,17 @@ impl std::fmt::Debug for TokenReviewAuthenticator {
 impl TokenReviewAuthenticator {
     /// Reads the CA bundle and the pod's own token; fails when either is missing or unusable.
     pub fn new(settings: TokenReviewSettings) -> Result<Self, KubeError> {
-        let endpoint = parse_endpoint(&settings.api_server)?;
-        let tls = tls_connector(&settings.ca_path)?;
-        let own_token = OwnToken::load(settings.token_path, settings.token_refresh)?;
+        let api = ApiServer::new(
+            &settings.api_server,
+            &settings.ca_path,
+            settings.token_path,
+            settings.token_refresh,
+        )?;
         Ok(TokenReviewAuthenticator {
-            endpoint,
-            tls,
+            api,
             map: settings.map,
             timeout: settings.timeout,
-            own_token: Mutex::new(own_token),
+            failures: Arc::new(AtomicU64::new(0)),
             cache: Mutex::new(Cache {
                 ttl: settings.cache_ttl,
                 capacity: settings.cache_capacity,
@@ -189,51 +187,40 @@ impl TokenReviewAuthenticator {
         })
     }
 
+    /// The count of reviews that got no answer from the API server (each refused its call with
+    /// 503), shared so that the metrics can export it as `muster_tokenreview_failures_total`.
+    pub fn failure_counter(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.failures)
+    }
+
     /// Number of answers currently cached.
     pub fn cached(&self) -> usize {
         self.cache.lock().map(|c| c.entries.len()).unwrap_or(0)
     }
 
     async fn review(&self, token: &str) -> Result<ReviewStatus, ReviewFailure> {
-        let own = self
-            .own_token
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .current(Instant::now());
-        match tokio::time::timeout(self.timeout, self.exchange(token, &own)).await {
+        match tokio::time::timeout(self.timeout, self.exchange(token)).await {
             Ok(r) => r,
             Err(_) => Err(ReviewFailure::Timeout(self.timeout)),
         }
     }
 
-    async fn exchange(&self, token: &str, own: &str) -> Result<ReviewStatus, ReviewFailure> {
+    async fn exchange(&self, token: &str) -> Result<ReviewStatus, ReviewFailure> {
         let body = serde_json::json!({
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
             "spec": {"token": token},
         });
         let body = serde_json::to_vec(&body).map_err(|e| ReviewFailure::Request(e.to_string()))?;
-        let request = hyper::Request::post(TOKENREVIEW_PATH)
-            .header(hyper::header::HOST, &self.endpoint.authority)
-            .header(hyper::header::AUTHORIZATION, format!("Bearer {own}"))
+        let request = self
+            .api
+            .request(hyper::Method::POST, TOKENREVIEW_PATH, "application/json")
             .header(hyper::header::CONTENT_TYPE, "application/json")
-            .header(hyper::header::ACCEPT, "application/json")
             .body(Full::new(Bytes::from(body)))
             // The message would quote the header value: the own token. Keep only the kind.
             .map_err(|_| ReviewFailure::Request("invalid request header".into()))?;
 
-        let tcp = TcpStream::connect((self.endpoint.host.as_str(), self.endpoint.port))
-            .await
-            .map_err(ReviewFailure::Connect)?;
-        let _ = tcp.set_nodelay(true);
-        let tls = self
-            .tls
-            .connect(self.endpoint.server_name.clone(), tcp)
-            .await
-            .map_err(ReviewFailure::Tls)?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(ReviewFailure::Http)?;
+        let (mut sender, conn) = self.api.connect().await?;
         let exchange = async {
             let response = sender
                 .send_request(request)
@@ -286,10 +273,11 @@ impl Authenticator for TokenReviewAuthenticator {
             Ok(status) => status,
             Err(failure) => {
                 tracing::warn!(
-                    api_server = %self.endpoint.authority,
+                    api_server = %self.api.endpoint.authority,
                     error = %failure,
                     "TokenReview failed: refusing with 503 (fail closed)"
                 );
+                self.failures.fetch_add(1, Ordering::Relaxed);
                 return Err(AuthError::Unavailable);
             }
         };

@@ -116,6 +116,27 @@ async fn an_api_server_answering_500_is_unavailable_and_not_cached() {
 }
 
 #[tokio::test]
+async fn every_review_without_an_answer_is_counted_as_a_failure() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Status500).await;
+    let auth = authenticator_for(&server, &pki, &dir).await;
+    let failures = auth.failure_counter();
+    let _ = auth.authenticate(TRAWL_TOKEN).await;
+    let _ = auth.authenticate(CONN_TOKEN).await;
+    assert_eq!(failures.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn answered_reviews_count_no_failure_whatever_they_say() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_api_server(&pki, Mode::Review).await;
+    let auth = authenticator_for(&server, &pki, &dir).await;
+    let _ = auth.authenticate(TRAWL_TOKEN).await;
+    let _ = auth.authenticate(BOGUS_TOKEN).await;
+    assert_eq!(auth.failure_counter().load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
 async fn an_api_server_the_ca_bundle_does_not_vouch_for_is_unavailable() {
     let (pki, other, dir) = (pki(), pki(), TempDir::new());
     let server = fake_api_server(&pki, Mode::Review).await;
