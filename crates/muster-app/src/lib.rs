@@ -10,6 +10,7 @@ mod combine;
 pub mod error;
 pub mod feed;
 pub mod intake;
+pub mod nodes;
 pub mod ports;
 pub mod service;
 pub mod signal;

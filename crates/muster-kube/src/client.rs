@@ -255,3 +255,31 @@ impl ApiServer {
             .map_err(ConnectFailure::Http)
     }
 }
+
+/// A connection's driver task, aborted when this is dropped: nothing outlives its request.
+pub(crate) struct Driver(tokio::task::JoinHandle<()>);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl ApiServer {
+    /// Sends `request` on a fresh connection driven by a task of its own; the answer's body can
+    /// be read (streamed) while the returned [`Driver`] lives.
+    pub(crate) async fn send(
+        &self,
+        request: hyper::Request<http_body_util::Empty<hyper::body::Bytes>>,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, Driver), ConnectFailure> {
+        let (mut sender, conn) = self.connect().await?;
+        let driver = Driver(tokio::spawn(async move {
+            let _ = conn.await;
+        }));
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(ConnectFailure::Http)?;
+        Ok((response, driver))
+    }
+}

@@ -13,6 +13,7 @@ use muster_domain::Principal;
 use serde::Deserialize;
 
 mod client;
+pub mod nodes;
 mod tokenreview;
 
 pub use client::api_server_url;

@@ -1,0 +1,318 @@
+//! The node watcher against a fake API server (loopback, real TLS): paged lists, a streamed
+//! watch, failures and staleness.
+
+mod common;
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use common::{OWN_TOKEN, Pki, TempDir, pki};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Frame, Incoming};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use muster_app::nodes::{NodeDirectory, NodeSnapshot};
+use muster_domain::redact::NodeNames;
+use muster_kube::nodes::{NODES_PATH, NodeWatchSettings, NodeWatcher};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+
+/// A watch's body: whatever the test sends, as it sends it.
+struct Stream(mpsc::UnboundedReceiver<Bytes>);
+
+impl hyper::body::Body for Stream {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        self.0.poll_recv(cx).map(|b| b.map(|b| Ok(Frame::data(b))))
+    }
+}
+
+#[derive(Default)]
+struct State {
+    nodes: Vec<String>,
+    /// The senders of the watches opened so far.
+    watches: Vec<mpsc::UnboundedSender<Bytes>>,
+    /// Every request: path and query, Accept header, whether it carried the own token.
+    seen: Vec<(String, String, bool)>,
+}
+
+struct FakeNodes {
+    url: String,
+    state: Arc<Mutex<State>>,
+    failing: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeNodes {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FakeNodes {
+    fn send(&self, event: serde_json::Value) {
+        let line = Bytes::from(format!("{event}\n"));
+        for watch in &self.state.lock().unwrap().watches {
+            let _ = watch.send(line.clone());
+        }
+    }
+
+    fn end_watches(&self) {
+        self.state.lock().unwrap().watches.clear();
+    }
+
+    fn seen(&self) -> Vec<(String, String, bool)> {
+        self.state.lock().unwrap().seen.clone()
+    }
+}
+
+fn full(status: StatusCode, body: serde_json::Value) -> Response<BoxBody<Bytes, Infallible>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *r.status_mut() = status;
+    r
+}
+
+fn answer(
+    request: &Request<Incoming>,
+    state: &Mutex<State>,
+    failing: bool,
+) -> Response<BoxBody<Bytes, Infallible>> {
+    let query = request.uri().query().unwrap_or_default().to_owned();
+    let accept = request
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let own = request
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        == Some(&format!("Bearer {OWN_TOKEN}"));
+    let mut state = state.lock().unwrap();
+    state
+        .seen
+        .push((format!("{}?{query}", request.uri().path()), accept, own));
+    if failing || request.uri().path() != NODES_PATH {
+        return full(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            serde_json::json!({"kind": "Status"}),
+        );
+    }
+    let param = |key: &str| {
+        query
+            .split('&')
+            .find_map(|kv| kv.strip_prefix(&format!("{key}=")))
+            .map(str::to_owned)
+    };
+    if param("watch").is_some() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        state.watches.push(tx);
+        return Response::new(Stream(rx).boxed());
+    }
+    let limit: usize = param("limit").and_then(|l| l.parse().ok()).unwrap_or(500);
+    let from: usize = param("continue").and_then(|c| c.parse().ok()).unwrap_or(0);
+    let page: Vec<serde_json::Value> = state
+        .nodes
+        .iter()
+        .skip(from)
+        .take(limit)
+        .map(|name| serde_json::json!({"metadata": {"name": name, "resourceVersion": "7"}}))
+        .collect();
+    let next = if from + limit < state.nodes.len() {
+        (from + limit).to_string()
+    } else {
+        String::new()
+    };
+    full(
+        StatusCode::OK,
+        serde_json::json!({
+            "kind": "PartialObjectMetadataList",
+            "metadata": {"resourceVersion": "42", "continue": next},
+            "items": page,
+        }),
+    )
+}
+
+async fn fake_nodes(pki: &Pki, nodes: &[&str]) -> FakeNodes {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let state = Arc::new(Mutex::new(State {
+        nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+        ..State::default()
+    }));
+    let failing = Arc::new(AtomicBool::new(false));
+    let acceptor = TlsAcceptor::from(pki.server.clone());
+    let (st, fl) = (state.clone(), failing.clone());
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                return;
+            };
+            let (acceptor, st, fl) = (acceptor.clone(), st.clone(), fl.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(move |req| {
+                    let response = answer(&req, &st, fl.load(Ordering::SeqCst));
+                    async move { Ok::<_, Infallible>(response) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    FakeNodes {
+        url: format!("https://127.0.0.1:{port}"),
+        state,
+        failing,
+        task,
+    }
+}
+
+fn settings(dir: &TempDir, url: &str, pki: &Pki) -> NodeWatchSettings {
+    let mut s = NodeWatchSettings::new(url);
+    s.ca_path = dir.write("ca.crt", &pki.ca_pem);
+    s.token_path = dir.write("token", &format!("{OWN_TOKEN}\n"));
+    s.page_size = 2;
+    s.timeout = Duration::from_secs(2);
+    s.retry_min = Duration::from_millis(20);
+    s.retry_max = Duration::from_millis(50);
+    s
+}
+
+fn start(settings: NodeWatchSettings) -> (Arc<NodeDirectory>, tokio::task::JoinHandle<()>) {
+    let directory = Arc::new(NodeDirectory::awaiting_source());
+    let watcher = NodeWatcher::new(settings).unwrap();
+    let task = tokio::spawn(watcher.run(directory.clone()));
+    (directory, task)
+}
+
+fn known(names: &[&str]) -> NodeSnapshot {
+    NodeSnapshot::Known(Arc::new(NodeNames::new(names)))
+}
+
+/// Waits up to 5 s for the directory to show `expected`; answers what it showed last.
+async fn eventually(directory: &NodeDirectory, expected: &NodeSnapshot) -> NodeSnapshot {
+    for _ in 0..250 {
+        if directory.snapshot() == *expected {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    directory.snapshot()
+}
+
+#[tokio::test]
+async fn every_page_of_the_first_list_makes_its_names_known() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_nodes(&pki, &["kind-worker", "rack3-blade12", "tidewater"]).await;
+    let (directory, task) = start(settings(&dir, &server.url, &pki));
+    let expected = known(&["kind-worker", "rack3-blade12", "tidewater"]);
+    assert_eq!(eventually(&directory, &expected).await, expected);
+    task.abort();
+}
+
+#[tokio::test]
+async fn the_list_and_the_watch_ask_for_metadata_only_with_the_own_token() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_nodes(&pki, &["tidewater"]).await;
+    let (directory, task) = start(settings(&dir, &server.url, &pki));
+    eventually(&directory, &known(&["tidewater"])).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let seen = server.seen();
+    task.abort();
+    assert_eq!(
+        seen.iter()
+            .map(|(path, _, _)| path.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "/api/v1/nodes?limit=2",
+            "/api/v1/nodes?watch=1&allowWatchBookmarks=true&timeoutSeconds=300&resourceVersion=42",
+        ]
+    );
+    assert!(
+        seen.iter()
+            .all(|(_, accept, own)| accept.contains(";as=PartialObjectMetadata") && *own)
+    );
+}
+
+#[tokio::test]
+async fn a_node_the_watch_adds_is_known_at_once_and_a_deleted_one_is_forgotten() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_nodes(&pki, &["tidewater"]).await;
+    let (directory, task) = start(settings(&dir, &server.url, &pki));
+    eventually(&directory, &known(&["tidewater"])).await;
+    while server.state.lock().unwrap().watches.is_empty() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    server.send(
+        serde_json::json!({"type": "ADDED", "object": {"metadata": {"name": "rack3-blade13"}}}),
+    );
+    let both = known(&["tidewater", "rack3-blade13"]);
+    assert_eq!(eventually(&directory, &both).await, both);
+    server.send(
+        serde_json::json!({"type": "DELETED", "object": {"metadata": {"name": "tidewater"}}}),
+    );
+    let one = known(&["rack3-blade13"]);
+    assert_eq!(eventually(&directory, &one).await, one);
+    task.abort();
+}
+
+#[tokio::test]
+async fn the_names_stay_unknown_while_the_api_server_cannot_be_reached() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (directory, task) = start(settings(&dir, &format!("https://127.0.0.1:{port}"), &pki));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(directory.snapshot(), NodeSnapshot::Unknown);
+    task.abort();
+}
+
+#[tokio::test]
+async fn the_names_become_unknown_when_the_api_server_fails_for_longer_than_stale_after() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_nodes(&pki, &["tidewater"]).await;
+    let mut s = settings(&dir, &server.url, &pki);
+    s.stale_after = Duration::from_millis(200);
+    let (directory, task) = start(s);
+    eventually(&directory, &known(&["tidewater"])).await;
+    server.failing.store(true, Ordering::SeqCst);
+    server.end_watches();
+    assert_eq!(
+        eventually(&directory, &NodeSnapshot::Unknown).await,
+        NodeSnapshot::Unknown
+    );
+    server.failing.store(false, Ordering::SeqCst);
+    let back = known(&["tidewater"]);
+    assert_eq!(eventually(&directory, &back).await, back);
+    task.abort();
+}
+
+#[tokio::test]
+async fn a_short_failure_keeps_the_names_in_force() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_nodes(&pki, &["tidewater"]).await;
+    let (directory, task) = start(settings(&dir, &server.url, &pki));
+    eventually(&directory, &known(&["tidewater"])).await;
+    server.failing.store(true, Ordering::SeqCst);
+    server.end_watches();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(directory.snapshot(), known(&["tidewater"]));
+    task.abort();
+}
