@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::{FromRequestParts, Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::metrics::counter::Counter;
@@ -130,9 +130,7 @@ pub(crate) async fn hold(
         // Timed out (or, never, closed): too many large bodies in flight.
         _ => {
             budget.refused.inc();
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "E_UNAVAILABLE",
+            ApiError::unavailable_because(
                 "the server is handling as many large request bodies as its memory allows; retry shortly",
             )
             .into_response()

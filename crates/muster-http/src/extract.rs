@@ -2,8 +2,8 @@
 
 use axum::body::Body;
 use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use muster_app::auth::AuthError;
 use muster_domain::Principal;
@@ -90,14 +90,10 @@ pub async fn read_limited(
     deadline: std::time::Duration,
 ) -> Result<axum::body::Bytes, ApiError> {
     let Ok(read) = tokio::time::timeout(deadline, Limited::new(body, limit).collect()).await else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "E_UNAVAILABLE",
-            format!(
-                "the request body did not arrive within {} ms",
-                deadline.as_millis()
-            ),
-        ));
+        return Err(ApiError::unavailable_because(format!(
+            "the request body did not arrive within {} ms",
+            deadline.as_millis()
+        )));
     };
     match read {
         Ok(collected) => Ok(collected.to_bytes()),

@@ -24,6 +24,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::error::ErrorCode;
 use crate::routes::AppState;
 
 type Labels = Vec<(&'static str, String)>;
@@ -32,10 +33,6 @@ fn latency_histogram() -> Histogram {
     // 0.5 ms .. ~8 s
     Histogram::new(exponential_buckets(0.0005, 2.0, 15))
 }
-
-/// The error code of an answer, left on the response by `ApiError` for the metrics layer.
-#[derive(Debug, Clone, Copy)]
-pub struct ErrorCode(pub &'static str);
 
 /// Metrics the transport keeps itself.
 #[derive(Debug, Clone)]
@@ -86,7 +83,7 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
     let code = res
         .extensions()
         .get::<ErrorCode>()
-        .map(|c| c.0)
+        .map(|c| c.as_str())
         .unwrap_or("");
     let status = res.status().as_u16();
     span.in_scope(|| log_answer(status, code, elapsed, class));

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::extract::{Caller, JsonBody};
 
 /// What every handler can reach. Cloned for every request (each `State` extractor and
@@ -117,8 +117,7 @@ async fn not_found() -> ApiError {
 
 async fn method_not_allowed() -> ApiError {
     ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "E_BAD_REQUEST",
+        ErrorCode::MethodNotAllowed,
         "method not allowed on this path",
     )
 }
@@ -130,9 +129,7 @@ async fn healthz() -> Response {
 async fn readyz(State(s): State<AppState>) -> Response {
     match s.readiness.check().await {
         Ok(()) => ok_json(StatusCode::OK, &json!({"status": "ready"})),
-        Err(reason) => {
-            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "E_UNAVAILABLE", reason).into_response()
-        }
+        Err(reason) => ApiError::unavailable_because(reason).into_response(),
     }
 }
 
@@ -373,8 +370,8 @@ async fn completions(
                 }
                 Err(e) => json!({
                     "lease_id": lease_id,
-                    "status": e.status.as_u16(),
-                    "error": {"code": e.code, "message": e.message},
+                    "status": e.status().as_u16(),
+                    "error": {"code": e.code.as_str(), "message": e.message},
                 }),
             }
         })
