@@ -320,12 +320,7 @@ async fn completions(
     Caller(p): Caller,
     JsonBody(b): JsonBody<CompletionsBody>,
 ) -> ApiResult {
-    if b.completions.is_empty() || b.completions.len() > muster_app::service::MAX_BATCH as usize {
-        return Err(ApiError::bad_request(format!(
-            "a batch holds 1 to {} completions",
-            muster_app::service::MAX_BATCH
-        )));
-    }
+    muster_app::service::check_completions_batch(b.completions.len())?;
     let mut answers: Vec<Option<Result<Value, ApiError>>> = Vec::new();
     let mut lease_ids = Vec::with_capacity(b.completions.len());
     let mut valid = Vec::with_capacity(b.completions.len());
@@ -517,6 +512,6 @@ async fn report_health(
 }
 
 async fn queues(State(s): State<AppState>, Caller(p): Caller) -> ApiResult {
-    crate::sse::may_watch(p)?;
+    muster_app::auth::may_watch(p)?;
     Ok(ok_json(StatusCode::OK, &s.feed.queues().await?))
 }

@@ -4,22 +4,12 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use muster_app::AppError;
 use muster_app::feed::{FeedEvent, Subscription};
-use muster_domain::Principal;
 use serde_json::json;
 
 use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::routes::AppState;
-
-/// Conn and operators watch the pipeline.
-pub(crate) fn may_watch(p: Principal) -> Result<(), ApiError> {
-    match p {
-        Principal::Conn | Principal::Operator => Ok(()),
-        other => Err(AppError::Forbidden(format!("{other} may not watch the live feed")).into()),
-    }
-}
 
 /// One SSE frame.
 fn frame(event: &FeedEvent) -> String {
@@ -59,7 +49,7 @@ pub(crate) async fn events(
     Caller(p): Caller,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    may_watch(p)?;
+    muster_app::auth::may_watch(p)?;
     let subscription = s.feed.subscribe(last_event_id(&headers)).await?;
     let retry = format!("retry: {}\n\n", s.feed.retry_ms());
     let head = futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(retry) });
