@@ -25,7 +25,6 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::error::ErrorCode;
-use crate::routes::AppState;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -251,19 +250,19 @@ fn log_answer(status: u16, code: &str, elapsed: std::time::Duration, class: Rout
 }
 
 /// A counter per kind: name, help, values.
-type PerKindCounter = (&'static str, &'static str, Vec<(Kind, u64)>);
+pub(crate) type PerKindCounter = (&'static str, &'static str, Vec<(Kind, u64)>);
 
 /// Figures read at scrape time.
 #[derive(Debug)]
-struct Snapshot {
-    counters: Vec<PerKindCounter>,
-    depths: Vec<Depth>,
-    subscribers: u64,
-    pool: PoolStatus,
-    intake: Vec<(&'static str, u64)>,
-    feed_gap_wait: f64,
-    oldest: Vec<(Kind, Priority, f64)>,
-    body_budget_used: u64,
+pub(crate) struct Snapshot {
+    pub(crate) counters: Vec<PerKindCounter>,
+    pub(crate) depths: Vec<Depth>,
+    pub(crate) subscribers: u64,
+    pub(crate) pool: PoolStatus,
+    pub(crate) intake: Vec<(&'static str, u64)>,
+    pub(crate) feed_gap_wait: f64,
+    pub(crate) oldest: Vec<(Kind, Priority, f64)>,
+    pub(crate) body_budget_used: u64,
 }
 
 fn kind_label(k: Kind) -> Labels {
@@ -383,125 +382,28 @@ impl Collector for Snapshot {
     }
 }
 
-/// `GET /metrics`.
-pub async fn metrics(State(s): State<AppState>) -> Response {
-    let stats = s.muster.stats();
-    let per_kind = |c: &muster_app::stats::PerKind| {
-        Kind::ALL
-            .iter()
-            .map(|k| (*k, c.get(*k)))
-            .collect::<Vec<_>>()
-    };
-    let oldest = match s.muster.oldest_queued_ages().await {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
-            Vec::new()
-        }
-    };
-    let snapshot = Snapshot {
-        counters: vec![
-            (
-                "muster_items_enqueued",
-                "Items enqueued (including next steps)",
-                per_kind(&stats.enqueued),
-            ),
-            (
-                "muster_leases_granted",
-                "Leases handed out",
-                per_kind(&stats.leased),
-            ),
-            (
-                "muster_completions",
-                "Items completed",
-                per_kind(&stats.completed),
-            ),
-            (
-                "muster_failures_reported",
-                "Failures reported by workers",
-                per_kind(&stats.failed),
-            ),
-            (
-                "muster_items_failed",
-                "Items that ended in failed",
-                per_kind(&stats.failed_final),
-            ),
-            (
-                "muster_items_parked",
-                "needs_subtool reports",
-                per_kind(&stats.parked),
-            ),
-            (
-                "muster_items_replayed",
-                "Parked items replayed",
-                per_kind(&stats.replayed),
-            ),
-            (
-                "muster_late_results",
-                "Completions under a superseded lease (recorded, not applied)",
-                per_kind(&stats.late_results),
-            ),
-            (
-                "muster_lease_groups",
-                "Group commit: transactions that wrote grouped single lease requests",
-                per_kind(&stats.lease_groups),
-            ),
-            (
-                "muster_lease_group_requests",
-                "Group commit: single lease requests written in those transactions",
-                per_kind(&stats.lease_group_requests),
-            ),
-            (
-                "muster_completion_groups",
-                "Group commit: transactions that wrote grouped single completions",
-                per_kind(&stats.completion_groups),
-            ),
-            (
-                "muster_completion_group_requests",
-                "Group commit: single completions written in those transactions",
-                per_kind(&stats.completion_group_requests),
-            ),
-            (
-                "muster_completion_splits",
-                "Transactions of several completions that failed (Logbook reachable) and were redone one completion per transaction",
-                per_kind(&stats.completion_splits),
-            ),
-        ],
-        depths: s.feed.queues().await.map(|q| q.depths).unwrap_or_default(),
-        subscribers: s.feed.subscribers() as u64,
-        pool: s.logbook_metrics.pool_status(),
-        feed_gap_wait: s.feed.gap_wait().as_secs_f64(),
-        intake: {
-            let i = s.intake.stats();
-            let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-            vec![
-                ("accepted", n(&i.accepted)),
-                ("honeypot", n(&i.honeypot)),
-                ("pow", n(&i.pow)),
-                ("target", n(&i.target)),
-                ("rate_limited", n(&i.rate_limited)),
-                ("spent_challenge", n(&i.spent)),
-            ]
-        },
-        oldest,
-        body_budget_used: s.body_budget.used_bytes(),
-    };
+/// The exposition of one scrape: the transport's own metrics and the figures in `snapshot`.
+pub(crate) fn exposition(
+    http: &HttpMetrics,
+    body_budget_refused: &Counter,
+    snapshot: Snapshot,
+) -> Response {
     let mut registry = Registry::default();
     registry.register(
         "muster_http_requests",
         "HTTP answers by route, method, status and error code",
-        s.http_metrics.requests.clone(),
+        http.requests.clone(),
     );
     registry.register(
         "muster_http_request_duration_seconds",
         "HTTP request latency by route",
-        s.http_metrics.latency.clone(),
+        http.latency.clone(),
     );
     registry.register(
         "muster_http_body_budget_refusals",
         "Requests answered 503 because the request bodies in flight filled the body budget \
          (--inflight-body-mib) for longer than the wait",
-        s.body_budget.refused.clone(),
+        body_budget_refused.clone(),
     );
     registry.register_collector(Box::new(snapshot));
     let mut body = String::new();
