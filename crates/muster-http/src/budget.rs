@@ -14,7 +14,9 @@
 //! `503 E_UNAVAILABLE` with `Retry-After`, which every worker retries. Small bodies —
 //! leases, heartbeats, failures, the completions of most workers — are not counted, so they
 //! never wait behind a large one. Every body must arrive within the read deadline
-//! ([`crate::extract::read_limited`]), so a stalled sender cannot keep its room for long.
+//! ([`crate::extract::read_limited`]), so a stalled sender cannot keep its room for long. The
+//! middleware that authenticates and reserves is [`crate::extract`]'s `hold`: this module only
+//! counts.
 //!
 //! The edit intake routes are not counted: their bodies are cut at 4 KiB.
 
