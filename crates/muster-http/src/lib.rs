@@ -7,10 +7,11 @@
 //! graceful shutdown ([`server`]). It knows nothing of SQL, and decides no rule of who may do
 //! what: it asks the use cases.
 //!
-//! Module graph (who uses whom inside the crate; no circle): `router` → `handlers`, `extract`,
-//! `metrics`, `state`; `handlers` → `extract`, `sse`, `metrics`, `state`, `error`; `extract` →
-//! `state`, `budget`, `error`; `state` → `budget`, `metrics`; `budget` → `error`; `metrics` →
-//! `error`; `server` → `dev_web`, `error`; `dev_web` → `error`; `sse` and `error` → nothing.
+//! Module graph (who uses whom inside the crate; no circle): `routes` (the router) →
+//! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `sse`, `metrics`,
+//! `state`, `error`; `extract` → `state`, `budget`, `error`; `state` → `budget`, `metrics`;
+//! `budget` → `error`; `metrics` → `error`; `server` → `dev_web`, `error`; `dev_web` →
+//! `error`; `sse` and `error` → nothing.
 
 pub mod budget;
 pub mod dev_web;
@@ -18,12 +19,12 @@ pub mod error;
 mod extract;
 mod handlers;
 pub mod metrics;
-mod router;
+mod routes;
 pub mod server;
 mod sse;
 mod state;
 
 pub use budget::BodyBudget;
-pub use router::router;
+pub use routes::router;
 pub use server::{ServerSettings, serve};
 pub use state::{AppParts, AppState};

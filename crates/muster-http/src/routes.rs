@@ -1,4 +1,5 @@
-//! The whole HTTP surface: which handler answers which route, behind which layers.
+//! The router: the whole HTTP surface, which handler answers which route, behind which layers.
+//! (`bins/muster/tests/api/openapi.rs` reads the route table from this file.)
 
 use axum::Router;
 use axum::routing::{get, post, put};
