@@ -28,3 +28,6 @@ pub use budget::BodyBudget;
 pub use routes::router;
 pub use server::{ServerSettings, serve};
 pub use state::{AppParts, AppState};
+
+#[cfg(test)]
+mod tests;
