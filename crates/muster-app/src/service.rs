@@ -38,6 +38,7 @@ pub fn check_completions_batch(len: usize) -> Result<(), AppError> {
     }
     Ok(())
 }
+
 /// Payload bytes (as stored) one lease transaction loads before it stops adding items; the
 /// first item is always leased. Bounds the memory of one answer (and of one group of single
 /// lease requests) far below the pod's 48 MiB whatever the payloads: a request body, and so a

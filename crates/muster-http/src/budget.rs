@@ -95,6 +95,7 @@ impl BodyBudget {
             .unwrap_or(u32::MAX)
             .min(self.capacity_kib)
     }
+
     /// Reserves `kib` of the budget, waiting up to the budget's wait for room; without room
     /// by then, the request is refused (and counted).
     pub(crate) async fn reserve(&self, kib: u32) -> Result<OwnedSemaphorePermit, ApiError> {
