@@ -1,4 +1,5 @@
-//! Bearer-token authentication.
+//! Bearer-token authentication, and the authorisation rules the transport asks before a call
+//! that has no actor check of its own.
 //!
 //! The development and test token table maps the BLAKE3 digest of a token to a principal; the
 //! plain token is never stored, logged or echoed. Production authenticates Kubernetes
@@ -9,6 +10,18 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use muster_domain::Principal;
 use serde::Deserialize;
+
+use crate::AppError;
+
+/// Who may watch the pipeline — the live feed and the queue depths: Conn and operators.
+pub fn may_watch(p: Principal) -> Result<(), AppError> {
+    match p {
+        Principal::Conn | Principal::Operator => Ok(()),
+        other => Err(AppError::Forbidden(format!(
+            "{other} may not watch the live feed"
+        ))),
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
@@ -100,6 +113,22 @@ mod tests {
             r#"{{"tokens": [{{"blake3": "{hex}", "principal": "worker:trawl"}}]}}"#
         ))
         .unwrap()
+    }
+
+    #[test]
+    fn conn_and_operators_may_watch_the_pipeline_and_nobody_else() {
+        assert_eq!(may_watch(Principal::Conn), Ok(()));
+        assert_eq!(may_watch(Principal::Operator), Ok(()));
+        assert_eq!(
+            may_watch(Principal::Worker(Kind::Trawl)),
+            Err(AppError::Forbidden(
+                "worker:trawl may not watch the live feed".into()
+            ))
+        );
+        assert!(matches!(
+            may_watch(Principal::Shipkeeper),
+            Err(AppError::Forbidden(_))
+        ));
     }
 
     #[tokio::test]

@@ -27,6 +27,18 @@ const MAX_CANDIDATES: usize = 16;
 const MAX_WORKER_ID: usize = 128;
 /// The most items one lease request or one batch of completions may carry.
 pub const MAX_BATCH: u32 = 256;
+
+/// A batch of completions holds 1 to [`MAX_BATCH`] entries. `POST /v1/completions` asks it of
+/// the whole request, whatever its entries hold, and every batch transaction keeps it.
+pub fn check_completions_batch(len: usize) -> Result<(), AppError> {
+    if len == 0 || len > MAX_BATCH as usize {
+        return Err(AppError::BadRequest(format!(
+            "a batch holds 1 to {MAX_BATCH} completions"
+        )));
+    }
+    Ok(())
+}
+
 /// Payload bytes (as stored) one lease transaction loads before it stops adding items; the
 /// first item is always leased. Bounds the memory of one answer (and of one group of single
 /// lease requests) far below the pod's 48 MiB whatever the payloads: a request body, and so a
@@ -716,11 +728,7 @@ impl Muster {
         reqs: Vec<(LeaseId, CompleteRequest)>,
         lease_nexts: Vec<Option<Option<String>>>,
     ) -> Result<(Vec<Result<Completed, AppError>>, Vec<Option<LeaseGranted>>), AppError> {
-        if reqs.is_empty() || reqs.len() > MAX_BATCH as usize {
-            return Err(AppError::BadRequest(format!(
-                "a batch holds 1 to {MAX_BATCH} completions"
-            )));
-        }
+        check_completions_batch(reqs.len())?;
         let now = self.clock.now();
         let mut tx = self.logbook.begin().await?;
         let ids: Vec<LeaseId> = reqs.iter().map(|(id, _)| *id).collect();

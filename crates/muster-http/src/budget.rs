@@ -14,7 +14,9 @@
 //! `503 E_UNAVAILABLE` with `Retry-After`, which every worker retries. Small bodies —
 //! leases, heartbeats, failures, the completions of most workers — are not counted, so they
 //! never wait behind a large one. Every body must arrive within the read deadline
-//! ([`crate::extract::read_limited`]), so a stalled sender cannot keep its room for long.
+//! ([`crate::extract::read_limited`]), so a stalled sender cannot keep its room for long. The
+//! middleware that authenticates and reserves is [`crate::extract`]'s `hold`: this module only
+//! counts.
 //!
 //! The edit intake routes are not counted: their bodies are cut at 4 KiB.
 
@@ -22,16 +24,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{FromRequestParts, Request, State};
-use axum::http::{StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::extract::Request;
+use axum::http::header;
 use prometheus_client::metrics::counter::Counter;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::ApiError;
-use crate::extract::{Authenticated, BODY_LIMIT, Caller};
-use crate::routes::AppState;
+
+/// The largest JSON body a worker, operator or Shipkeeper call may send.
+pub const BODY_LIMIT: usize = 1024 * 1024;
 
 /// Bodies declared at most this large are not counted.
 pub const SMALL_BODY: u64 = 16 * 1024;
@@ -78,7 +79,7 @@ impl BodyBudget {
     /// length up to the body limit (a body that says it is longer is refused when read); the
     /// body limit when it streams without a length. Never more than the whole budget, so that
     /// one largest body always fits.
-    fn charge(&self, req: &Request<Body>) -> u32 {
+    pub(crate) fn charge(&self, req: &Request<Body>) -> u32 {
         let headers = req.headers();
         let declared = headers
             .get(header::CONTENT_LENGTH)
@@ -94,48 +95,21 @@ impl BodyBudget {
             .unwrap_or(u32::MAX)
             .min(self.capacity_kib)
     }
-}
 
-/// Middleware: authenticates a request with a large body and holds its share of the budget
-/// until its answer is ready.
-pub(crate) async fn hold(
-    State(state): State<AppState>,
-    req: Request<Body>,
-    next: Next,
-) -> Response {
-    let budget = &state.body_budget;
-    let kib = budget.charge(&req);
-    if kib == 0 {
-        return next.run(req).await;
-    }
-    // Only a caller with a valid token may take room: anyone else is answered now.
-    let (mut parts, body) = req.into_parts();
-    let caller = match Caller::from_request_parts(&mut parts, &state).await {
-        Ok(Caller(p)) => p,
-        Err(e) => return e.into_response(),
-    };
-    parts.extensions.insert(Authenticated(caller));
-    let req = Request::from_parts(parts, body);
-    let reserved = tokio::time::timeout(
-        budget.wait,
-        Arc::clone(&budget.room).acquire_many_owned(kib),
-    )
-    .await;
-    match reserved {
-        Ok(Ok(permit)) => {
-            let res = next.run(req).await;
-            drop(permit);
-            res
-        }
-        // Timed out (or, never, closed): too many large bodies in flight.
-        _ => {
-            budget.refused.inc();
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "E_UNAVAILABLE",
-                "the server is handling as many large request bodies as its memory allows; retry shortly",
-            )
-            .into_response()
+    /// Reserves `kib` of the budget, waiting up to the budget's wait for room; without room
+    /// by then, the request is refused (and counted).
+    pub(crate) async fn reserve(&self, kib: u32) -> Result<OwnedSemaphorePermit, ApiError> {
+        let reserved =
+            tokio::time::timeout(self.wait, Arc::clone(&self.room).acquire_many_owned(kib)).await;
+        match reserved {
+            Ok(Ok(permit)) => Ok(permit),
+            // Timed out (or, never, closed): too many large bodies in flight.
+            _ => {
+                self.refused.inc();
+                Err(ApiError::unavailable_because(
+                    "the server is handling as many large request bodies as its memory allows; retry shortly",
+                ))
+            }
         }
     }
 }

@@ -5,73 +5,134 @@ use axum::response::{IntoResponse, Response};
 use muster_app::AppError;
 use serde_json::json;
 
+/// Every kind of error answer the transport gives. Its HTTP status and its public `E_…` code
+/// come from one table, [`ErrorCode::answer`]; nothing else in this crate spells a code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    BadRequest,
+    /// A method the route does not have: 405, with the code of any malformed request.
+    MethodNotAllowed,
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    LeaseLost,
+    Conflict,
+    Route,
+    Target,
+    Pow,
+    TooLarge,
+    RateLimited,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    /// THE table: the status and the public code of each kind of error answer.
+    pub const fn answer(self) -> (StatusCode, &'static str) {
+        match self {
+            ErrorCode::BadRequest => (StatusCode::BAD_REQUEST, "E_BAD_REQUEST"),
+            ErrorCode::MethodNotAllowed => (StatusCode::METHOD_NOT_ALLOWED, "E_BAD_REQUEST"),
+            ErrorCode::Unauthenticated => (StatusCode::UNAUTHORIZED, "E_UNAUTHENTICATED"),
+            ErrorCode::Forbidden => (StatusCode::FORBIDDEN, "E_FORBIDDEN"),
+            ErrorCode::NotFound => (StatusCode::NOT_FOUND, "E_NOT_FOUND"),
+            ErrorCode::LeaseLost => (StatusCode::CONFLICT, "E_LEASE_LOST"),
+            ErrorCode::Conflict => (StatusCode::CONFLICT, "E_CONFLICT"),
+            ErrorCode::Route => (StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE"),
+            ErrorCode::Target => (StatusCode::UNPROCESSABLE_ENTITY, "E_TARGET"),
+            ErrorCode::Pow => (StatusCode::BAD_REQUEST, "E_POW"),
+            ErrorCode::TooLarge => (StatusCode::PAYLOAD_TOO_LARGE, "E_TOO_LARGE"),
+            ErrorCode::RateLimited => (StatusCode::TOO_MANY_REQUESTS, "E_RATE_LIMITED"),
+            ErrorCode::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "E_UNAVAILABLE"),
+            ErrorCode::Internal => (StatusCode::INTERNAL_SERVER_ERROR, "E_INTERNAL"),
+        }
+    }
+
+    pub const fn status(self) -> StatusCode {
+        self.answer().0
+    }
+
+    /// The public code, also the `code` label of `muster_http_requests_total`.
+    pub const fn as_str(self) -> &'static str {
+        self.answer().1
+    }
+}
+
+impl From<&AppError> for ErrorCode {
+    fn from(e: &AppError) -> Self {
+        match e {
+            AppError::BadRequest(_) => ErrorCode::BadRequest,
+            AppError::Forbidden(_) => ErrorCode::Forbidden,
+            AppError::NotFound(_) => ErrorCode::NotFound,
+            AppError::LeaseLost => ErrorCode::LeaseLost,
+            AppError::Conflict(_) => ErrorCode::Conflict,
+            AppError::Route(_) => ErrorCode::Route,
+            AppError::Target(_) => ErrorCode::Target,
+            AppError::Pow(_) => ErrorCode::Pow,
+            AppError::RateLimited { .. } => ErrorCode::RateLimited,
+            AppError::Unavailable => ErrorCode::Unavailable,
+            AppError::Internal(_) => ErrorCode::Internal,
+        }
+    }
+}
+
 /// An error answer in the contract's shape: `{"error": {"code": "E_…", "message": "…"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{code}: {message}")]
+#[error("{}: {message}", code.as_str())]
 pub struct ApiError {
-    pub status: StatusCode,
-    pub code: &'static str,
+    pub code: ErrorCode,
     pub message: String,
     /// `Retry-After` in seconds, when the caller should wait.
     pub retry_after: Option<u64>,
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
-            status,
             code,
             message: message.into(),
             retry_after: None,
         }
     }
 
+    pub fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+
     pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::BAD_REQUEST, "E_BAD_REQUEST", message)
+        Self::new(ErrorCode::BadRequest, message)
     }
 
     pub fn unauthenticated() -> Self {
         Self::new(
-            StatusCode::UNAUTHORIZED,
-            "E_UNAUTHENTICATED",
+            ErrorCode::Unauthenticated,
             "a valid bearer token is required",
         )
     }
 
     pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::NOT_FOUND, "E_NOT_FOUND", message)
+        Self::new(ErrorCode::NotFound, message)
     }
 
     pub fn too_large(limit: usize) -> Self {
         Self::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "E_TOO_LARGE",
+            ErrorCode::TooLarge,
             format!("the request body is over the limit of {limit} bytes"),
         )
     }
 
+    /// 503 `E_UNAVAILABLE` (answered with `Retry-After: 1`).
+    pub fn unavailable_because(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unavailable, message)
+    }
+
     pub fn unavailable() -> Self {
-        Self::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "E_UNAVAILABLE",
-            AppError::Unavailable.to_string(),
-        )
+        Self::unavailable_because(AppError::Unavailable.to_string())
     }
 }
 
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> Self {
-        let status = match &e {
-            AppError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            AppError::Forbidden(_) => StatusCode::FORBIDDEN,
-            AppError::NotFound(_) => StatusCode::NOT_FOUND,
-            AppError::LeaseLost | AppError::Conflict(_) => StatusCode::CONFLICT,
-            AppError::Route(_) | AppError::Target(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            AppError::Pow(_) => StatusCode::BAD_REQUEST,
-            AppError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            AppError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            AppError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-        };
+        let code = ErrorCode::from(&e);
         let message = match &e {
             // Internal details go to the log, not to the caller.
             AppError::Internal(detail) => {
@@ -80,7 +141,7 @@ impl From<AppError> for ApiError {
             }
             other => other.to_string(),
         };
-        let mut api = ApiError::new(status, e.code(), message);
+        let mut api = ApiError::new(code, message);
         if let AppError::RateLimited { retry_after_secs } = e {
             api.retry_after = Some(retry_after_secs);
         }
@@ -90,15 +151,17 @@ impl From<AppError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"code": self.code, "message": self.message}}).to_string();
-        let mut res = (self.status, body).into_response();
+        let body =
+            json!({"error": {"code": self.code.as_str(), "message": self.message}}).to_string();
+        let status = self.code.status();
+        let mut res = (status, body).into_response();
         res.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        res.extensions_mut()
-            .insert(crate::metrics::ErrorCode(self.code));
-        let unavailable = self.status == StatusCode::SERVICE_UNAVAILABLE;
+        // Left on the response for the metrics layer, which counts answers by code.
+        res.extensions_mut().insert(self.code);
+        let unavailable = status == StatusCode::SERVICE_UNAVAILABLE;
         if let Some(secs) = self.retry_after.or(unavailable.then_some(1)) {
             res.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
@@ -108,45 +171,4 @@ impl IntoResponse for ApiError {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn mapped(e: AppError) -> (u16, &'static str) {
-        let a = ApiError::from(e);
-        (a.status.as_u16(), a.code)
-    }
-
-    #[test]
-    fn every_use_case_error_has_the_contracts_status_and_code() {
-        assert_eq!(
-            mapped(AppError::BadRequest("x".into())),
-            (400, "E_BAD_REQUEST")
-        );
-        assert_eq!(
-            mapped(AppError::Forbidden("x".into())),
-            (403, "E_FORBIDDEN")
-        );
-        assert_eq!(mapped(AppError::NotFound("x".into())), (404, "E_NOT_FOUND"));
-        assert_eq!(mapped(AppError::LeaseLost), (409, "E_LEASE_LOST"));
-        assert_eq!(mapped(AppError::Conflict("x".into())), (409, "E_CONFLICT"));
-        assert_eq!(mapped(AppError::Route("x".into())), (422, "E_ROUTE"));
-        assert_eq!(mapped(AppError::Target("x".into())), (422, "E_TARGET"));
-        assert_eq!(mapped(AppError::Pow("x".into())), (400, "E_POW"));
-        assert_eq!(
-            mapped(AppError::RateLimited {
-                retry_after_secs: 5
-            }),
-            (429, "E_RATE_LIMITED")
-        );
-        assert_eq!(mapped(AppError::Unavailable), (503, "E_UNAVAILABLE"));
-        assert_eq!(mapped(AppError::Internal("x".into())), (500, "E_INTERNAL"));
-    }
-
-    #[test]
-    fn internal_details_are_not_shown_to_the_caller() {
-        let a = ApiError::from(AppError::Internal(
-            "relation core.items: secret detail".into(),
-        ));
-        assert_eq!(a.message, "internal error");
-    }
-}
+mod tests;

@@ -1,19 +1,22 @@
-//! Request extractors: the caller's principal and JSON bodies under a size limit.
+//! Request extractors: the caller's principal, JSON bodies under a size limit and ids in
+//! paths; and the body budget's middleware, which authenticates a large request before its
+//! room is reserved.
 
 use axum::body::Body;
-use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::http::header;
 use axum::http::request::Parts;
-use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, Limited};
 use muster_app::auth::AuthError;
 use muster_domain::Principal;
 use serde::de::DeserializeOwned;
+use uuid::Uuid;
 
+use crate::budget::BODY_LIMIT;
 use crate::error::ApiError;
-use crate::routes::AppState;
-
-/// The largest JSON body a worker, operator or Shipkeeper call may send.
-pub const BODY_LIMIT: usize = 1024 * 1024;
+use crate::state::AppState;
 
 /// The authenticated caller.
 #[derive(Debug, Clone, Copy)]
@@ -49,9 +52,39 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
-/// The principal of a request the body budget authenticated ([`crate::budget`]).
+/// The principal of a request the body budget authenticated ([`hold`]).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Authenticated(pub Principal);
+struct Authenticated(Principal);
+
+/// Middleware of the body budget ([`crate::budget`]): authenticates a request with a large
+/// body and holds its share of the budget until its answer is ready.
+pub(crate) async fn hold(
+    State(state): State<AppState>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
+    let budget = &state.body_budget;
+    let kib = budget.charge(&req);
+    if kib == 0 {
+        return next.run(req).await;
+    }
+    // Only a caller with a valid token may take room: anyone else is answered now.
+    let (mut parts, body) = req.into_parts();
+    let caller = match Caller::from_request_parts(&mut parts, &state).await {
+        Ok(Caller(p)) => p,
+        Err(e) => return e.into_response(),
+    };
+    parts.extensions.insert(Authenticated(caller));
+    let req = Request::from_parts(parts, body);
+    match budget.reserve(kib).await {
+        Ok(permit) => {
+            let res = next.run(req).await;
+            drop(permit);
+            res
+        }
+        Err(e) => e.into_response(),
+    }
+}
 
 /// A JSON body, read to at most `LIMIT` bytes (refused while reading, never buffered beyond
 /// the limit) and parsed strictly into `T`.
@@ -90,14 +123,10 @@ pub async fn read_limited(
     deadline: std::time::Duration,
 ) -> Result<axum::body::Bytes, ApiError> {
     let Ok(read) = tokio::time::timeout(deadline, Limited::new(body, limit).collect()).await else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "E_UNAVAILABLE",
-            format!(
-                "the request body did not arrive within {} ms",
-                deadline.as_millis()
-            ),
-        ));
+        return Err(ApiError::unavailable_because(format!(
+            "the request body did not arrive within {} ms",
+            deadline.as_millis()
+        )));
     };
     match read {
         Ok(collected) => Ok(collected.to_bytes()),
@@ -111,4 +140,9 @@ pub async fn read_limited(
             "could not read the request body: {e}"
         ))),
     }
+}
+
+/// An id in a path: anything that is not a UUID names nothing that exists.
+pub(crate) fn path_id(raw: &str, what: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(raw).map_err(|_| ApiError::not_found(format!("no {what} {raw:?}")))
 }

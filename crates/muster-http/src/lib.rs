@@ -1,20 +1,33 @@
 //! Muster's HTTP transport: hyper 1 + hyper-util for connections, axum's `Router` for routing.
 //!
 //! This crate translates HTTP into use-case calls and back: authentication of the bearer token,
-//! JSON bodies read under a size limit with unknown fields refused, the one table that maps
-//! every error to a status and an `E_…` code ([`error`]), and the server loop with header-read
-//! timeout and graceful shutdown ([`server`]). It knows nothing of SQL.
+//! JSON bodies read under a size limit with unknown fields refused ([`extract`]), one handler
+//! module per area of the contract (`handlers`), the one table that maps every error to a
+//! status and an `E_…` code ([`error`]), and the server loop with header-read timeout and
+//! graceful shutdown ([`server`]). It knows nothing of SQL, and decides no rule of who may do
+//! what: it asks the use cases.
+//!
+//! Module graph (who uses whom inside the crate; no circle): `routes` (the router) →
+//! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `sse`, `metrics`,
+//! `state`, `error`; `extract` → `state`, `budget`, `error`; `state` → `budget`, `metrics`;
+//! `budget` → `error`; `metrics` → `error`; `server` → `dev_web`, `error`; `dev_web` →
+//! `error`; `sse` and `error` → nothing.
 
 pub mod budget;
 pub mod dev_web;
-mod edits;
 pub mod error;
 mod extract;
+mod handlers;
 pub mod metrics;
 mod routes;
 pub mod server;
 mod sse;
+mod state;
 
 pub use budget::BodyBudget;
-pub use routes::{AppParts, AppState, router};
+pub use routes::router;
 pub use server::{ServerSettings, serve};
+pub use state::{AppParts, AppState};
+
+#[cfg(test)]
+mod tests;

@@ -2,7 +2,8 @@
 //!
 //! Request counts and latency come from a middleware on every route; what the use cases did,
 //! queue depths, subscribers, pool usage and the age of the oldest queued item are read at
-//! scrape time (a collector over a snapshot), so nothing is kept twice.
+//! scrape time (a collector over a snapshot, gathered by the `/metrics` handler in
+//! `handlers::ops`), so nothing is kept twice.
 
 use std::collections::HashSet;
 use std::sync::{OnceLock, PoisonError, RwLock};
@@ -24,7 +25,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::routes::AppState;
+use crate::error::ErrorCode;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -32,10 +33,6 @@ fn latency_histogram() -> Histogram {
     // 0.5 ms .. ~8 s
     Histogram::new(exponential_buckets(0.0005, 2.0, 15))
 }
-
-/// The error code of an answer, left on the response by `ApiError` for the metrics layer.
-#[derive(Debug, Clone, Copy)]
-pub struct ErrorCode(pub &'static str);
 
 /// Metrics the transport keeps itself.
 #[derive(Debug, Clone)]
@@ -86,7 +83,7 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
     let code = res
         .extensions()
         .get::<ErrorCode>()
-        .map(|c| c.0)
+        .map(|c| c.as_str())
         .unwrap_or("");
     let status = res.status().as_u16();
     span.in_scope(|| log_answer(status, code, elapsed, class));
@@ -254,19 +251,19 @@ fn log_answer(status: u16, code: &str, elapsed: std::time::Duration, class: Rout
 }
 
 /// A counter per kind: name, help, values.
-type PerKindCounter = (&'static str, &'static str, Vec<(Kind, u64)>);
+pub(crate) type PerKindCounter = (&'static str, &'static str, Vec<(Kind, u64)>);
 
 /// Figures read at scrape time.
 #[derive(Debug)]
-struct Snapshot {
-    counters: Vec<PerKindCounter>,
-    depths: Vec<Depth>,
-    subscribers: u64,
-    pool: PoolStatus,
-    intake: Vec<(&'static str, u64)>,
-    feed_gap_wait: f64,
-    oldest: Vec<(Kind, Priority, f64)>,
-    body_budget_used: u64,
+pub(crate) struct Snapshot {
+    pub(crate) counters: Vec<PerKindCounter>,
+    pub(crate) depths: Vec<Depth>,
+    pub(crate) subscribers: u64,
+    pub(crate) pool: PoolStatus,
+    pub(crate) intake: Vec<(&'static str, u64)>,
+    pub(crate) feed_gap_wait: f64,
+    pub(crate) oldest: Vec<(Kind, Priority, f64)>,
+    pub(crate) body_budget_used: u64,
 }
 
 fn kind_label(k: Kind) -> Labels {
@@ -386,125 +383,28 @@ impl Collector for Snapshot {
     }
 }
 
-/// `GET /metrics`.
-pub async fn metrics(State(s): State<AppState>) -> Response {
-    let stats = s.muster.stats();
-    let per_kind = |c: &muster_app::stats::PerKind| {
-        Kind::ALL
-            .iter()
-            .map(|k| (*k, c.get(*k)))
-            .collect::<Vec<_>>()
-    };
-    let oldest = match s.muster.oldest_queued_ages().await {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
-            Vec::new()
-        }
-    };
-    let snapshot = Snapshot {
-        counters: vec![
-            (
-                "muster_items_enqueued",
-                "Items enqueued (including next steps)",
-                per_kind(&stats.enqueued),
-            ),
-            (
-                "muster_leases_granted",
-                "Leases handed out",
-                per_kind(&stats.leased),
-            ),
-            (
-                "muster_completions",
-                "Items completed",
-                per_kind(&stats.completed),
-            ),
-            (
-                "muster_failures_reported",
-                "Failures reported by workers",
-                per_kind(&stats.failed),
-            ),
-            (
-                "muster_items_failed",
-                "Items that ended in failed",
-                per_kind(&stats.failed_final),
-            ),
-            (
-                "muster_items_parked",
-                "needs_subtool reports",
-                per_kind(&stats.parked),
-            ),
-            (
-                "muster_items_replayed",
-                "Parked items replayed",
-                per_kind(&stats.replayed),
-            ),
-            (
-                "muster_late_results",
-                "Completions under a superseded lease (recorded, not applied)",
-                per_kind(&stats.late_results),
-            ),
-            (
-                "muster_lease_groups",
-                "Group commit: transactions that wrote grouped single lease requests",
-                per_kind(&stats.lease_groups),
-            ),
-            (
-                "muster_lease_group_requests",
-                "Group commit: single lease requests written in those transactions",
-                per_kind(&stats.lease_group_requests),
-            ),
-            (
-                "muster_completion_groups",
-                "Group commit: transactions that wrote grouped single completions",
-                per_kind(&stats.completion_groups),
-            ),
-            (
-                "muster_completion_group_requests",
-                "Group commit: single completions written in those transactions",
-                per_kind(&stats.completion_group_requests),
-            ),
-            (
-                "muster_completion_splits",
-                "Transactions of several completions that failed (Logbook reachable) and were redone one completion per transaction",
-                per_kind(&stats.completion_splits),
-            ),
-        ],
-        depths: s.feed.queues().await.map(|q| q.depths).unwrap_or_default(),
-        subscribers: s.feed.subscribers() as u64,
-        pool: s.logbook_metrics.pool_status(),
-        feed_gap_wait: s.feed.gap_wait().as_secs_f64(),
-        intake: {
-            let i = s.intake.stats();
-            let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
-            vec![
-                ("accepted", n(&i.accepted)),
-                ("honeypot", n(&i.honeypot)),
-                ("pow", n(&i.pow)),
-                ("target", n(&i.target)),
-                ("rate_limited", n(&i.rate_limited)),
-                ("spent_challenge", n(&i.spent)),
-            ]
-        },
-        oldest,
-        body_budget_used: s.body_budget.used_bytes(),
-    };
+/// The exposition of one scrape: the transport's own metrics and the figures in `snapshot`.
+pub(crate) fn exposition(
+    http: &HttpMetrics,
+    body_budget_refused: &Counter,
+    snapshot: Snapshot,
+) -> Response {
     let mut registry = Registry::default();
     registry.register(
         "muster_http_requests",
         "HTTP answers by route, method, status and error code",
-        s.http_metrics.requests.clone(),
+        http.requests.clone(),
     );
     registry.register(
         "muster_http_request_duration_seconds",
         "HTTP request latency by route",
-        s.http_metrics.latency.clone(),
+        http.latency.clone(),
     );
     registry.register(
         "muster_http_body_budget_refusals",
         "Requests answered 503 because the request bodies in flight filled the body budget \
          (--inflight-body-mib) for longer than the wait",
-        s.body_budget.refused.clone(),
+        body_budget_refused.clone(),
     );
     registry.register_collector(Box::new(snapshot));
     let mut body = String::new();
@@ -520,177 +420,4 @@ pub async fn metrics(State(s): State<AppState>) -> Response {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Mutex};
-    use std::time::Duration;
-
-    use super::{RouteClass, Unanswered, log_answer};
-
-    /// A `MakeWriter` into a shared buffer.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-        type Writer = Captured;
-        fn make_writer(&'a self) -> Self::Writer {
-            self.clone()
-        }
-    }
-
-    /// The levels of the lines one answer (3 ms) logs under the production default filter.
-    fn levels_logged_at_info(method: &str, route: &str, status: u16, code: &str) -> Vec<String> {
-        levels_logged(tracing::Level::INFO, method, route, status, code, 3)
-    }
-
-    /// The JSON lines `f` logs under a subscriber filtering at `filter`.
-    fn logged(filter: tracing::Level, f: impl FnOnce()) -> Vec<serde_json::Value> {
-        let captured = Captured::default();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .with_max_level(filter)
-            .with_writer(captured.clone())
-            .finish();
-        tracing::subscriber::with_default(subscriber, f);
-        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-        text.lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-
-    fn levels_logged(
-        filter: tracing::Level,
-        method: &str,
-        route: &str,
-        status: u16,
-        code: &str,
-        millis: u64,
-    ) -> Vec<String> {
-        let lines = logged(filter, || {
-            let class = RouteClass::of(method, route);
-            log_answer(status, code, Duration::from_millis(millis), class);
-        });
-        lines
-            .iter()
-            .map(|v| v["level"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    const COMPLETE: &str = "/v1/leases/{id}/complete";
-
-    #[test]
-    fn a_success_is_not_logged_at_the_default_level() {
-        let levels = levels_logged_at_info("POST", COMPLETE, 200, "");
-        assert_eq!(levels, Vec::<String>::new());
-    }
-
-    #[test]
-    fn a_refused_worker_request_is_logged_at_info() {
-        let levels = levels_logged_at_info("POST", COMPLETE, 409, "E_LEASE_LOST");
-        assert_eq!(levels, vec!["INFO"]);
-    }
-
-    #[test]
-    fn a_server_side_failure_is_logged_as_a_warning() {
-        let levels = levels_logged_at_info("POST", COMPLETE, 503, "E_UNAVAILABLE");
-        assert_eq!(levels, vec!["WARN"]);
-    }
-
-    #[test]
-    fn a_refused_anonymous_edit_proposal_is_not_logged_at_the_default_level() {
-        let levels = levels_logged_at_info("POST", "/v1/edits", 400, "E_BAD_REQUEST");
-        assert_eq!(levels, Vec::<String>::new());
-    }
-
-    /// The messages logged at info while a request's guard is dropped.
-    fn messages_when_dropped(armed: bool, class: RouteClass) -> Vec<String> {
-        let lines = logged(tracing::Level::INFO, || {
-            let span = tracing::info_span!("request", id = "r-1");
-            drop(Unanswered {
-                span,
-                started: std::time::Instant::now(),
-                armed,
-                class,
-            });
-        });
-        lines
-            .iter()
-            .map(|v| format!("{} {}", v["span"]["id"], v["fields"]["message"]))
-            .collect()
-    }
-
-    #[test]
-    fn a_request_dropped_before_its_answer_is_logged_with_its_id() {
-        assert_eq!(
-            messages_when_dropped(true, RouteClass::Other),
-            vec![r#""r-1" "no answer: the client went away or the request timed out""#]
-        );
-    }
-
-    #[test]
-    fn an_answered_request_logs_no_drop_line() {
-        assert_eq!(
-            messages_when_dropped(false, RouteClass::Other),
-            Vec::<String>::new()
-        );
-    }
-
-    #[test]
-    fn an_anonymous_request_dropped_before_its_answer_is_not_logged_at_the_default_level() {
-        assert_eq!(
-            messages_when_dropped(true, RouteClass::Anonymous),
-            Vec::<String>::new()
-        );
-    }
-
-    #[test]
-    fn a_success_is_logged_at_debug() {
-        let levels = levels_logged(tracing::Level::DEBUG, "POST", COMPLETE, 200, "", 3);
-        assert_eq!(levels, vec!["DEBUG"]);
-    }
-
-    #[test]
-    fn a_success_slower_than_a_second_is_logged_at_info() {
-        let levels = levels_logged(tracing::Level::INFO, "POST", COMPLETE, 200, "", 1_500);
-        assert_eq!(levels, vec!["INFO"]);
-    }
-
-    #[test]
-    fn a_long_poll_lease_that_waited_is_not_logged_at_the_default_level() {
-        let levels = levels_logged(tracing::Level::INFO, "POST", "/v1/leases", 200, "", 5_000);
-        assert_eq!(levels, Vec::<String>::new());
-    }
-
-    #[test]
-    fn a_successful_retry_by_an_operator_is_logged_at_info() {
-        let levels = levels_logged_at_info("POST", "/v1/items/{id}/retry", 200, "");
-        assert_eq!(levels, vec!["INFO"]);
-    }
-
-    #[test]
-    fn a_reported_worker_image_digest_is_logged_at_info() {
-        let levels = levels_logged_at_info("PUT", "/v1/workers/{kind}/digest", 200, "");
-        assert_eq!(levels, vec!["INFO"]);
-    }
-
-    #[test]
-    fn a_request_with_a_wrong_token_is_not_logged_at_the_default_level() {
-        let levels = levels_logged_at_info("POST", COMPLETE, 401, "E_UNAUTHENTICATED");
-        assert_eq!(levels, Vec::<String>::new());
-    }
-
-    #[test]
-    fn a_refused_operator_decision_on_an_edit_is_logged_at_info() {
-        let levels = levels_logged_at_info("POST", "/v1/edits/{id}/decision", 409, "E_CONFLICT");
-        assert_eq!(levels, vec!["INFO"]);
-    }
-}
+mod tests;

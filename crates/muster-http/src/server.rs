@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::http::{HeaderValue, Request, header};
 use axum::response::{IntoResponse, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
@@ -67,12 +67,7 @@ async fn timed(req: Request<Body>, next: axum::middleware::Next, limit: Duration
                 timeout_s = limit.as_secs_f64(),
                 "a request timed out and was answered 503"
             );
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "E_UNAVAILABLE",
-                "the request timed out",
-            )
-            .into_response()
+            ApiError::unavailable_because("the request timed out").into_response()
         }
     }
 }

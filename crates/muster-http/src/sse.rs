@@ -1,25 +1,11 @@
-//! `GET /v1/events`: the live feed as Server-Sent Events.
+//! The live feed as Server-Sent Events: frames, the `Last-Event-ID` a client resumes from, and
+//! the streaming answer (the handler is [`crate::handlers::feed`]).
 
 use axum::body::Body;
-use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use muster_app::AppError;
 use muster_app::feed::{FeedEvent, Subscription};
-use muster_domain::Principal;
 use serde_json::json;
-
-use crate::error::ApiError;
-use crate::extract::Caller;
-use crate::routes::AppState;
-
-/// Conn and operators watch the pipeline.
-pub(crate) fn may_watch(p: Principal) -> Result<(), ApiError> {
-    match p {
-        Principal::Conn | Principal::Operator => Ok(()),
-        other => Err(AppError::Forbidden(format!("{other} may not watch the live feed")).into()),
-    }
-}
 
 /// One SSE frame.
 fn frame(event: &FeedEvent) -> String {
@@ -43,7 +29,7 @@ fn frame(event: &FeedEvent) -> String {
     }
 }
 
-fn last_event_id(headers: &HeaderMap) -> Option<i64> {
+pub(crate) fn last_event_id(headers: &HeaderMap) -> Option<i64> {
     let raw = headers.get("last-event-id")?;
     // An id we never sent (unparsable) gets a reset, like any unknown id.
     Some(
@@ -54,14 +40,10 @@ fn last_event_id(headers: &HeaderMap) -> Option<i64> {
     )
 }
 
-pub(crate) async fn events(
-    State(s): State<AppState>,
-    Caller(p): Caller,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    may_watch(p)?;
-    let subscription = s.feed.subscribe(last_event_id(&headers)).await?;
-    let retry = format!("retry: {}\n\n", s.feed.retry_ms());
+/// The answer to a subscription: `retry:` first, then one frame per event until the
+/// subscription ends.
+pub(crate) fn stream(subscription: Subscription, retry_ms: u64) -> Response {
+    let retry = format!("retry: {retry_ms}\n\n");
     let head = futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(retry) });
     let events = futures_util::stream::unfold(subscription, |mut sub: Subscription| async move {
         match sub.next().await {
@@ -82,5 +64,5 @@ pub(crate) async fn events(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    Ok(res)
+    res
 }

@@ -7,9 +7,10 @@ use muster_app::intake::Submission;
 use muster_domain::edit::{Decision, EditId, EditState};
 use serde::Deserialize;
 
+use super::{ApiResult, ok_json};
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonBody};
-use crate::routes::{ApiResult, AppState, ok_json, path_id};
+use crate::extract::{Caller, JsonBody, path_id, read_limited};
+use crate::state::AppState;
 
 /// The contract's limit on an edit submission, enforced while the body is read.
 pub const EDIT_BODY_LIMIT: usize = 4096;
@@ -24,8 +25,7 @@ pub(crate) async fn challenge(
     body: axum::body::Body,
 ) -> ApiResult {
     // The request carries nothing; an empty body or `{}` is fine, anything else is refused.
-    let body =
-        crate::extract::read_limited(body, EDIT_BODY_LIMIT, s.body_budget.read_deadline()).await?;
+    let body = read_limited(body, EDIT_BODY_LIMIT, s.body_budget.read_deadline()).await?;
     if !body.is_empty() {
         serde_json::from_slice::<NoBody>(&body)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;

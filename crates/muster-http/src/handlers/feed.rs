@@ -1,0 +1,28 @@
+//! Watching the pipeline: the live feed (`GET /v1/events`, framed by [`crate::sse`]) and the
+//! queue depths.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use muster_app::auth::may_watch;
+
+use super::{ApiResult, ok_json};
+use crate::error::ApiError;
+use crate::extract::Caller;
+use crate::sse;
+use crate::state::AppState;
+
+pub(crate) async fn events(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    may_watch(p)?;
+    let subscription = s.feed.subscribe(sse::last_event_id(&headers)).await?;
+    Ok(sse::stream(subscription, s.feed.retry_ms()))
+}
+
+pub(crate) async fn queues(State(s): State<AppState>, Caller(p): Caller) -> ApiResult {
+    may_watch(p)?;
+    Ok(ok_json(StatusCode::OK, &s.feed.queues().await?))
+}

@@ -1,0 +1,141 @@
+//! Operations: liveness, readiness, the Prometheus scrape and the answers to unknown routes.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use muster_domain::Kind;
+use serde_json::json;
+
+use super::ok_json;
+use crate::error::{ApiError, ErrorCode};
+use crate::metrics::{self, Snapshot};
+use crate::state::AppState;
+
+pub(crate) async fn not_found() -> ApiError {
+    ApiError::not_found("no such route")
+}
+
+pub(crate) async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        "method not allowed on this path",
+    )
+}
+
+pub(crate) async fn healthz() -> Response {
+    ok_json(StatusCode::OK, &json!({"status": "ok"}))
+}
+
+pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
+    match s.readiness.check().await {
+        Ok(()) => ok_json(StatusCode::OK, &json!({"status": "ready"})),
+        Err(reason) => ApiError::unavailable_because(reason).into_response(),
+    }
+}
+
+/// `GET /metrics`: the figures of the use cases, the feed, the intake, the pool and the body
+/// budget, read now, with the transport's own counters.
+pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
+    let stats = s.muster.stats();
+    let per_kind = |c: &muster_app::stats::PerKind| {
+        Kind::ALL
+            .iter()
+            .map(|k| (*k, c.get(*k)))
+            .collect::<Vec<_>>()
+    };
+    let oldest = match s.muster.oldest_queued_ages().await {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
+            Vec::new()
+        }
+    };
+    let snapshot = Snapshot {
+        counters: vec![
+            (
+                "muster_items_enqueued",
+                "Items enqueued (including next steps)",
+                per_kind(&stats.enqueued),
+            ),
+            (
+                "muster_leases_granted",
+                "Leases handed out",
+                per_kind(&stats.leased),
+            ),
+            (
+                "muster_completions",
+                "Items completed",
+                per_kind(&stats.completed),
+            ),
+            (
+                "muster_failures_reported",
+                "Failures reported by workers",
+                per_kind(&stats.failed),
+            ),
+            (
+                "muster_items_failed",
+                "Items that ended in failed",
+                per_kind(&stats.failed_final),
+            ),
+            (
+                "muster_items_parked",
+                "needs_subtool reports",
+                per_kind(&stats.parked),
+            ),
+            (
+                "muster_items_replayed",
+                "Parked items replayed",
+                per_kind(&stats.replayed),
+            ),
+            (
+                "muster_late_results",
+                "Completions under a superseded lease (recorded, not applied)",
+                per_kind(&stats.late_results),
+            ),
+            (
+                "muster_lease_groups",
+                "Group commit: transactions that wrote grouped single lease requests",
+                per_kind(&stats.lease_groups),
+            ),
+            (
+                "muster_lease_group_requests",
+                "Group commit: single lease requests written in those transactions",
+                per_kind(&stats.lease_group_requests),
+            ),
+            (
+                "muster_completion_groups",
+                "Group commit: transactions that wrote grouped single completions",
+                per_kind(&stats.completion_groups),
+            ),
+            (
+                "muster_completion_group_requests",
+                "Group commit: single completions written in those transactions",
+                per_kind(&stats.completion_group_requests),
+            ),
+            (
+                "muster_completion_splits",
+                "Transactions of several completions that failed (Logbook reachable) and were redone one completion per transaction",
+                per_kind(&stats.completion_splits),
+            ),
+        ],
+        depths: s.feed.queues().await.map(|q| q.depths).unwrap_or_default(),
+        subscribers: s.feed.subscribers() as u64,
+        pool: s.logbook_metrics.pool_status(),
+        feed_gap_wait: s.feed.gap_wait().as_secs_f64(),
+        intake: {
+            let i = s.intake.stats();
+            let n = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+            vec![
+                ("accepted", n(&i.accepted)),
+                ("honeypot", n(&i.honeypot)),
+                ("pow", n(&i.pow)),
+                ("target", n(&i.target)),
+                ("rate_limited", n(&i.rate_limited)),
+                ("spent_challenge", n(&i.spent)),
+            ]
+        },
+        oldest,
+        body_budget_used: s.body_budget.used_bytes(),
+    };
+    metrics::exposition(&s.http_metrics, &s.body_budget.refused, snapshot)
+}

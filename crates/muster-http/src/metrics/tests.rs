@@ -1,0 +1,172 @@
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::{RouteClass, Unanswered, log_answer};
+
+/// A `MakeWriter` into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// The levels of the lines one answer (3 ms) logs under the production default filter.
+fn levels_logged_at_info(method: &str, route: &str, status: u16, code: &str) -> Vec<String> {
+    levels_logged(tracing::Level::INFO, method, route, status, code, 3)
+}
+
+/// The JSON lines `f` logs under a subscriber filtering at `filter`.
+fn logged(filter: tracing::Level, f: impl FnOnce()) -> Vec<serde_json::Value> {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .with_max_level(filter)
+        .with_writer(captured.clone())
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn levels_logged(
+    filter: tracing::Level,
+    method: &str,
+    route: &str,
+    status: u16,
+    code: &str,
+    millis: u64,
+) -> Vec<String> {
+    let lines = logged(filter, || {
+        let class = RouteClass::of(method, route);
+        log_answer(status, code, Duration::from_millis(millis), class);
+    });
+    lines
+        .iter()
+        .map(|v| v["level"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+const COMPLETE: &str = "/v1/leases/{id}/complete";
+
+#[test]
+fn a_success_is_not_logged_at_the_default_level() {
+    let levels = levels_logged_at_info("POST", COMPLETE, 200, "");
+    assert_eq!(levels, Vec::<String>::new());
+}
+
+#[test]
+fn a_refused_worker_request_is_logged_at_info() {
+    let levels = levels_logged_at_info("POST", COMPLETE, 409, "E_LEASE_LOST");
+    assert_eq!(levels, vec!["INFO"]);
+}
+
+#[test]
+fn a_server_side_failure_is_logged_as_a_warning() {
+    let levels = levels_logged_at_info("POST", COMPLETE, 503, "E_UNAVAILABLE");
+    assert_eq!(levels, vec!["WARN"]);
+}
+
+#[test]
+fn a_refused_anonymous_edit_proposal_is_not_logged_at_the_default_level() {
+    let levels = levels_logged_at_info("POST", "/v1/edits", 400, "E_BAD_REQUEST");
+    assert_eq!(levels, Vec::<String>::new());
+}
+
+/// The messages logged at info while a request's guard is dropped.
+fn messages_when_dropped(armed: bool, class: RouteClass) -> Vec<String> {
+    let lines = logged(tracing::Level::INFO, || {
+        let span = tracing::info_span!("request", id = "r-1");
+        drop(Unanswered {
+            span,
+            started: std::time::Instant::now(),
+            armed,
+            class,
+        });
+    });
+    lines
+        .iter()
+        .map(|v| format!("{} {}", v["span"]["id"], v["fields"]["message"]))
+        .collect()
+}
+
+#[test]
+fn a_request_dropped_before_its_answer_is_logged_with_its_id() {
+    assert_eq!(
+        messages_when_dropped(true, RouteClass::Other),
+        vec![r#""r-1" "no answer: the client went away or the request timed out""#]
+    );
+}
+
+#[test]
+fn an_answered_request_logs_no_drop_line() {
+    assert_eq!(
+        messages_when_dropped(false, RouteClass::Other),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn an_anonymous_request_dropped_before_its_answer_is_not_logged_at_the_default_level() {
+    assert_eq!(
+        messages_when_dropped(true, RouteClass::Anonymous),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_success_is_logged_at_debug() {
+    let levels = levels_logged(tracing::Level::DEBUG, "POST", COMPLETE, 200, "", 3);
+    assert_eq!(levels, vec!["DEBUG"]);
+}
+
+#[test]
+fn a_success_slower_than_a_second_is_logged_at_info() {
+    let levels = levels_logged(tracing::Level::INFO, "POST", COMPLETE, 200, "", 1_500);
+    assert_eq!(levels, vec!["INFO"]);
+}
+
+#[test]
+fn a_long_poll_lease_that_waited_is_not_logged_at_the_default_level() {
+    let levels = levels_logged(tracing::Level::INFO, "POST", "/v1/leases", 200, "", 5_000);
+    assert_eq!(levels, Vec::<String>::new());
+}
+
+#[test]
+fn a_successful_retry_by_an_operator_is_logged_at_info() {
+    let levels = levels_logged_at_info("POST", "/v1/items/{id}/retry", 200, "");
+    assert_eq!(levels, vec!["INFO"]);
+}
+
+#[test]
+fn a_reported_worker_image_digest_is_logged_at_info() {
+    let levels = levels_logged_at_info("PUT", "/v1/workers/{kind}/digest", 200, "");
+    assert_eq!(levels, vec!["INFO"]);
+}
+
+#[test]
+fn a_request_with_a_wrong_token_is_not_logged_at_the_default_level() {
+    let levels = levels_logged_at_info("POST", COMPLETE, 401, "E_UNAUTHENTICATED");
+    assert_eq!(levels, Vec::<String>::new());
+}
+
+#[test]
+fn a_refused_operator_decision_on_an_edit_is_logged_at_info() {
+    let levels = levels_logged_at_info("POST", "/v1/edits/{id}/decision", 409, "E_CONFLICT");
+    assert_eq!(levels, vec!["INFO"]);
+}
