@@ -576,7 +576,7 @@ fn service_account_token_is_mounted_only_where_muster_calls_the_api() {
         job.at(p)
     );
 
-    let binding = the(&all, "ClusterRoleBinding");
+    let binding = named(&all, "ClusterRoleBinding", "muster-auth-delegator");
     let p = "/roleRef/name";
     assert_eq!(
         binding.get(p),
@@ -590,10 +590,41 @@ fn service_account_token_is_mounted_only_where_muster_calls_the_api() {
     let p = "/subjects";
     assert_eq!(
         binding.get(p),
-        &Value::Array(vec![subject]),
+        &Value::Array(vec![subject.clone()]),
         "{} must be exactly Muster's ServiceAccount",
         binding.at(p)
     );
+
+    // Node names for health redaction: read-only, nodes only, bound to Muster alone.
+    let role = named(&all, "ClusterRole", "muster-node-reader");
+    let p = "/rules";
+    assert_eq!(
+        role.get(p),
+        &serde_json::json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}]),
+        "{} must allow get, list and watch on nodes and nothing else",
+        role.at(p)
+    );
+    let binding = named(&all, "ClusterRoleBinding", "muster-node-reader");
+    for (p, expected) in [
+        ("/roleRef/name", Value::from("muster-node-reader")),
+        ("/subjects", Value::Array(vec![subject])),
+    ] {
+        assert_eq!(binding.get(p), &expected, "{}", binding.at(p));
+    }
+}
+
+/// The one manifest of `kind` named `name`.
+fn named<'a>(all: &'a [Manifest], kind: &str, name: &str) -> &'a Manifest {
+    let found: Vec<&Manifest> = all
+        .iter()
+        .filter(|m| m.kind() == kind && m.name() == name && !is_example(&m.file))
+        .collect();
+    assert_eq!(
+        found.len(),
+        1,
+        "expected exactly one {kind} {name} in deploy/k8s"
+    );
+    found[0]
 }
 
 // ---------------------------------------------------------------------------------------------
