@@ -17,4 +17,4 @@ pub mod stats;
 pub mod views;
 
 pub use error::AppError;
-pub use service::{Config, Muster};
+pub use service::{Config, Muster, Stores};

@@ -1,10 +1,18 @@
 //! The ports the use cases need, named for what the domain needs, not for the technology.
 //!
-//! Mocks: `MockLogbook`, `MockLogbookTx`, `MockClock`, `MockIds`, `MockJitter` are generated with
-//! mockall for this crate's tests and, with the `mocks` feature, for other crates' tests.
+//! Logbook is split by role. Outside a transaction: [`Logbook`] opens one, [`ItemReads`],
+//! [`HealthLog`] and [`IntakeLog`] read and report what needs none, and [`PoolGauge`] feeds the
+//! metrics. Inside one: [`ItemStore`], [`LeaseStore`], [`LedgerAppend`], [`FleetStore`] and
+//! [`IntakeStore`], composed into [`LogbookTx`]. Each use case holds the outside ports it uses,
+//! and a step that needs only some of a transaction's roles says so in its signature.
+//!
+//! Mocks: `MockLogbook`, `MockLogbookTx` (every role), `MockItemReads`, `MockHealthLog`,
+//! `MockIntakeLog`, `MockPoolGauge`, `MockClock`, `MockIds`, `MockJitter`, `MockReadiness` and
+//! `MockFeedSource` are generated with mockall for this crate's tests and, with the `mocks`
+//! feature, for other crates' tests.
 
 use async_trait::async_trait;
-use muster_domain::{Item, ItemId, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord};
+use muster_domain::{Item, ItemId, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord, Priority};
 use muster_ledger::SealedEntry;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -45,14 +53,33 @@ pub enum Inserted {
     },
 }
 
-/// Logbook, the durable store of items, leases and the ledger.
+// ---------------------------------------------------------------------------------------------
+// Outside a transaction: opening one, and the reads and reports that need none.
+// ---------------------------------------------------------------------------------------------
+
+/// Logbook, the durable store of items, leases and the ledger: where transactions begin.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
 pub trait Logbook: Send + Sync {
     /// Opens a transaction. Dropping it without `commit` rolls it back.
     async fn begin(&self) -> Result<Box<dyn LogbookTx>, StoreError>;
-    /// An item with its ledger history, read outside any transaction.
+}
+
+/// Items as operators and metrics read them, outside any transaction.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait ItemReads: Send + Sync {
+    /// An item with its ledger history.
     async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError>;
+    /// When the oldest queued item of each kind and priority was enqueued (for metrics); one
+    /// index probe per pair, whatever the backlog.
+    async fn oldest_queued(&self) -> Result<Vec<(Kind, Priority, OffsetDateTime)>, StoreError>;
+}
+
+/// The fleet's health as Shipkeeper reports it.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait HealthLog: Send + Sync {
     /// Keeps the latest (already redacted) health of each kind in the report: one record per
     /// kind, its events appended and cut to the newest `MAX_EVENTS_PER_KIND`.
     async fn store_health(
@@ -62,13 +89,12 @@ pub trait Logbook: Send + Sync {
     ) -> Result<(), StoreError>;
     /// The latest health of every kind that has reported (for the live feed).
     async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError>;
-    /// When the oldest queued item of each kind and priority was enqueued (for metrics); one
-    /// index probe per pair, whatever the backlog.
-    async fn oldest_queued(
-        &self,
-    ) -> Result<Vec<(Kind, muster_domain::Priority, OffsetDateTime)>, StoreError>;
-    /// Connections of the pool: open, idle, and the configured maximum.
-    fn pool_status(&self) -> PoolStatus;
+}
+
+/// The edit intake's records that need no transaction: its key, its listing, its upkeep.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait IntakeLog: Send + Sync {
     /// The proof-of-work MAC key shared by every replica, created from `candidate` on first use.
     async fn pow_key(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError>;
     /// Edit proposals in `state`, oldest first, after `after`, at most `limit`.
@@ -84,6 +110,13 @@ pub trait Logbook: Send + Sync {
     -> Result<u64, StoreError>;
 }
 
+/// The store's connection pool, for metrics: a gauge, not a port of any use case.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+pub trait PoolGauge: Send + Sync {
+    /// Connections of the pool: open, idle, and the configured maximum.
+    fn pool_status(&self) -> PoolStatus;
+}
+
 /// Connection pool figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PoolStatus {
@@ -93,16 +126,29 @@ pub struct PoolStatus {
     pub waiting: u64,
 }
 
-/// One Logbook transaction. Every transition of a use case is written through one of these, so
-/// it is either entirely there or not at all.
-#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+// ---------------------------------------------------------------------------------------------
+// Inside a transaction: one role per part of Logbook, composed into `LogbookTx`.
+// ---------------------------------------------------------------------------------------------
+
+/// Items inside a transaction: inserted, locked and written back.
 #[async_trait]
-pub trait LogbookTx: Send {
+pub trait ItemStore: Send {
     /// Inserts one item. With an idempotency key already used for its kind, inserts nothing
     /// and answers the existing item.
     async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
     /// Inserts items that carry no idempotency key (the `next` steps of a completion).
     async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
+    /// Locks and returns an item.
+    async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
+    /// Writes back an item's working state.
+    async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
+    /// Writes back the working states of distinct items, each with its result if given.
+    async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError>;
+}
+
+/// Leases inside a transaction: the queue they are taken from, and their records.
+#[async_trait]
+pub trait LeaseStore: Send {
     /// Locks and returns up to `limit` leasable items of `kind` at `now` in lease order
     /// (priority, then enqueue time), skipping rows other transactions hold, with payloads.
     /// Payloads stop once those before have reached `payload_budget` bytes (stored size; the
@@ -116,8 +162,6 @@ pub trait LogbookTx: Send {
         limit: u32,
         payload_budget: u64,
     ) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
-    /// Locks and returns an item.
-    async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
     /// Returns a lease record and locks and returns its item.
     async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
     /// Returns lease records with their items, locking both in item order (so that two
@@ -126,23 +170,6 @@ pub trait LogbookTx: Send {
         &mut self,
         ids: &[LeaseId],
     ) -> Result<Vec<(LeaseRecord, Item)>, StoreError>;
-    /// Writes back an item's working state.
-    async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
-    /// Writes back an item's working state together with its result.
-    async fn save_item_with_result(
-        &mut self,
-        item: &Item,
-        result: &Value,
-    ) -> Result<(), StoreError>;
-    /// Writes back the working states of distinct items, each with its result if given.
-    async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError>;
-    /// Records a newly granted lease.
-    async fn insert_lease(
-        &mut self,
-        lease: &LeaseRecord,
-        kind: Kind,
-        at: OffsetDateTime,
-    ) -> Result<(), StoreError>;
     /// Records newly granted leases on items of `kind`.
     async fn insert_leases(
         &mut self,
@@ -163,6 +190,18 @@ pub trait LogbookTx: Send {
         outcomes: &[(LeaseId, LeaseOutcome)],
         at: OffsetDateTime,
     ) -> Result<(), StoreError>;
+}
+
+/// The ledger inside a transaction: append only.
+#[async_trait]
+pub trait LedgerAppend: Send {
+    /// Appends sealed entries to the ledger and answers their global sequence numbers in order.
+    async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError>;
+}
+
+/// The deployed worker images inside a transaction, and the items parked for them.
+#[async_trait]
+pub trait FleetStore: Send {
     /// Records `digest` as deployed for `kind`, locking the kind's digest row until commit;
     /// answers the digest recorded before, if any.
     async fn record_digest(
@@ -176,6 +215,11 @@ pub trait LogbookTx: Send {
     async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError>;
     /// Locks and returns every parked item of `kind` whose parked digest is not `deployed`.
     async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError>;
+}
+
+/// The edit intake inside a transaction: daily salts and counters, spent challenges, edits.
+#[async_trait]
+pub trait IntakeStore: Send {
     /// The salt of UTC day `day`, created from `candidate` if the day has none yet.
     async fn day_salt(
         &mut self,
@@ -207,12 +251,72 @@ pub trait LogbookTx: Send {
     async fn lock_edit(&mut self, id: EditId) -> Result<Option<Edit>, StoreError>;
     /// Writes back an edit's state after a decision.
     async fn save_edit(&mut self, edit: &Edit, at: OffsetDateTime) -> Result<(), StoreError>;
-    /// Appends sealed entries to the ledger and answers their global sequence numbers in order.
-    async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError>;
+}
+
+/// One Logbook transaction: every role, and its end. Every transition of a use case is written
+/// through one of these, so it is either entirely there or not at all. A step of a use case
+/// that needs only some roles takes `&mut dyn Role` (or a generic bound) instead.
+#[async_trait]
+pub trait LogbookTx:
+    ItemStore + LeaseStore + LedgerAppend + FleetStore + IntakeStore + Send
+{
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
     /// Appends sealed entries to the ledger and commits, for a use case that needs no sequence
     /// numbers back: the adapter may send both together.
     async fn append_and_commit(self: Box<Self>, entries: &[SealedEntry]) -> Result<(), StoreError>;
+}
+
+// The transaction mock implements every role (mockall's `automock` cannot see supertraits).
+#[cfg(any(test, feature = "mocks"))]
+mockall::mock! {
+    pub LogbookTx {}
+
+    #[async_trait]
+    impl ItemStore for LogbookTx {
+        async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
+        async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
+        async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
+        async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
+        async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError>;
+    }
+
+    #[async_trait]
+    impl LeaseStore for LogbookTx {
+        async fn lock_next_leasable(&mut self, kind: Kind, now: OffsetDateTime, limit: u32, payload_budget: u64) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
+        async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
+        async fn lock_leases(&mut self, ids: &[LeaseId]) -> Result<Vec<(LeaseRecord, Item)>, StoreError>;
+        async fn insert_leases(&mut self, leases: &[LeaseRecord], kind: Kind, at: OffsetDateTime) -> Result<(), StoreError>;
+        async fn finish_lease(&mut self, id: LeaseId, outcome: &LeaseOutcome, at: OffsetDateTime) -> Result<(), StoreError>;
+        async fn finish_leases(&mut self, outcomes: &[(LeaseId, LeaseOutcome)], at: OffsetDateTime) -> Result<(), StoreError>;
+    }
+
+    #[async_trait]
+    impl LedgerAppend for LogbookTx {
+        async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError>;
+    }
+
+    #[async_trait]
+    impl FleetStore for LogbookTx {
+        async fn record_digest(&mut self, kind: Kind, digest: &str, at: OffsetDateTime) -> Result<Option<String>, StoreError>;
+        async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError>;
+        async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError>;
+    }
+
+    #[async_trait]
+    impl IntakeStore for LogbookTx {
+        async fn day_salt(&mut self, day: time::Date, candidate: [u8; 32]) -> Result<[u8; 32], StoreError>;
+        async fn count_submission(&mut self, day: time::Date, client_hash: [u8; 32], limit: u32) -> Result<bool, StoreError>;
+        async fn spend_challenge(&mut self, spend_key: [u8; 32], expires_at: OffsetDateTime) -> Result<bool, StoreError>;
+        async fn insert_edit(&mut self, edit: &Edit, body: &str, at: OffsetDateTime) -> Result<(), StoreError>;
+        async fn lock_edit(&mut self, id: EditId) -> Result<Option<Edit>, StoreError>;
+        async fn save_edit(&mut self, edit: &Edit, at: OffsetDateTime) -> Result<(), StoreError>;
+    }
+
+    #[async_trait]
+    impl LogbookTx for LogbookTx {
+        async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+        async fn append_and_commit(self: Box<Self>, entries: &[SealedEntry]) -> Result<(), StoreError>;
+    }
 }
 
 /// The time. Implementations answer UTC with whole microseconds.
@@ -252,7 +356,7 @@ pub struct LedgerEvent {
     pub subject_type: String,
     pub subject_id: String,
     pub kind: Option<Kind>,
-    pub priority: Option<muster_domain::Priority>,
+    pub priority: Option<Priority>,
     pub from_state: Option<String>,
     pub to_state: Option<String>,
     pub actor: String,
@@ -267,7 +371,7 @@ pub struct LedgerEvent {
 /// every row is settled (committed or never to appear).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedStart {
-    pub counts: Vec<((Kind, muster_domain::Priority, ItemState), i64)>,
+    pub counts: Vec<((Kind, Priority, ItemState), i64)>,
     /// The counting snapshot, opaque to the caller (passed back to `read_after`).
     pub snapshot: String,
     pub position: i64,
