@@ -125,7 +125,7 @@ impl Muster {
             )));
         }
         let now = self.clock.now();
-        let mut tx = self.logbook.begin().await?;
+        let mut tx = self.stores.logbook.begin().await?;
         let ids: Vec<LeaseId> = reqs.iter().map(|(id, _)| *id).collect();
         let mut locked: HashMap<LeaseId, LeaseRecord> = HashMap::with_capacity(reqs.len());
         // One item may appear under several leases (an old, superseded one and the current

@@ -47,7 +47,7 @@ impl Muster {
             created_at: now,
             entry: entry.clone(),
         };
-        let mut tx = self.logbook.begin().await?;
+        let mut tx = self.stores.logbook.begin().await?;
         match tx.insert_item(&new).await? {
             Inserted::New => {
                 self.commit_with(tx, &[entry]).await?;

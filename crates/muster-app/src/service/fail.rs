@@ -1,13 +1,12 @@
 //! Failing a lease (re-queued with backoff, or failed for good), and an operator's retry of a
 //! failed item.
 
-use muster_domain::item::LeaseUse;
 use muster_domain::{
     FailOutcome, ItemId, ItemState, LeaseId, LeaseOutcome, OutcomeKind, Principal, request_digest,
 };
 use serde_json::json;
 
-use super::{Muster, lock_lease, to_value};
+use super::{Finishing, Muster, to_value};
 use crate::error::AppError;
 use crate::views::{FailRequest, Failed, Retried};
 
@@ -24,14 +23,13 @@ impl Muster {
             &json!({"error": req.error, "retryable": req.retryable}),
         );
         let now = self.clock.now();
-        let mut tx = self.logbook.begin().await?;
-        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
-        if let LeaseUse::Replay(response) =
-            item.check_finish(&record, actor, OutcomeKind::Failed, &digest)?
+        let (mut tx, record, mut item) = match self
+            .begin_finish(actor, lease_id, OutcomeKind::Failed, &digest, "failure")
+            .await?
         {
-            return serde_json::from_value(response)
-                .map_err(|e| AppError::Internal(format!("stored failure unreadable: {e}")));
-        }
+            Finishing::Proceed { tx, record, item } => (tx, record, item),
+            Finishing::Replay(answer) => return Ok(answer),
+        };
         let policy = self.config.policy(item.kind);
         let (outcome, entry) = item.fail(
             &record,
@@ -71,7 +69,7 @@ impl Muster {
             return Err(AppError::Forbidden(format!("{actor} may not retry items")));
         }
         let now = self.clock.now();
-        let mut tx = self.logbook.begin().await?;
+        let mut tx = self.stores.logbook.begin().await?;
         let mut item = tx
             .lock_item(id)
             .await?

@@ -14,7 +14,8 @@ impl Muster {
         if !matches!(actor, Principal::Operator | Principal::Conn) {
             return Err(AppError::Forbidden(format!("{actor} may not read items")));
         }
-        self.items
+        self.stores
+            .items
             .item_view(id)
             .await?
             .ok_or_else(|| AppError::NotFound(format!("no item {id}")))
@@ -27,6 +28,7 @@ impl Muster {
     ) -> Result<Vec<(Kind, muster_domain::Priority, f64)>, AppError> {
         let now = self.clock.now();
         Ok(self
+            .stores
             .items
             .oldest_queued()
             .await?
@@ -49,7 +51,10 @@ impl Muster {
             )));
         }
         let (kinds, redacted) = health::sanitize(pods, events);
-        self.health.store_health(&kinds, self.clock.now()).await?;
+        self.stores
+            .health
+            .store_health(&kinds, self.clock.now())
+            .await?;
         if redacted > 0 {
             tracing::info!(
                 redacted,

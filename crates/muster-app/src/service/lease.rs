@@ -82,7 +82,7 @@ impl Muster {
         wants: &[LeaseWant],
     ) -> Result<(Vec<Vec<LeaseGranted>>, bool), AppError> {
         let now = self.clock.now();
-        let mut tx = self.logbook.begin().await?;
+        let mut tx = self.stores.logbook.begin().await?;
         let leased = self.lease_in(tx.as_mut(), kind, wants, actor, now).await?;
         if leased.entries.is_empty() {
             self.commit(tx).await?;
@@ -225,7 +225,7 @@ impl Muster {
     ) -> Result<HeartbeatAck, AppError> {
         check_worker_id(worker_id)?;
         let now = self.clock.now();
-        let mut tx = self.logbook.begin().await?;
+        let mut tx = self.stores.logbook.begin().await?;
         let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
         let expires_at = item.heartbeat(&record, actor, worker_id, self.config.lease_ttl, now)?;
         tx.save_item(&item).await?;

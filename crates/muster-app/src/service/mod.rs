@@ -8,7 +8,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use muster_domain::{Item, Kind, LeaseId, LeaseRecord, RetryPolicy, Routes};
+use muster_domain::item::LeaseUse;
+use muster_domain::{
+    Item, Kind, LeaseId, LeaseRecord, OutcomeKind, Principal, RetryPolicy, Routes,
+};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use time::Duration;
 
@@ -105,9 +109,7 @@ impl Stores {
 /// Muster's use cases, over its ports.
 #[derive(Clone)]
 pub struct Muster {
-    logbook: Arc<dyn Logbook>,
-    items: Arc<dyn ItemReads>,
-    health: Arc<dyn HealthLog>,
+    stores: Stores,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn Ids>,
     jitter: Arc<dyn Jitter>,
@@ -136,9 +138,7 @@ impl Muster {
         config: Config,
     ) -> Self {
         Muster {
-            logbook: stores.logbook,
-            items: stores.items,
-            health: stores.health,
+            stores,
             clock,
             ids,
             jitter,
@@ -163,6 +163,27 @@ impl Muster {
         &self.stats
     }
 
+    /// Opens the transaction of a call that finishes `lease_id` (fail, needs_subtool) with
+    /// the request `digest`: the lease and its item locked, or, for the same call made before,
+    /// its stored answer (`what` names it when that answer cannot be read).
+    async fn begin_finish<A: DeserializeOwned>(
+        &self,
+        actor: Principal,
+        lease_id: LeaseId,
+        kind: OutcomeKind,
+        digest: &[u8; 32],
+        what: &str,
+    ) -> Result<Finishing<A>, AppError> {
+        let mut tx = self.stores.logbook.begin().await?;
+        let (record, item) = lock_lease(tx.as_mut(), lease_id).await?;
+        match item.check_finish(&record, actor, kind, digest)? {
+            LeaseUse::Proceed => Ok(Finishing::Proceed { tx, record, item }),
+            LeaseUse::Replay(response) => serde_json::from_value(response)
+                .map(Finishing::Replay)
+                .map_err(|e| AppError::Internal(format!("stored {what} unreadable: {e}"))),
+        }
+    }
+
     /// Commits and tells the live feed that the ledger may have grown.
     async fn commit(&self, tx: Box<dyn LogbookTx>) -> Result<(), AppError> {
         tx.commit().await?;
@@ -180,6 +201,20 @@ impl Muster {
         self.signal.ledger_changed();
         Ok(())
     }
+}
+
+/// What [`Muster::begin_finish`] found.
+// Returned once per call and taken apart at once: boxing the larger side would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum Finishing<A> {
+    /// The lease may finish: its item, locked in `tx`.
+    Proceed {
+        tx: Box<dyn LogbookTx>,
+        record: LeaseRecord,
+        item: Item,
+    },
+    /// The same call was made before: its answer.
+    Replay(A),
 }
 
 async fn lock_lease(

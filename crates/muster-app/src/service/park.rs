@@ -1,13 +1,12 @@
 //! Parking an item no deployed image can handle, and replaying parked items when Shipkeeper
 //! reports a new image.
 
-use muster_domain::item::LeaseUse;
 use muster_domain::{
     ItemState, Kind, LeaseId, LeaseOutcome, OutcomeKind, Principal, is_image_digest, request_digest,
 };
 use serde_json::json;
 
-use super::{Muster, lock_lease, to_value};
+use super::{Finishing, Muster, to_value};
 use crate::error::AppError;
 use crate::views::{DigestRecorded, ParkRequest, Parked};
 
@@ -30,14 +29,13 @@ impl Muster {
             &json!({"worker_digest": req.worker_digest, "layout": req.layout}),
         );
         let now = self.clock.now();
-        let mut tx = self.logbook.begin().await?;
-        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
-        if let LeaseUse::Replay(response) =
-            item.check_finish(&record, actor, OutcomeKind::Parked, &digest)?
+        let (mut tx, record, mut item) = match self
+            .begin_finish(actor, lease_id, OutcomeKind::Parked, &digest, "park")
+            .await?
         {
-            return serde_json::from_value(response)
-                .map_err(|e| AppError::Internal(format!("stored park unreadable: {e}")));
-        }
+            Finishing::Proceed { tx, record, item } => (tx, record, item),
+            Finishing::Replay(answer) => return Ok(answer),
+        };
         // A worker still running an image other than the one already reported as deployed
         // (a rollout in progress): the deployed image may handle the layout, so the item is
         // replayed at once rather than waiting for a digest report that already happened.
@@ -101,7 +99,7 @@ impl Muster {
             ));
         }
         let now = self.clock.now();
-        let mut tx = self.logbook.begin().await?;
+        let mut tx = self.stores.logbook.begin().await?;
         let previous = tx.record_digest(kind, digest, now).await?;
         if previous.as_deref() == Some(digest) {
             self.commit(tx).await?;
