@@ -10,32 +10,13 @@ use muster_domain::{
 };
 use serde_json::{Value, json};
 
-use super::group::{LeaseWant, splits};
-use super::{MAX_BATCH, Muster, check_worker_id, require_object, require_storable, to_value};
+use super::{
+    LeaseWant, MAX_BATCH, Muster, NextLease, check_worker_id, require_object, require_storable,
+    splits, to_value,
+};
 use crate::error::AppError;
 use crate::ports::NewItem;
 use crate::views::{CompleteRequest, Completed, LeaseGranted};
-
-/// Whether a completion also asks for the next lease in its transaction, and for whom.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum NextLease {
-    /// No next lease.
-    NotAsked,
-    /// A next lease for the completed lease's worker.
-    ForLeaseWorker,
-    /// A next lease for the named worker.
-    For(String),
-}
-
-impl From<Option<String>> for NextLease {
-    /// `"lease_next": true` with the `worker_id` it names, if any.
-    fn from(worker_id: Option<String>) -> Self {
-        match worker_id {
-            Some(worker_id) => NextLease::For(worker_id),
-            None => NextLease::ForLeaseWorker,
-        }
-    }
-}
 
 impl Muster {
     /// `POST /v1/leases/{id}/complete`: the item's new state, its result, every `next` item

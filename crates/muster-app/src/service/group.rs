@@ -6,17 +6,10 @@ use std::collections::HashSet;
 
 use muster_domain::{LeaseId, Principal};
 
-use super::complete::NextLease;
-use super::{MAX_BATCH, Muster};
+use super::{LeaseWant, MAX_BATCH, Muster, NextLease, splits};
 use crate::combine::{Combiner, DrainGuard, Waiting};
 use crate::error::AppError;
 use crate::views::{CompleteRequest, Completed, LeaseGranted};
-
-/// One lease request waiting for a group commit: who asks, and for how many items.
-pub(super) struct LeaseWant {
-    pub(super) worker_id: String,
-    pub(super) max: u32,
-}
 
 pub(super) type LeaseLanes = Combiner<Principal, LeaseWant, Result<Vec<LeaseGranted>, AppError>>;
 
@@ -237,11 +230,4 @@ impl Muster {
             _ => Err(AppError::Internal("a completion went unanswered".into())),
         }
     }
-}
-
-/// Whether a failed transaction of several completions is redone one completion per
-/// transaction: not when Logbook is unreachable (each would only fail the same way) nor for a
-/// malformed batch, but for anything that may belong to one completion's body.
-pub(super) fn splits(e: &AppError) -> bool {
-    !matches!(e, AppError::Unavailable | AppError::BadRequest(_))
 }

@@ -7,10 +7,9 @@ use muster_domain::item::LeaseResult;
 use muster_domain::{Item, Kind, LeaseId, LeaseRecord, Principal};
 use serde_json::Value;
 
-use super::group::LeaseWant;
 use super::{
-    LEASE_PAYLOAD_BUDGET, MAX_BATCH, MAX_CANDIDATES, MAX_WAIT_MS, Muster, check_worker_id,
-    lock_lease,
+    LEASE_PAYLOAD_BUDGET, LeaseWant, MAX_BATCH, MAX_CANDIDATES, MAX_WAIT_MS, Muster,
+    check_worker_id, lock_lease,
 };
 use crate::error::AppError;
 use crate::ports::{ItemStore, LeaseStore, LogbookTx};

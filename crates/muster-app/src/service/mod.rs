@@ -203,6 +203,40 @@ impl Muster {
     }
 }
 
+/// One lease request waiting for a group commit: who asks, and for how many items.
+struct LeaseWant {
+    worker_id: String,
+    max: u32,
+}
+
+/// Whether a completion also asks for the next lease in its transaction, and for whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NextLease {
+    /// No next lease.
+    NotAsked,
+    /// A next lease for the completed lease's worker.
+    ForLeaseWorker,
+    /// A next lease for the named worker.
+    For(String),
+}
+
+impl From<Option<String>> for NextLease {
+    /// `"lease_next": true` with the `worker_id` it names, if any.
+    fn from(worker_id: Option<String>) -> Self {
+        match worker_id {
+            Some(worker_id) => NextLease::For(worker_id),
+            None => NextLease::ForLeaseWorker,
+        }
+    }
+}
+
+/// Whether a failed transaction of several completions is redone one completion per
+/// transaction: not when Logbook is unreachable (each would only fail the same way) nor for a
+/// malformed batch, but for anything that may belong to one completion's body.
+fn splits(e: &AppError) -> bool {
+    !matches!(e, AppError::Unavailable | AppError::BadRequest(_))
+}
+
 /// What [`Muster::begin_finish`] found.
 // Returned once per call and taken apart at once: boxing the larger side would buy nothing.
 #[allow(clippy::large_enum_variant)]
