@@ -1,7 +1,7 @@
-//! The use cases, one module per group of them: [`enqueue`], [`lease`] (with the long poll
-//! and heartbeats), [`complete`], [`fail`] (and retry), [`park`] (and the digest replay),
-//! [`inspect`] (reads and reports outside the transitions), and the group-commit drainers of
-//! [`group`]. Here: the `Muster` they share, its settings, the commit helpers and the checks
+//! The use cases, one module per group of them: `enqueue`, `lease` (with the long poll
+//! and heartbeats), `complete`, `fail` (and retry), `park` (and the digest replay),
+//! `inspect` (reads and reports outside the transitions), and the group-commit drainers of
+//! `group`. Here: the `Muster` they share, its settings, the commit helpers and the checks
 //! of request fields that several use cases make.
 
 use std::collections::HashMap;

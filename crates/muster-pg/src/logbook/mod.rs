@@ -1,7 +1,7 @@
 //! [`PgLogbook`]: Logbook's ports on PostgreSQL, one module per role as in
-//! `muster_app::ports`: [`items`], [`leases`], [`ledger`], [`fleet`] and [`intake`] each
-//! implement their role inside a transaction ([`tx::PgTx`]) and outside one ([`PgLogbook`]);
-//! [`rows`] maps rows to domain values. Here: the pool, opening and ending transactions,
+//! `muster_app::ports`: `items`, `leases`, `ledger`, `fleet` and `intake` each
+//! implement their role inside a transaction (`tx::PgTx`) and outside one ([`PgLogbook`]);
+//! `rows` maps rows to domain values. Here: the pool, opening and ending transactions,
 //! readiness and the pool gauge.
 
 use std::sync::Arc;
