@@ -12,7 +12,7 @@ use muster_app::feed::Feed;
 use muster_app::intake::{Intake, Ownership};
 use muster_app::ports::{Clock, Ids, Jitter};
 use muster_app::signal::WorkSignal;
-use muster_app::{Config, Muster};
+use muster_app::{Config, Muster, Stores};
 use muster_domain::edit::EditId;
 use muster_domain::{ItemId, LeaseId};
 use muster_http::{AppParts, AppState, ServerSettings};
@@ -165,6 +165,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     }
     let intake = Intake::new(
         Arc::new(logbook.clone()),
+        Arc::new(logbook.clone()),
         Arc::new(SystemClock),
         Arc::new(V7Ids),
         signal.clone(),
@@ -172,7 +173,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         ownership,
     );
     let muster = Muster::new(
-        Arc::new(logbook.clone()),
+        Stores::of(Arc::new(logbook.clone())),
         Arc::new(SystemClock),
         Arc::new(V7Ids),
         Arc::new(RandomJitter),

@@ -13,7 +13,7 @@ use time::OffsetDateTime;
 use tokio::sync::broadcast;
 
 use crate::AppError;
-use crate::ports::{Clock, FeedSource, Jitter, LedgerEvent, Logbook};
+use crate::ports::{Clock, FeedSource, HealthLog, Jitter, LedgerEvent};
 use crate::signal::WorkSignal;
 use crate::views::HealthView;
 
@@ -108,7 +108,7 @@ struct State {
 
 struct Inner {
     source: Arc<dyn FeedSource>,
-    logbook: Arc<dyn Logbook>,
+    health: Arc<dyn HealthLog>,
     clock: Arc<dyn Clock>,
     jitter: Arc<dyn Jitter>,
     signal: WorkSignal,
@@ -137,7 +137,7 @@ const READ_LIMIT: i64 = 500;
 impl Feed {
     pub fn new(
         source: Arc<dyn FeedSource>,
-        logbook: Arc<dyn Logbook>,
+        health: Arc<dyn HealthLog>,
         clock: Arc<dyn Clock>,
         jitter: Arc<dyn Jitter>,
         signal: WorkSignal,
@@ -147,7 +147,7 @@ impl Feed {
         Feed {
             inner: Arc::new(Inner {
                 source,
-                logbook,
+                health,
                 clock,
                 jitter,
                 signal,
@@ -309,7 +309,7 @@ impl Feed {
                     last_queues = q.depths.clone();
                     self.publish(FeedEvent::Queues(q));
                 }
-                match s.logbook.latest_health().await {
+                match s.health.latest_health().await {
                     Ok(health) => {
                         for h in health.iter().filter(|h| !last_health.contains(h)) {
                             self.publish(FeedEvent::Health(h.clone()));

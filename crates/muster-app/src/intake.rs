@@ -23,7 +23,7 @@ use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
 use crate::AppError;
-use crate::ports::{Clock, Ids, Logbook};
+use crate::ports::{Clock, Ids, IntakeLog, Logbook};
 use crate::signal::WorkSignal;
 use crate::views::EditView;
 
@@ -102,6 +102,7 @@ impl Ownership {
 #[derive(Clone)]
 pub struct Intake {
     logbook: Arc<dyn Logbook>,
+    records: Arc<dyn IntakeLog>,
     clock: Arc<dyn Clock>,
     ids: Arc<dyn Ids>,
     signal: WorkSignal,
@@ -129,6 +130,7 @@ fn until_midnight(now: OffsetDateTime) -> u64 {
 impl Intake {
     pub fn new(
         logbook: Arc<dyn Logbook>,
+        records: Arc<dyn IntakeLog>,
         clock: Arc<dyn Clock>,
         ids: Arc<dyn Ids>,
         signal: WorkSignal,
@@ -137,6 +139,7 @@ impl Intake {
     ) -> Self {
         Intake {
             logbook,
+            records,
             clock,
             ids,
             signal,
@@ -159,7 +162,7 @@ impl Intake {
     pub async fn key(&self) -> Result<&ChallengeKey, AppError> {
         self.key
             .get_or_try_init(|| async {
-                let bytes = self.logbook.pow_key(self.ids.random32()).await?;
+                let bytes = self.records.pow_key(self.ids.random32()).await?;
                 Ok::<_, AppError>(ChallengeKey::from_bytes(bytes))
             })
             .await
@@ -287,7 +290,7 @@ impl Intake {
         if !(1..=500).contains(&limit) {
             return Err(AppError::BadRequest("limit must be 1 to 500".into()));
         }
-        Ok(self.logbook.list_edits(state, after, limit).await?)
+        Ok(self.records.list_edits(state, after, limit).await?)
     }
 
     /// `POST /v1/edits/{id}/decision`: Countersign, for the target's owner.
@@ -339,7 +342,7 @@ impl Intake {
     /// Deletes yesterday's salts and counters and expired challenges.
     pub async fn purge(&self) -> Result<u64, AppError> {
         let now = self.clock.now();
-        Ok(self.logbook.purge_intake(spam::utc_day(now), now).await?)
+        Ok(self.records.purge_intake(spam::utc_day(now), now).await?)
     }
 }
 

@@ -18,4 +18,4 @@ pub mod stats;
 pub mod views;
 
 pub use error::AppError;
-pub use service::{Config, Muster};
+pub use service::{Config, Muster, Stores};

@@ -35,7 +35,7 @@ pub struct AppParts {
     pub intake: muster_app::intake::Intake,
     pub feed: muster_app::feed::Feed,
     /// Logbook, for the figures `/metrics` reads at scrape time.
-    pub logbook_metrics: Arc<dyn muster_app::ports::Logbook>,
+    pub logbook_metrics: Arc<dyn muster_app::ports::PoolGauge>,
     pub http_metrics: HttpMetrics,
     pub auth: Arc<dyn Authenticator>,
     pub readiness: Arc<dyn Readiness>,

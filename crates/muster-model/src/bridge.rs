@@ -150,7 +150,7 @@ pub fn result_of(lease: LeaseNo) -> Value {
 }
 
 /// The canonical request body of a finishing call under `lease`, exactly as the use case
-/// builds it before hashing (`muster-app/src/service.rs`: `complete`, `fail`,
+/// builds it before hashing (`muster-app/src/service/`: `complete`, `fail`,
 /// `needs_subtool`).
 pub fn canonical_body(lease: LeaseNo, finish: Finish) -> Value {
     match finish {

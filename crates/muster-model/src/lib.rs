@@ -5,7 +5,7 @@
 //! and `LeaseRecord` from the model's rows and calls the domain's own functions
 //! (`Item::lease`, `Item::heartbeat`, `Item::check_finish`, `Item::complete`, `Item::fail`,
 //! `Item::park`, `Item::record_late_result`, `Item::enqueue`, `request_digest`,
-//! `Routes::first_refused`), in the order `crates/muster-app/src/service.rs` calls them. What
+//! `Routes::first_refused`), in the order `crates/muster-app/src/service/` calls them. What
 //! lives in SQL (`lock_next_leasable`, `lock_leases`, `finish_leases`) is mirrored in
 //! [`server`], each function naming the statement it mirrors.
 //!

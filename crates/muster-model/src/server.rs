@@ -1,10 +1,10 @@
-//! Muster's side of the model: the lease use cases of `crates/muster-app/src/service.rs`, each
+//! Muster's side of the model: the lease use cases of `crates/muster-app/src/service/`, each
 //! one atomic step, deciding with muster-domain's real functions.
 //!
 //! A use case is one Logbook transaction under row locks (ARCHITECTURE.md, invariants 2 and 4),
 //! so the model runs it as one indivisible step: on a copy of the state that is kept (commit)
 //! or thrown away (rollback). Where the use case reads or writes through SQL
-//! (`crates/muster-pg/src/logbook.rs`), the model's function says which statement it mirrors.
+//! (`crates/muster-pg/src/logbook/`), the model's function says which statement it mirrors.
 
 use muster_domain::item::{LeaseResult, LeaseUse};
 use muster_domain::{
@@ -157,7 +157,7 @@ impl LeaseModel {
                     let row = project_item(&item, tx.items[idx].has_result)?;
                     let grant = row.lease.ok_or(Anomaly::Unprojectable)?;
                     tx.items[idx] = row;
-                    // insert_lease: INSERT INTO core.leases (id, item_id, kind, fence, worker_id, leased_at)
+                    // insert_leases: INSERT INTO core.leases (id, item_id, kind, fence, worker_id, leased_at)
                     tx.leases.push(LeaseRow {
                         item: i,
                         fence: row.fence,
@@ -323,7 +323,7 @@ impl LeaseModel {
         let entry = item
             .complete(record, ACTOR, &result, &[child.id], now)
             .map_err(|_| Anomaly::TransitionRefusedAfterCheck)?;
-        // save_item_with_result: UPDATE core.items SET …, result = $13 WHERE id = $1
+        // save_items: UPDATE core.items SET …, result = … FROM unnest(…) WHERE id = …
         tx.items[idx] = project_item(item, true)?;
         // insert_items: INSERT INTO core.items (…, parent_id, …) SELECT … FROM unnest(…)
         tx.children[idx] += 1;
@@ -363,7 +363,7 @@ impl LeaseModel {
         record
     }
 
-    /// Mirrors `PgTx::finish_leases` (`crates/muster-pg/src/logbook.rs`):
+    /// Mirrors `PgTx::finish_leases` (`crates/muster-pg/src/logbook/leases.rs`):
     ///
     /// ```sql
     /// WITH w AS (UPDATE core.leases l SET outcome = u.outcome, outcome_digest = u.digest,
@@ -406,7 +406,7 @@ pub(crate) fn forget_passed_promises(s: &mut State) {
     }
 }
 
-/// Mirrors `PgTx::lock_next_leasable` (`crates/muster-pg/src/logbook.rs`) with `limit` 1
+/// Mirrors `PgTx::lock_next_leasable` (`crates/muster-pg/src/logbook/leases.rs`) with `limit` 1
 /// (a plain `POST /v1/leases`, without `max`). The statement reads queued items from
 /// `items_queued_order` and expired leases from `items_lease_expiry` (V8) and merges them; the
 /// rows it may take and their order are those of this single predicate:

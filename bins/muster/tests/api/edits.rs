@@ -409,7 +409,7 @@ async fn no_client_ip_reaches_the_database_or_the_log() {
 
 #[tokio::test]
 async fn expired_salts_counters_and_challenges_are_purged_at_the_day_boundary() {
-    use muster_app::ports::Logbook;
+    use muster_app::ports::IntakeLog;
     let app = TestApp::spawn().await;
     let c = app.db.client().await;
     c.batch_execute(

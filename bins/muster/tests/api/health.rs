@@ -98,7 +98,7 @@ async fn a_health_report_naming_an_unknown_kind_is_refused() {
 
 #[tokio::test]
 async fn the_latest_health_per_kind_is_available_to_the_live_feed_port() {
-    use muster_app::ports::Logbook;
+    use muster_app::ports::HealthLog;
     let app = TestApp::spawn().await;
     app.post(
         "/v1/health",

@@ -1,7 +1,7 @@
 //! The feed's subscriber rules, against mockall ports (no database).
 
 use super::*;
-use crate::ports::{MockClock, MockFeedSource, MockJitter, MockLogbook};
+use crate::ports::{MockClock, MockFeedSource, MockHealthLog, MockJitter};
 use time::macros::datetime;
 
 const NOW: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
@@ -30,7 +30,7 @@ fn feed_with(source: MockFeedSource, settings: FeedSettings) -> (Feed, WorkSigna
     jitter.expect_sample().return_const(0.5);
     let feed = Feed::new(
         Arc::new(source),
-        Arc::new(MockLogbook::new()),
+        Arc::new(MockHealthLog::new()),
         Arc::new(clock),
         Arc::new(jitter),
         signal.clone(),

@@ -1,7 +1,7 @@
 //! The intake's layer order against mockall ports: spam is refused before any transaction.
 
 use super::*;
-use crate::ports::{MockClock, MockIds, MockLogbook};
+use crate::ports::{MockClock, MockIds, MockIntakeLog, MockLogbook};
 use time::macros::datetime;
 use uuid::Uuid;
 
@@ -9,14 +9,15 @@ const NOW: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
 const KEY: [u8; 32] = [7; 32];
 
 /// A logbook that hands out the key once and must never open a transaction.
-fn no_transactions() -> MockLogbook {
+fn no_transactions() -> (MockLogbook, MockIntakeLog) {
     let mut lb = MockLogbook::new();
-    lb.expect_pow_key().times(1).returning(|_| Ok(KEY));
+    let mut log = MockIntakeLog::new();
+    log.expect_pow_key().times(1).returning(|_| Ok(KEY));
     lb.expect_begin().never();
-    lb
+    (lb, log)
 }
 
-fn intake(lb: MockLogbook) -> Intake {
+fn intake((lb, log): (MockLogbook, MockIntakeLog)) -> Intake {
     let mut clock = MockClock::new();
     clock.expect_now().return_const(NOW);
     let mut ids = MockIds::new();
@@ -32,6 +33,7 @@ fn intake(lb: MockLogbook) -> Intake {
     );
     Intake::new(
         Arc::new(lb),
+        Arc::new(log),
         Arc::new(clock),
         Arc::new(ids),
         WorkSignal::new(),
@@ -63,9 +65,10 @@ fn submission(challenge: String, nonce: String) -> Submission {
 #[tokio::test]
 async fn a_honeypot_hit_looks_accepted_and_touches_no_table() {
     let mut lb = MockLogbook::new();
-    lb.expect_pow_key().never();
+    let mut log = MockIntakeLog::new();
+    log.expect_pow_key().never();
     lb.expect_begin().never();
-    let i = intake(lb);
+    let i = intake((lb, log));
     let mut s = submission("x".into(), "1".into());
     s.website = "http://spam.example".into();
     let r = i
@@ -129,7 +132,7 @@ async fn an_unknown_target_is_refused_without_a_transaction() {
 async fn a_missing_or_unparsable_client_ip_is_a_bad_request() {
     let mut lb = MockLogbook::new();
     lb.expect_begin().never();
-    let i = intake(lb);
+    let i = intake((lb, MockIntakeLog::new()));
     for ip in [None, Some("10.0.0.1:80"), Some("")] {
         let r = i
             .submit(Principal::Conn, ip, submission("x".into(), "1".into()))
@@ -140,7 +143,7 @@ async fn a_missing_or_unparsable_client_ip_is_a_bad_request() {
 
 #[tokio::test]
 async fn only_conn_submits() {
-    let i = intake(MockLogbook::new());
+    let i = intake((MockLogbook::new(), MockIntakeLog::new()));
     let r = i
         .submit(
             Principal::Operator,

@@ -1,9 +1,17 @@
 //! Use cases against mockall ports: no database.
 
 use super::*;
-use crate::ports::{MockClock, MockIds, MockJitter, MockLogbook, MockLogbookTx, StoreError};
+use crate::ports::{
+    MockClock, MockHealthLog, MockIds, MockItemReads, MockJitter, MockLogbook, MockLogbookTx,
+    StoreError,
+};
+use crate::views::{CompleteRequest, Completed, EnqueueRequest, NextStep};
 use muster_domain::{Fence, LeaseGrant, Priority};
+use muster_domain::{
+    Item, ItemId, ItemState, LeaseOutcome, OutcomeKind, Principal, request_digest,
+};
 use muster_ledger::ChainHead;
+use serde_json::json;
 use time::OffsetDateTime;
 use time::macros::datetime;
 use uuid::Uuid;
@@ -58,7 +66,11 @@ fn muster_with(logbook: MockLogbook) -> Muster {
     let mut jitter = MockJitter::new();
     jitter.expect_sample().return_const(0.0);
     Muster::new(
-        Arc::new(logbook),
+        Stores {
+            logbook: Arc::new(logbook),
+            items: Arc::new(MockItemReads::new()),
+            health: Arc::new(MockHealthLog::new()),
+        },
         Arc::new(clock),
         Arc::new(ids),
         Arc::new(jitter),

@@ -1,18 +1,9 @@
 //! What the use cases answer: plain data, serialised by the transport as the contract says.
 
-use muster_domain::{Fence, ItemId, ItemState, Kind, LeaseId, Priority};
+use muster_domain::{ItemState, Kind, Priority};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
-
-/// A request to enqueue an item.
-#[derive(Debug, Clone, PartialEq)]
-pub struct EnqueueRequest {
-    pub kind: Kind,
-    pub priority: Priority,
-    pub payload: Value,
-    pub idempotency_key: Option<String>,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Enqueued {
@@ -49,32 +40,12 @@ pub struct HeartbeatAck {
     pub expires_at: OffsetDateTime,
 }
 
-/// One `next` step of a completion.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NextStep {
-    pub kind: Kind,
-    pub payload: Value,
-    pub priority: Option<Priority>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct CompleteRequest {
-    pub result: Value,
-    pub next: Vec<NextStep>,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Completed {
     pub item_id: String,
     pub state: ItemState,
     pub ledger_seq: i64,
     pub replayed: bool,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct FailRequest {
-    pub error: Value,
-    pub retryable: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -87,12 +58,6 @@ pub struct Failed {
         default
     )]
     pub not_before: Option<OffsetDateTime>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct ParkRequest {
-    pub worker_digest: String,
-    pub layout: Value,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,14 +100,6 @@ pub struct ItemView {
 pub struct Retried {
     pub item_id: String,
     pub state: ItemState,
-}
-
-/// A lease's identity as the store reports it after granting.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct GrantedLease {
-    pub lease_id: LeaseId,
-    pub item_id: ItemId,
-    pub fence: Fence,
 }
 
 /// The answer to a digest report.

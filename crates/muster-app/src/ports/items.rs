@@ -1,0 +1,59 @@
+//! Items: inserted, locked and written back inside a transaction; read outside one.
+
+use async_trait::async_trait;
+use muster_domain::{Item, ItemId, ItemState, Kind, Priority};
+use muster_ledger::SealedEntry;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::StoreError;
+use crate::views::ItemView;
+
+/// An item to insert, with the entry that records its creation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewItem {
+    pub item: Item,
+    pub payload: Value,
+    pub idempotency_key: Option<String>,
+    pub parent: Option<ItemId>,
+    pub created_at: OffsetDateTime,
+    pub entry: SealedEntry,
+}
+
+/// The outcome of inserting an item that carries an idempotency key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Inserted {
+    New,
+    /// The key was already used for this kind: the existing item.
+    Existing {
+        id: ItemId,
+        state: ItemState,
+    },
+}
+
+/// Items as operators and metrics read them, outside any transaction.
+#[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
+#[async_trait]
+pub trait ItemReads: Send + Sync {
+    /// An item with its ledger history.
+    async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError>;
+    /// When the oldest queued item of each kind and priority was enqueued (for metrics); one
+    /// index probe per pair, whatever the backlog.
+    async fn oldest_queued(&self) -> Result<Vec<(Kind, Priority, OffsetDateTime)>, StoreError>;
+}
+
+/// Items inside a transaction: inserted, locked and written back.
+#[async_trait]
+pub trait ItemStore: Send {
+    /// Inserts one item. With an idempotency key already used for its kind, inserts nothing
+    /// and answers the existing item.
+    async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
+    /// Inserts items that carry no idempotency key (the `next` steps of a completion).
+    async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
+    /// Locks and returns an item.
+    async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
+    /// Writes back an item's working state.
+    async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
+    /// Writes back the working states of distinct items, each with its result if given.
+    async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError>;
+}

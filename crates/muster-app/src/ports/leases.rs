@@ -1,0 +1,54 @@
+//! Leases: the queue they are taken from, and their records.
+
+use async_trait::async_trait;
+use muster_domain::{Item, Kind, LeaseId, LeaseOutcome, LeaseRecord};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::StoreError;
+
+/// Leases inside a transaction: the queue they are taken from, and their records.
+#[async_trait]
+pub trait LeaseStore: Send {
+    /// Locks and returns up to `limit` leasable items of `kind` at `now` in lease order
+    /// (priority, then enqueue time), skipping rows other transactions hold, with payloads.
+    /// Payloads stop once those before have reached `payload_budget` bytes (stored size; the
+    /// first item always has its payload): the items after that come with `None` and must not
+    /// be leased in this transaction, so that one answer never holds more than about the
+    /// budget plus one payload.
+    async fn lock_next_leasable(
+        &mut self,
+        kind: Kind,
+        now: OffsetDateTime,
+        limit: u32,
+        payload_budget: u64,
+    ) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
+    /// Returns a lease record and locks and returns its item.
+    async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
+    /// Returns lease records with their items, locking both in item order (so that two
+    /// batches never wait for each other in a circle). Unknown ids are left out.
+    async fn lock_leases(
+        &mut self,
+        ids: &[LeaseId],
+    ) -> Result<Vec<(LeaseRecord, Item)>, StoreError>;
+    /// Records newly granted leases on items of `kind`.
+    async fn insert_leases(
+        &mut self,
+        leases: &[LeaseRecord],
+        kind: Kind,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+    /// Records how a lease ended.
+    async fn finish_lease(
+        &mut self,
+        id: LeaseId,
+        outcome: &LeaseOutcome,
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+    /// Records how distinct leases ended.
+    async fn finish_leases(
+        &mut self,
+        outcomes: &[(LeaseId, LeaseOutcome)],
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError>;
+}

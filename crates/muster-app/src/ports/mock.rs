@@ -1,0 +1,65 @@
+//! The transaction mock: one type that plays every role, as `LogbookTx` demands (mockall's
+//! `automock` cannot see supertraits, so `mock!` spells the roles out).
+
+use async_trait::async_trait;
+use muster_domain::edit::{Edit, EditId};
+use muster_domain::{Item, ItemId, Kind, LeaseId, LeaseOutcome, LeaseRecord};
+use muster_ledger::SealedEntry;
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::{
+    FleetStore, Inserted, IntakeStore, ItemStore, LeaseStore, LedgerAppend, LogbookTx, NewItem,
+    StoreError,
+};
+
+mockall::mock! {
+    pub LogbookTx {}
+
+    #[async_trait]
+    impl ItemStore for LogbookTx {
+        async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
+        async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
+        async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
+        async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
+        async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError>;
+    }
+
+    #[async_trait]
+    impl LeaseStore for LogbookTx {
+        async fn lock_next_leasable(&mut self, kind: Kind, now: OffsetDateTime, limit: u32, payload_budget: u64) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
+        async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
+        async fn lock_leases(&mut self, ids: &[LeaseId]) -> Result<Vec<(LeaseRecord, Item)>, StoreError>;
+        async fn insert_leases(&mut self, leases: &[LeaseRecord], kind: Kind, at: OffsetDateTime) -> Result<(), StoreError>;
+        async fn finish_lease(&mut self, id: LeaseId, outcome: &LeaseOutcome, at: OffsetDateTime) -> Result<(), StoreError>;
+        async fn finish_leases(&mut self, outcomes: &[(LeaseId, LeaseOutcome)], at: OffsetDateTime) -> Result<(), StoreError>;
+    }
+
+    #[async_trait]
+    impl LedgerAppend for LogbookTx {
+        async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError>;
+    }
+
+    #[async_trait]
+    impl FleetStore for LogbookTx {
+        async fn record_digest(&mut self, kind: Kind, digest: &str, at: OffsetDateTime) -> Result<Option<String>, StoreError>;
+        async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError>;
+        async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError>;
+    }
+
+    #[async_trait]
+    impl IntakeStore for LogbookTx {
+        async fn day_salt(&mut self, day: time::Date, candidate: [u8; 32]) -> Result<[u8; 32], StoreError>;
+        async fn count_submission(&mut self, day: time::Date, client_hash: [u8; 32], limit: u32) -> Result<bool, StoreError>;
+        async fn spend_challenge(&mut self, spend_key: [u8; 32], expires_at: OffsetDateTime) -> Result<bool, StoreError>;
+        async fn insert_edit(&mut self, edit: &Edit, body: &str, at: OffsetDateTime) -> Result<(), StoreError>;
+        async fn lock_edit(&mut self, id: EditId) -> Result<Option<Edit>, StoreError>;
+        async fn save_edit(&mut self, edit: &Edit, at: OffsetDateTime) -> Result<(), StoreError>;
+    }
+
+    #[async_trait]
+    impl LogbookTx for LogbookTx {
+        async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+        async fn append_and_commit(self: Box<Self>, entries: &[SealedEntry]) -> Result<(), StoreError>;
+    }
+}

@@ -1,0 +1,73 @@
+//! Enqueueing an item.
+
+use muster_domain::{Item, ItemState, Principal};
+
+use super::{MAX_IDEMPOTENCY_KEY, Muster, require_object};
+use crate::error::AppError;
+use crate::ports::{Inserted, NewItem};
+use crate::views::{EnqueueRequest, Enqueued};
+
+impl Muster {
+    /// `POST /v1/items`: operators, Conn, and workers whose routes allow the kind.
+    pub async fn enqueue(
+        &self,
+        actor: Principal,
+        req: EnqueueRequest,
+    ) -> Result<Enqueued, AppError> {
+        let allowed = match actor {
+            Principal::Operator | Principal::Conn => true,
+            Principal::Worker(k) => self.config.routes.allows(k, req.kind),
+            Principal::Shipkeeper => false,
+        };
+        if !allowed {
+            return Err(AppError::Forbidden(format!(
+                "{actor} may not enqueue {} items",
+                req.kind
+            )));
+        }
+        require_object(&req.payload, "payload")?;
+        if req
+            .idempotency_key
+            .as_ref()
+            .is_some_and(|key| key.is_empty() || key.len() > MAX_IDEMPOTENCY_KEY)
+        {
+            return Err(AppError::BadRequest(format!(
+                "idempotency_key must be 1 to {MAX_IDEMPOTENCY_KEY} bytes"
+            )));
+        }
+        let now = self.clock.now();
+        let (item, entry) =
+            Item::enqueue(self.ids.item_id(), req.kind, req.priority, actor, now, None);
+        let id = item.id;
+        let new = NewItem {
+            item,
+            payload: req.payload,
+            idempotency_key: req.idempotency_key,
+            parent: None,
+            created_at: now,
+            entry: entry.clone(),
+        };
+        let mut tx = self.stores.logbook.begin().await?;
+        match tx.insert_item(&new).await? {
+            Inserted::New => {
+                self.commit_with(tx, &[entry]).await?;
+                self.stats.enqueued.add(req.kind, 1);
+                self.signal.notify(req.kind);
+                Ok(Enqueued {
+                    item_id: id.to_string(),
+                    state: ItemState::Queued,
+                    created: true,
+                })
+            }
+            // The contract: the same body as the first answer, whatever became of the item since.
+            Inserted::Existing { id, .. } => {
+                self.commit(tx).await?;
+                Ok(Enqueued {
+                    item_id: id.to_string(),
+                    state: ItemState::Queued,
+                    created: false,
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! What operators, Conn, metrics and Shipkeeper read or report outside the item transitions:
+//! an item with its history, the age of the queues, the fleet's health.
+
+use muster_domain::health::{self, HealthEvent, PodHealth};
+use muster_domain::{ItemId, Kind, Principal};
+
+use super::Muster;
+use crate::error::AppError;
+use crate::views::{HealthAccepted, ItemView};
+
+impl Muster {
+    /// `GET /v1/items/{id}`: operators and Conn.
+    pub async fn item(&self, actor: Principal, id: ItemId) -> Result<ItemView, AppError> {
+        if !matches!(actor, Principal::Operator | Principal::Conn) {
+            return Err(AppError::Forbidden(format!("{actor} may not read items")));
+        }
+        self.stores
+            .items
+            .item_view(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))
+    }
+
+    /// How long the oldest queued item of each kind and priority has waited, in seconds (for
+    /// metrics).
+    pub async fn oldest_queued_ages(
+        &self,
+    ) -> Result<Vec<(Kind, muster_domain::Priority, f64)>, AppError> {
+        let now = self.clock.now();
+        Ok(self
+            .stores
+            .items
+            .oldest_queued()
+            .await?
+            .into_iter()
+            .map(|(k, p, at)| (k, p, (now - at).as_seconds_f64().max(0.0)))
+            .collect())
+    }
+
+    /// `POST /v1/health`: Shipkeeper's pod health and error events, redacted before anything
+    /// is stored, logged or published.
+    pub async fn report_health(
+        &self,
+        actor: Principal,
+        pods: &[PodHealth],
+        events: &[HealthEvent],
+    ) -> Result<HealthAccepted, AppError> {
+        if actor != Principal::Shipkeeper {
+            return Err(AppError::Forbidden(format!(
+                "{actor} may not report health"
+            )));
+        }
+        let (kinds, redacted) = health::sanitize(pods, events);
+        self.stores
+            .health
+            .store_health(&kinds, self.clock.now())
+            .await?;
+        if redacted > 0 {
+            tracing::info!(
+                redacted,
+                "addresses or host names redacted from a health report"
+            );
+        }
+        Ok(HealthAccepted {
+            accepted: (pods.len() + events.len()) as u64,
+            redacted: redacted as u64,
+        })
+    }
+}

@@ -1,0 +1,323 @@
+//! The use cases, one module per group of them: `enqueue`, `lease` (with the long poll
+//! and heartbeats), `complete`, `fail` (and retry), `park` (and the digest replay),
+//! `inspect` (reads and reports outside the transitions), and the group-commit drainers of
+//! `group`. Here: the `Muster` they share, its settings, the commit helpers and the checks
+//! of request fields that several use cases make.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration as StdDuration;
+
+use muster_domain::item::LeaseUse;
+use muster_domain::{
+    Item, Kind, LeaseId, LeaseRecord, OutcomeKind, Principal, RetryPolicy, Routes,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use time::Duration;
+
+use crate::combine::Combiner;
+use crate::error::AppError;
+use crate::ports::{Clock, HealthLog, Ids, ItemReads, Jitter, LeaseStore, Logbook, LogbookTx};
+use crate::signal::WorkSignal;
+use crate::stats::Stats;
+
+mod complete;
+mod enqueue;
+mod fail;
+mod group;
+mod inspect;
+mod lease;
+mod park;
+
+use group::{CompletionLanes, LeaseLanes};
+
+/// The longest a lease request may wait for work.
+pub const MAX_WAIT_MS: u64 = 30_000;
+/// How many exhausted-expired candidates one lease attempt fails before it gives up.
+const MAX_CANDIDATES: usize = 16;
+const MAX_WORKER_ID: usize = 128;
+/// The most items one lease request or one batch of completions may carry.
+pub const MAX_BATCH: u32 = 256;
+
+/// A batch of completions holds 1 to [`MAX_BATCH`] entries. `POST /v1/completions` asks it of
+/// the whole request, whatever its entries hold, and every batch transaction keeps it.
+pub fn check_completions_batch(len: usize) -> Result<(), AppError> {
+    if len == 0 || len > MAX_BATCH as usize {
+        return Err(AppError::BadRequest(format!(
+            "a batch holds 1 to {MAX_BATCH} completions"
+        )));
+    }
+    Ok(())
+}
+/// Payload bytes (as stored) one lease transaction loads before it stops adding items; the
+/// first item is always leased. Bounds the memory of one answer (and of one group of single
+/// lease requests) far below the pod's 48 MiB whatever the payloads: a request body, and so a
+/// payload, may be up to 1 MiB.
+const LEASE_PAYLOAD_BUDGET: u64 = 2 * 1024 * 1024;
+const MAX_IDEMPOTENCY_KEY: usize = 256;
+
+/// Settings of the use cases.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub routes: Routes,
+    /// Retry policy per kind; kinds not listed use the default.
+    pub retry: HashMap<Kind, RetryPolicy>,
+    pub lease_ttl: Duration,
+    /// While a lease request waits, it re-checks at least this often, for work that becomes
+    /// leasable by the passing of time (an expired lease, a `not_before`) or that another
+    /// replica enqueued.
+    pub recheck: StdDuration,
+    /// Group commit: how many batch transactions of one worker kind may run at once for
+    /// concurrent single lease requests, and as many for single completions. Requests that
+    /// arrive while that many run are written together by the next one (see `combine`).
+    pub group_commits: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            routes: Routes::default(),
+            retry: HashMap::new(),
+            lease_ttl: Duration::seconds(30),
+            recheck: StdDuration::from_secs(1),
+            group_commits: 1,
+        }
+    }
+}
+
+impl Config {
+    pub fn policy(&self, kind: Kind) -> RetryPolicy {
+        self.retry.get(&kind).copied().unwrap_or_default()
+    }
+
+    /// The heartbeat interval told to workers: a third of the TTL, so two heartbeats may be
+    /// lost before the lease expires.
+    pub fn heartbeat_ms(&self) -> u64 {
+        (self.lease_ttl.whole_milliseconds() / 3).max(1) as u64
+    }
+}
+/// The stores a `Muster` works on: Logbook's transactions, and the item reads and health
+/// reports that need none.
+#[derive(Clone)]
+pub struct Stores {
+    pub logbook: Arc<dyn Logbook>,
+    pub items: Arc<dyn ItemReads>,
+    pub health: Arc<dyn HealthLog>,
+}
+
+impl Stores {
+    /// Every store from one adapter that plays all the roles.
+    pub fn of<S: Logbook + ItemReads + HealthLog + 'static>(store: Arc<S>) -> Self {
+        Stores {
+            logbook: store.clone(),
+            items: store.clone(),
+            health: store,
+        }
+    }
+}
+
+/// Muster's use cases, over its ports.
+#[derive(Clone)]
+pub struct Muster {
+    stores: Stores,
+    clock: Arc<dyn Clock>,
+    ids: Arc<dyn Ids>,
+    jitter: Arc<dyn Jitter>,
+    signal: WorkSignal,
+    config: Arc<Config>,
+    stats: Arc<Stats>,
+    completions: Arc<CompletionLanes>,
+    leases: Arc<LeaseLanes>,
+}
+
+impl std::fmt::Debug for Muster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Muster")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Muster {
+    pub fn new(
+        stores: Stores,
+        clock: Arc<dyn Clock>,
+        ids: Arc<dyn Ids>,
+        jitter: Arc<dyn Jitter>,
+        signal: WorkSignal,
+        config: Config,
+    ) -> Self {
+        Muster {
+            stores,
+            clock,
+            ids,
+            jitter,
+            signal,
+            completions: Arc::new(Combiner::new(config.group_commits)),
+            leases: Arc::new(Combiner::new(config.group_commits)),
+            config: Arc::new(config),
+            stats: Arc::new(Stats::default()),
+        }
+    }
+
+    pub fn signal(&self) -> &WorkSignal {
+        &self.signal
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// What the use cases counted since start.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Opens the transaction of a call that finishes `lease_id` (fail, needs_subtool) with
+    /// the request `digest`: the lease and its item locked, or, for the same call made before,
+    /// its stored answer (`what` names it when that answer cannot be read).
+    async fn begin_finish<A: DeserializeOwned>(
+        &self,
+        actor: Principal,
+        lease_id: LeaseId,
+        kind: OutcomeKind,
+        digest: &[u8; 32],
+        what: &str,
+    ) -> Result<Finishing<A>, AppError> {
+        let mut tx = self.stores.logbook.begin().await?;
+        let (record, item) = lock_lease(tx.as_mut(), lease_id).await?;
+        match item.check_finish(&record, actor, kind, digest)? {
+            LeaseUse::Proceed => Ok(Finishing::Proceed { tx, record, item }),
+            LeaseUse::Replay(response) => serde_json::from_value(response)
+                .map(Finishing::Replay)
+                .map_err(|e| AppError::Internal(format!("stored {what} unreadable: {e}"))),
+        }
+    }
+
+    /// Commits and tells the live feed that the ledger may have grown.
+    async fn commit(&self, tx: Box<dyn LogbookTx>) -> Result<(), AppError> {
+        tx.commit().await?;
+        self.signal.ledger_changed();
+        Ok(())
+    }
+
+    /// Appends `entries` and commits, in one go when the adapter can.
+    async fn commit_with(
+        &self,
+        tx: Box<dyn LogbookTx>,
+        entries: &[muster_ledger::SealedEntry],
+    ) -> Result<(), AppError> {
+        tx.append_and_commit(entries).await?;
+        self.signal.ledger_changed();
+        Ok(())
+    }
+}
+
+/// One lease request waiting for a group commit: who asks, and for how many items.
+struct LeaseWant {
+    worker_id: String,
+    max: u32,
+}
+
+/// Whether a completion also asks for the next lease in its transaction, and for whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum NextLease {
+    /// No next lease.
+    NotAsked,
+    /// A next lease for the completed lease's worker.
+    ForLeaseWorker,
+    /// A next lease for the named worker.
+    For(String),
+}
+
+impl From<Option<String>> for NextLease {
+    /// `"lease_next": true` with the `worker_id` it names, if any.
+    fn from(worker_id: Option<String>) -> Self {
+        match worker_id {
+            Some(worker_id) => NextLease::For(worker_id),
+            None => NextLease::ForLeaseWorker,
+        }
+    }
+}
+
+/// Whether a failed transaction of several completions is redone one completion per
+/// transaction: not when Logbook is unreachable (each would only fail the same way) nor for a
+/// malformed batch, but for anything that may belong to one completion's body.
+fn splits(e: &AppError) -> bool {
+    !matches!(e, AppError::Unavailable | AppError::BadRequest(_))
+}
+
+/// What [`Muster::begin_finish`] found.
+// Returned once per call and taken apart at once: boxing the larger side would buy nothing.
+#[allow(clippy::large_enum_variant)]
+enum Finishing<A> {
+    /// The lease may finish: its item, locked in `tx`.
+    Proceed {
+        tx: Box<dyn LogbookTx>,
+        record: LeaseRecord,
+        item: Item,
+    },
+    /// The same call was made before: its answer.
+    Replay(A),
+}
+
+async fn lock_lease(
+    tx: &mut (impl LeaseStore + ?Sized),
+    id: LeaseId,
+) -> Result<(LeaseRecord, Item), AppError> {
+    tx.lock_lease(id)
+        .await?
+        .ok_or_else(|| AppError::NotFound(format!("no lease {id}")))
+}
+
+fn check_worker_id(worker_id: &str) -> Result<(), AppError> {
+    let ok = !worker_id.is_empty()
+        && worker_id.len() <= MAX_WORKER_ID
+        && worker_id.chars().all(|c| c.is_ascii_graphic());
+    if ok {
+        Ok(())
+    } else {
+        Err(AppError::BadRequest(format!(
+            "worker_id must be 1 to {MAX_WORKER_ID} printable ASCII characters"
+        )))
+    }
+}
+
+fn require_object(v: &Value, field: &str) -> Result<(), AppError> {
+    if v.is_object() {
+        require_storable(v, field)
+    } else {
+        Err(AppError::BadRequest(format!(
+            "{field} must be a JSON object"
+        )))
+    }
+}
+
+/// PostgreSQL's `jsonb` cannot hold U+0000 (valid JSON, refused by the database): such a
+/// document is the caller's error, answered 400 before any write (and so never fails the
+/// other requests of a group commit).
+fn require_storable(v: &Value, field: &str) -> Result<(), AppError> {
+    fn has_nul(v: &Value) -> bool {
+        match v {
+            Value::String(s) => s.contains('\0'),
+            Value::Array(a) => a.iter().any(has_nul),
+            Value::Object(o) => o.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+            Value::Null | Value::Bool(_) | Value::Number(_) => false,
+        }
+    }
+    if has_nul(v) {
+        Err(AppError::BadRequest(format!(
+            "{field} must not contain U+0000 (\\u0000): Logbook cannot store it"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, AppError> {
+    serde_json::to_value(v).map_err(|e| AppError::Internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests;

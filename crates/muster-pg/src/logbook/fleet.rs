@@ -1,0 +1,142 @@
+//! The fleet: deployed worker images (and the items parked for them), and the health
+//! Shipkeeper reports.
+
+use async_trait::async_trait;
+use muster_app::ports::{FleetStore, HealthLog, StoreError};
+use muster_app::views::HealthView;
+use muster_domain::health::{HealthEvent, KindHealth, MAX_EVENTS_PER_KIND};
+use muster_domain::{Item, Kind};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use super::PgLogbook;
+use super::rows::{ITEM_COLS, internal, item_from_row};
+use super::tx::PgTx;
+use crate::error::{pool_err, store_err};
+
+#[async_trait]
+impl FleetStore for PgTx {
+    async fn record_digest(
+        &mut self,
+        kind: Kind,
+        digest: &str,
+        at: OffsetDateTime,
+    ) -> Result<Option<String>, StoreError> {
+        // Exclusive against parks of the kind (which take the shared form), also before the
+        // kind's first report, when there is no digest row to lock yet.
+        self.query(
+            "SELECT pg_advisory_xact_lock(hashtext('muster-digest:' || $1))::text",
+            &[&kind.as_str()],
+        )
+        .await?;
+        let rows = self
+            .query(
+                "WITH previous AS (SELECT digest FROM core.worker_digests WHERE kind = $1 FOR UPDATE)
+                 INSERT INTO core.worker_digests (kind, digest, reported_at) VALUES ($1, $2, $3)
+                 ON CONFLICT (kind) DO UPDATE SET digest = EXCLUDED.digest, reported_at = EXCLUDED.reported_at
+                 RETURNING (SELECT digest FROM previous)",
+                &[&kind.as_str(), &digest, &at],
+            )
+            .await?;
+        Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)))
+    }
+
+    async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError> {
+        let rows = self
+            .query(
+                // The shared advisory lock orders a park against a concurrent digest report even
+                // before the kind's first report, when there is no digest row to lock.
+                "SELECT d.digest FROM (SELECT pg_advisory_xact_lock_shared(hashtext('muster-digest:' || $1))::text) g
+                 LEFT JOIN core.worker_digests d ON d.kind = $1",
+                &[&kind.as_str()],
+            )
+            .await?;
+        Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)))
+    }
+
+    async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError> {
+        let sql = format!(
+            "SELECT {ITEM_COLS} FROM core.items i
+             WHERE i.kind = $1 AND i.state = 'needs_subtool' AND i.parked_digest IS DISTINCT FROM $2
+             ORDER BY i.id
+             FOR UPDATE"
+        );
+        let rows = self.query(&sql, &[&kind.as_str(), &deployed]).await?;
+        rows.iter().map(|r| item_from_row(r, 0)).collect()
+    }
+}
+
+#[async_trait]
+impl HealthLog for PgLogbook {
+    async fn store_health(
+        &self,
+        health: &[KindHealth],
+        at: OffsetDateTime,
+    ) -> Result<(), StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let stmt = client
+            .prepare_cached(
+                "INSERT INTO core.worker_health AS h (kind, pods, ready, restarts, phase, events, updated_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (kind) DO UPDATE SET
+                     pods = CASE WHEN EXCLUDED.pods > 0 THEN EXCLUDED.pods ELSE h.pods END,
+                     ready = coalesce(EXCLUDED.ready, h.ready),
+                     restarts = CASE WHEN EXCLUDED.pods > 0 THEN EXCLUDED.restarts ELSE h.restarts END,
+                     phase = coalesce(EXCLUDED.phase, h.phase),
+                     events = (SELECT coalesce(jsonb_agg(e ORDER BY n), '[]'::jsonb) FROM (
+                                   SELECT e, n FROM jsonb_array_elements(h.events || EXCLUDED.events)
+                                       WITH ORDINALITY AS t(e, n)
+                                   ORDER BY n DESC LIMIT $8) newest),
+                     updated_at = EXCLUDED.updated_at",
+            )
+            .await
+            .map_err(store_err)?;
+        let keep = MAX_EVENTS_PER_KIND as i64;
+        for k in health {
+            let events = Value::Array(k.events.iter().map(health_event_json).collect());
+            client
+                .execute(
+                    &stmt,
+                    &[
+                        &k.kind.as_str(),
+                        &(k.pods as i32),
+                        &k.ready,
+                        &(k.restarts as i32),
+                        &k.phase,
+                        &events,
+                        &at,
+                        &keep,
+                    ],
+                )
+                .await
+                .map_err(store_err)?;
+        }
+        Ok(())
+    }
+
+    async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let rows = client
+            .query("SELECT kind, ready, restarts, phase, events, updated_at FROM core.worker_health ORDER BY kind", &[])
+            .await
+            .map_err(store_err)?;
+        rows.iter()
+            .map(|r| {
+                let kind: String = r.get(0);
+                let events: Value = r.get(4);
+                Ok(HealthView {
+                    kind: kind.parse().map_err(|e| internal(format!("{e}")))?,
+                    ready: r.get(1),
+                    restarts: r.get::<_, i32>(2) as u32,
+                    phase: r.get(3),
+                    events: serde_json::from_value(events).map_err(|e| internal(e.to_string()))?,
+                    at: r.get(5),
+                })
+            })
+            .collect()
+    }
+}
+
+fn health_event_json(e: &HealthEvent) -> Value {
+    serde_json::json!({"kind": e.kind, "reason": e.reason, "message": e.message})
+}

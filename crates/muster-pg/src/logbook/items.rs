@@ -1,0 +1,265 @@
+//! Items: inserted, locked and written back inside a transaction; read with their history
+//! outside one.
+
+use async_trait::async_trait;
+use muster_app::ports::{Inserted, ItemReads, ItemStore, NewItem, StoreError};
+use muster_app::views::{HistoryEntry, ItemView};
+use muster_domain::{Item, ItemId, Kind, Priority};
+use serde_json::Value;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use super::PgLogbook;
+use super::rows::{ITEM_COLS, fence_i64, internal, item_from_row};
+use super::tx::{Param, PgTx};
+use crate::error::{pool_err, store_err};
+
+#[async_trait]
+impl ItemStore for PgTx {
+    async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError> {
+        let i = &new.item;
+        let inserted = self
+            .query(
+                "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
+                     payload, idempotency_key, parent_id, created_at, chain_len, chain_head)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7, $11, $12)
+                 ON CONFLICT (kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+                 RETURNING id",
+                &[
+                    &i.id.0,
+                    &i.kind.as_str(),
+                    &i.priority.rank(),
+                    &i.state.as_str(),
+                    &(i.attempt as i32),
+                    &fence_i64(i.fence)?,
+                    &new.created_at,
+                    &new.payload,
+                    &new.idempotency_key,
+                    &new.parent.map(|p| p.0),
+                    &(i.chain.len as i64),
+                    &i.chain.hash.as_slice(),
+                ],
+            )
+            .await?;
+        if !inserted.is_empty() {
+            return Ok(Inserted::New);
+        }
+        let rows = self
+            .query(
+                "SELECT id, state FROM core.items WHERE kind = $1 AND idempotency_key = $2",
+                &[&i.kind.as_str(), &new.idempotency_key],
+            )
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| internal("idempotency conflict without an existing row"))?;
+        let state: String = row.get(1);
+        Ok(Inserted::Existing {
+            id: ItemId(row.get(0)),
+            state: state.parse().map_err(internal)?,
+        })
+    }
+
+    async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError> {
+        let ids: Vec<Uuid> = new.iter().map(|n| n.item.id.0).collect();
+        let kinds: Vec<String> = new
+            .iter()
+            .map(|n| n.item.kind.as_str().to_owned())
+            .collect();
+        let priorities: Vec<i16> = new.iter().map(|n| n.item.priority.rank()).collect();
+        let states: Vec<String> = new
+            .iter()
+            .map(|n| n.item.state.as_str().to_owned())
+            .collect();
+        let at: Vec<OffsetDateTime> = new.iter().map(|n| n.created_at).collect();
+        let payloads: Vec<Value> = new.iter().map(|n| n.payload.clone()).collect();
+        let parents: Vec<Option<Uuid>> = new.iter().map(|n| n.parent.map(|p| p.0)).collect();
+        let chain_len: Vec<i64> = new.iter().map(|n| n.item.chain.len as i64).collect();
+        let heads: Vec<Vec<u8>> = new.iter().map(|n| n.item.chain.hash.to_vec()).collect();
+        self.defer(
+            "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
+                 payload, parent_id, created_at, chain_len, chain_head)
+             SELECT id, kind, priority, state, 0, 0, at, payload, parent, at, chain_len, head
+             FROM unnest($1::uuid[], $2::text[], $3::int2[], $4::text[], $5::timestamptz[],
+                         $6::jsonb[], $7::uuid[], $8::int8[], $9::bytea[])
+                  AS n(id, kind, priority, state, at, payload, parent, chain_len, head)",
+            vec![
+                Box::new(ids),
+                Box::new(kinds),
+                Box::new(priorities),
+                Box::new(states),
+                Box::new(at),
+                Box::new(payloads),
+                Box::new(parents),
+                Box::new(chain_len),
+                Box::new(heads),
+            ],
+        )
+        .await
+    }
+
+    async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError> {
+        let sql = format!("SELECT {ITEM_COLS} FROM core.items i WHERE i.id = $1 FOR UPDATE");
+        let rows = self.query(&sql, &[&id.0]).await?;
+        rows.first().map(|r| item_from_row(r, 0)).transpose()
+    }
+
+    async fn save_item(&mut self, item: &Item) -> Result<(), StoreError> {
+        self.save_items(&[(item.clone(), None)]).await
+    }
+
+    async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let col = |f: &dyn Fn(&Item) -> Option<String>| -> Param {
+            Box::new(items.iter().map(|(i, _)| f(i)).collect::<Vec<_>>())
+        };
+        let fences = items
+            .iter()
+            .map(|(i, _)| fence_i64(i.fence))
+            .collect::<Result<Vec<_>, _>>()?;
+        let params: Vec<Param> = vec![
+            Box::new(items.iter().map(|(i, _)| i.id.0).collect::<Vec<_>>()),
+            col(&|i| Some(i.state.as_str().to_owned())),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.attempt as i32)
+                    .collect::<Vec<_>>(),
+            ),
+            Box::new(fences),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.lease.as_ref().map(|l| l.lease_id.0))
+                    .collect::<Vec<_>>(),
+            ),
+            col(&|i| i.lease.as_ref().map(|l| l.worker_id.clone())),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.lease.as_ref().map(|l| l.expires_at))
+                    .collect::<Vec<_>>(),
+            ),
+            Box::new(items.iter().map(|(i, _)| i.not_before).collect::<Vec<_>>()),
+            col(&|i| i.parked_digest.clone()),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.chain.len as i64)
+                    .collect::<Vec<_>>(),
+            ),
+            Box::new(
+                items
+                    .iter()
+                    .map(|(i, _)| i.chain.hash.to_vec())
+                    .collect::<Vec<_>>(),
+            ),
+            Box::new(items.iter().map(|(_, r)| r.is_some()).collect::<Vec<_>>()),
+            Box::new(items.iter().map(|(_, r)| r.clone()).collect::<Vec<_>>()),
+            Box::new(items.len() as i64),
+        ];
+        // Every row is locked by this transaction and items are never deleted: all of them
+        // are there, once each.
+        self.defer(
+            "WITH w AS (
+                 UPDATE core.items i SET state = u.state, attempt = u.attempt, fence = u.fence,
+                     lease_id = u.lease_id, lease_worker = u.lease_worker,
+                     lease_expires_at = u.lease_expires_at, not_before = u.not_before,
+                     parked_digest = u.parked_digest, chain_len = u.chain_len,
+                     chain_head = u.chain_head,
+                     result = CASE WHEN u.has_result THEN u.result ELSE i.result END
+                 FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::int8[], $5::uuid[],
+                             $6::text[], $7::timestamptz[], $8::timestamptz[], $9::text[],
+                             $10::int8[], $11::bytea[], $12::bool[], $13::jsonb[])
+                      AS u(id, state, attempt, fence, lease_id, lease_worker, lease_expires_at,
+                           not_before, parked_digest, chain_len, chain_head, has_result, result)
+                 WHERE i.id = u.id
+                 RETURNING 1)
+             SELECT core.expect_rows('saving items', count(*), $14) FROM w",
+            params,
+        )
+        .await
+    }
+}
+
+#[async_trait]
+impl ItemReads for PgLogbook {
+    async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT id, kind, priority, state, attempt, payload, result, not_before, created_at
+                 FROM core.items WHERE id = $1",
+            )
+            .await
+            .map_err(store_err)?;
+        let Some(row) = client.query_opt(&stmt, &[&id.0]).await.map_err(store_err)? else {
+            return Ok(None);
+        };
+        let kind: String = row.get(1);
+        let priority: i16 = row.get(2);
+        let state: String = row.get(3);
+        let attempt: i32 = row.get(4);
+        let history = client
+            .query(
+                "SELECT seq, at, event, from_state, to_state, actor, fence FROM core.ledger
+                 WHERE subject_type = 'item' AND subject_id = $1 ORDER BY subject_seq",
+                &[&id.to_string()],
+            )
+            .await
+            .map_err(store_err)?
+            .iter()
+            .map(|r| HistoryEntry {
+                seq: r.get(0),
+                at: r.get(1),
+                event: r.get(2),
+                from: r.get(3),
+                to: r.get(4),
+                actor: r.get(5),
+                fence: r.get::<_, Option<i64>>(6).map(|f| f as u64),
+            })
+            .collect();
+        Ok(Some(ItemView {
+            id: id.to_string(),
+            kind: kind.parse().map_err(|e| internal(format!("{e}")))?,
+            priority: Priority::from_rank(priority).ok_or_else(|| internal("bad priority"))?,
+            state: state.parse().map_err(internal)?,
+            attempt: attempt as u32,
+            payload: row.get(5),
+            result: row.get(6),
+            not_before: row.get(7),
+            created_at: row.get(8),
+            history,
+        }))
+    }
+
+    async fn oldest_queued(&self) -> Result<Vec<(Kind, Priority, OffsetDateTime)>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+        let stmt = client
+            .prepare_cached(
+                "SELECT k, p, (SELECT i.enqueued_at FROM core.items i
+                               WHERE i.kind = k AND i.priority = p AND i.state = 'queued'
+                               ORDER BY i.enqueued_at LIMIT 1)
+                 FROM unnest($1::text[]) AS k CROSS JOIN unnest('{0,1,2}'::int2[]) AS p",
+            )
+            .await
+            .map_err(store_err)?;
+        let rows = client.query(&stmt, &[&kinds]).await.map_err(store_err)?;
+        let mut out = Vec::new();
+        for r in &rows {
+            let Some(at) = r.get::<_, Option<OffsetDateTime>>(2) else {
+                continue;
+            };
+            let kind: Kind = r
+                .get::<_, String>(0)
+                .parse()
+                .map_err(|e| internal(format!("{e}")))?;
+            let priority = Priority::from_rank(r.get(1)).ok_or_else(|| internal("bad priority"))?;
+            out.push((kind, priority, at));
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,94 @@
+//! The ledger: appended inside a transaction, never changed.
+
+use async_trait::async_trait;
+use muster_app::ports::{LedgerAppend, StoreError};
+use muster_ledger::SealedEntry;
+use tokio_postgres::types::ToSql;
+
+use super::rows::internal;
+use super::tx::{Param, PgTx};
+
+#[async_trait]
+impl LedgerAppend for PgTx {
+    async fn append(&mut self, entries: &[SealedEntry]) -> Result<Vec<i64>, StoreError> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let params = ledger_params(entries);
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
+        let sql = format!(
+            "WITH inserted AS ({LEDGER_INSERT} RETURNING seq, subject_type, subject_id, subject_seq)
+             SELECT seq, subject_type, subject_id, subject_seq FROM inserted"
+        );
+        let rows = self.query(&sql, &refs).await?;
+        let seqs: std::collections::HashMap<(&str, &str, i64), i64> = rows
+            .iter()
+            .map(|r| ((r.get(1), r.get(2), r.get(3)), r.get(0)))
+            .collect();
+        entries
+            .iter()
+            .map(|s| {
+                let key = (
+                    s.entry.subject_type.as_str(),
+                    s.entry.subject_id.as_str(),
+                    s.subject_seq as i64,
+                );
+                seqs.get(&key)
+                    .copied()
+                    .ok_or_else(|| internal("ledger insert returned no sequence for an entry"))
+            })
+            .collect()
+    }
+}
+
+/// Inserts the rows of [`ledger_params`] in their order, with each item's kind and priority for
+/// the live feed.
+pub(super) const LEDGER_INSERT: &str =
+    "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event,
+         from_state, to_state, actor, fence, at, data, prev_hash, hash, kind, priority)
+     SELECT e.t, e.id, e.sq, e.ev, e.fr, e.tt, e.ac, e.fe, e.at, e.da, e.pr, e.ha,
+            i.kind, i.priority
+     FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[],
+                 $7::text[], $8::int8[], $9::timestamptz[], $10::text[], $11::bytea[],
+                 $12::bytea[], $13::int4[])
+          AS e(t, id, sq, ev, fr, tt, ac, fe, at, da, pr, ha, ord)
+     LEFT JOIN core.items i ON i.id = CASE WHEN e.t = 'item' THEN e.id::uuid END
+     ORDER BY e.ord";
+
+/// The thirteen column arrays of [`LEDGER_INSERT`].
+pub(super) fn ledger_params(entries: &[SealedEntry]) -> Vec<Param> {
+    let column = |f: &dyn Fn(&SealedEntry) -> Option<String>| -> Param {
+        Box::new(entries.iter().map(f).collect::<Vec<Option<String>>>())
+    };
+    let n = entries.len();
+    vec![
+        column(&|s| Some(s.entry.subject_type.clone())),
+        column(&|s| Some(s.entry.subject_id.clone())),
+        Box::new(
+            entries
+                .iter()
+                .map(|s| s.subject_seq as i64)
+                .collect::<Vec<_>>(),
+        ),
+        column(&|s| Some(s.entry.event.clone())),
+        column(&|s| s.entry.from_state.clone()),
+        column(&|s| s.entry.to_state.clone()),
+        column(&|s| Some(s.entry.actor.clone())),
+        Box::new(
+            entries
+                .iter()
+                .map(|s| s.entry.fence.map(|f| f as i64))
+                .collect::<Vec<_>>(),
+        ),
+        Box::new(entries.iter().map(|s| s.entry.at).collect::<Vec<_>>()),
+        column(&|s| Some(s.entry.data.clone())),
+        Box::new(
+            entries
+                .iter()
+                .map(|s| s.prev_hash.to_vec())
+                .collect::<Vec<_>>(),
+        ),
+        Box::new(entries.iter().map(|s| s.hash.to_vec()).collect::<Vec<_>>()),
+        Box::new((0..n as i32).collect::<Vec<i32>>()),
+    ]
+}

@@ -1,0 +1,131 @@
+//! [`PgLogbook`]: Logbook's ports on PostgreSQL, one module per role as in
+//! `muster_app::ports`: `items`, `leases`, `ledger`, `fleet` and `intake` each
+//! implement their role inside a transaction (`tx::PgTx`) and outside one ([`PgLogbook`]);
+//! `rows` maps rows to domain values. Here: the pool, opening and ending transactions,
+//! readiness and the pool gauge.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use deadpool_postgres::Pool;
+use muster_app::ports::{Logbook, LogbookTx, PoolGauge, PoolStatus, StoreError};
+use muster_domain::ItemState;
+use muster_ledger::SealedEntry;
+
+use crate::error::{pool_err, store_err};
+use crate::hint::LeaseHints;
+use ledger::{LEDGER_INSERT, ledger_params};
+use tx::PgTx;
+
+mod fleet;
+mod intake;
+mod items;
+mod leases;
+mod ledger;
+mod rows;
+mod tx;
+
+/// Logbook on a PostgreSQL connection pool.
+#[derive(Clone)]
+pub struct PgLogbook {
+    pool: Pool,
+    hints: Arc<LeaseHints>,
+}
+
+impl std::fmt::Debug for PgLogbook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgLogbook")
+            .field("status", &self.pool.status())
+            .finish()
+    }
+}
+
+impl PgLogbook {
+    pub fn new(pool: Pool) -> Self {
+        PgLogbook {
+            pool,
+            hints: Arc::default(),
+        }
+    }
+
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Whether a connection can be had and answers (for `/readyz`).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let c = self.pool.get().await.map_err(pool_err)?;
+        c.simple_query("SELECT 1").await.map_err(store_err)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Logbook for PgLogbook {
+    async fn begin(&self) -> Result<Box<dyn LogbookTx>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        // BEGIN goes out with the first statement. The guard exists before it is sent: if a
+        // future is dropped mid-pipeline, the guard's Drop rolls back (or discards the
+        // connection) instead of pooling it in a transaction.
+        Ok(Box::new(PgTx::new(client, Arc::clone(&self.hints))))
+    }
+}
+
+impl PoolGauge for PgLogbook {
+    fn pool_status(&self) -> PoolStatus {
+        let s = self.pool.status();
+        PoolStatus {
+            open: s.size as u64,
+            idle: s.available as u64,
+            max: s.max_size as u64,
+            waiting: s.waiting as u64,
+        }
+    }
+}
+
+#[async_trait]
+impl LogbookTx for PgTx {
+    async fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.send_commit().await
+    }
+
+    async fn append_and_commit(
+        mut self: Box<Self>,
+        entries: &[SealedEntry],
+    ) -> Result<(), StoreError> {
+        if !entries.is_empty() {
+            self.defer(LEDGER_INSERT, ledger_params(entries)).await?;
+        }
+        self.send_commit().await
+    }
+}
+
+// Keep the state names in one place: the CHECK constraint in V1 lists these.
+const _: [ItemState; 5] = ItemState::ALL;
+
+#[async_trait]
+impl muster_app::ports::Readiness for PgLogbook {
+    async fn check(&self) -> Result<(), String> {
+        self.ping().await.map_err(|e| e.to_string())?;
+        match crate::schema_status(&self.pool)
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            crate::SchemaStatus::Current => Ok(()),
+            crate::SchemaStatus::Behind { applied, expected } => Err(format!(
+                "the schema is at migration {applied}, this binary needs {expected}: run `muster migrate`"
+            )),
+            // Migrations expand before they contract: one drops only what the previous release no
+            // longer reads (V9 drops the index V8 replaced), so a binary one release behind
+            // keeps serving while the new release rolls out, and a rollback stays possible.
+            crate::SchemaStatus::Ahead { applied, expected } => {
+                tracing::warn!(
+                    applied,
+                    expected,
+                    "the schema is newer than this binary; serving (a migration drops only what the previous release no longer reads)"
+                );
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,242 @@
+//! One transaction on one pooled connection: the pipeline that sends BEGIN with the first
+//! statement and deferred writes with the next, and the COMMIT behind them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use deadpool_postgres::Object;
+use futures_util::FutureExt;
+use futures_util::future::{BoxFuture, join_all};
+use muster_app::ports::StoreError;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Statement};
+
+use super::rows::internal;
+use crate::error::store_err;
+use crate::hint::LeaseHints;
+
+/// A statement parameter owned by a [`Deferred`] write until its pipeline is sent.
+pub(super) type Param = Box<dyn ToSql + Sync + Send>;
+
+/// A write nobody waits for: it travels in the same pipeline as the next statement whose answer
+/// is needed, or as the COMMIT, so that a use case's writes cost one round trip together.
+///
+/// Row-count expectations are checked by the database itself (`core.expect_rows`, V6), because
+/// a COMMIT sent in the same pipeline must not commit a transaction whose write touched the wrong
+/// rows: the failed check aborts the transaction, and the COMMIT then answers ROLLBACK.
+struct Deferred {
+    stmt: Statement,
+    params: Vec<Param>,
+}
+
+/// What one statement of a pipeline answered.
+enum Answer {
+    Rows(Vec<Row>),
+    Done,
+    /// Not sent, because an earlier statement of the pipeline failed before it was sent.
+    Withheld,
+}
+
+/// One transaction on one pooled connection. Dropped without `commit`, it is rolled back before
+/// the connection can be used again.
+///
+/// BEGIN is not a round trip of its own: it is sent in one pipeline with the transaction's first
+/// statement, and writes that answer nothing ([`Deferred`]) wait for the next statement. So a
+/// lease is two round trips (BEGIN + lock; writes + COMMIT) and a completion three.
+pub(super) struct PgTx {
+    client: Option<Object>,
+    /// BEGIN has been sent: the connection is (or was) in a transaction.
+    begun: bool,
+    deferred: Vec<Deferred>,
+    /// Where lease scans start (shared by every transaction of the logbook).
+    pub(super) hints: Arc<LeaseHints>,
+}
+
+impl PgTx {
+    /// A transaction on `client`; BEGIN goes out with its first statement.
+    pub(super) fn new(client: Object, hints: Arc<LeaseHints>) -> Self {
+        PgTx {
+            client: Some(client),
+            begun: false,
+            deferred: Vec::new(),
+            hints,
+        }
+    }
+
+    fn client(&self) -> &Object {
+        self.client.as_ref().expect("transaction used after commit")
+    }
+
+    /// Sends BEGIN (once), every deferred write and then `last`, as one pipeline, and answers
+    /// what each said, in order. A statement after a failed one is refused by the server
+    /// (the transaction is aborted), so the first error is the one that matters.
+    async fn pipeline(
+        &mut self,
+        last: Option<(&Statement, &[&(dyn ToSql + Sync)])>,
+    ) -> Result<Vec<Result<Answer, tokio_postgres::Error>>, StoreError> {
+        let c = self.client.as_ref().expect("transaction used after commit");
+        let begin = if self.begun {
+            None
+        } else {
+            Some(c.prepare_cached("BEGIN").await.map_err(store_err)?)
+        };
+        let deferred = std::mem::take(&mut self.deferred);
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> = deferred
+            .iter()
+            .map(|d| d.params.iter().map(|p| p.as_ref() as _).collect())
+            .collect();
+        // Set when a statement of this pipeline fails before it was sent: the driver encodes
+        // the parameters on a statement's first poll and answers an error right there, without
+        // sending it (a Rust value that does not fit the statement's parameter type). The
+        // server never hears of that statement, so the transaction is not aborted and a COMMIT
+        // behind it would commit the transaction without that write.
+        let unsent = AtomicBool::new(false);
+        let unsent = &unsent;
+        let mut sent: Vec<BoxFuture<'_, Result<Answer, tokio_postgres::Error>>> =
+            Vec::with_capacity(deferred.len() + 2);
+        if let Some(begin) = &begin {
+            sent.push(async move { c.execute(begin, &[]).await.map(|_| Answer::Done) }.boxed());
+        }
+        for (d, p) in deferred.iter().zip(&params) {
+            sent.push(
+                async move {
+                    let answer = c.execute(&d.stmt, p).await.map(|_| Answer::Done);
+                    if answer.is_err() {
+                        unsent.store(true, Ordering::Relaxed);
+                    }
+                    answer
+                }
+                .boxed(),
+            );
+        }
+        if let Some((stmt, p)) = last {
+            sent.push(
+                async move {
+                    // First polled after every earlier statement's first poll (join_all polls
+                    // in order): a write that failed unsent has set the flag by now, and one
+                    // that failed in the server has not, but then the server aborted the
+                    // transaction and answers this statement (or COMMIT) accordingly.
+                    if unsent.load(Ordering::Relaxed) {
+                        return Ok(Answer::Withheld);
+                    }
+                    c.query(stmt, p).await.map(Answer::Rows)
+                }
+                .boxed(),
+            );
+        }
+        // From the first poll on, BEGIN may be on the wire even if this future is dropped: the
+        // guard must roll back from here on.
+        self.begun = true;
+        // join_all polls the futures in order, so they enter the connection's queue in order
+        // and go out in one write.
+        let mut answers = join_all(sent).await;
+        if begin.is_some() {
+            answers.remove(0).map_err(store_err)?;
+        }
+        Ok(answers)
+    }
+
+    pub(super) async fn query(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let stmt = self.client().prepare_cached(sql).await.map_err(store_err)?;
+        let mut answers = self.pipeline(Some((&stmt, params))).await?;
+        let last = answers.pop();
+        for answer in answers {
+            answer.map_err(store_err)?;
+        }
+        match last {
+            Some(Ok(Answer::Rows(rows))) => Ok(rows),
+            Some(Err(e)) => Err(store_err(e)),
+            Some(Ok(Answer::Done | Answer::Withheld)) | None => {
+                Err(internal("pipeline lost its last answer"))
+            }
+        }
+    }
+
+    pub(super) async fn execute(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<(), StoreError> {
+        self.query(sql, params).await.map(drop)
+    }
+
+    /// Queues a write for the next pipeline. `sql` must not return rows the caller needs.
+    pub(super) async fn defer(&mut self, sql: &str, params: Vec<Param>) -> Result<(), StoreError> {
+        let stmt = self.client().prepare_cached(sql).await.map_err(store_err)?;
+        self.deferred.push(Deferred { stmt, params });
+        Ok(())
+    }
+
+    /// Sends the deferred writes and COMMIT as one pipeline (nothing when nothing was sent).
+    pub(super) async fn send_commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        if !self.begun && self.deferred.is_empty() {
+            // Nothing was ever sent: there is no transaction to end.
+            return Ok(());
+        }
+        let commit = self
+            .client()
+            .prepare_cached("COMMIT")
+            .await
+            .map_err(store_err)?;
+        let mut answers = self.pipeline(Some((&commit, &[]))).await?;
+        let committed = answers.pop();
+        let first_error = answers.into_iter().find_map(Result::err);
+        if let Some(Ok(Answer::Withheld)) = committed {
+            // A write never reached the server: no COMMIT was sent, and dropping `self` rolls
+            // the transaction back before the connection is used again.
+            return Err(first_error
+                .map(store_err)
+                .unwrap_or_else(|| internal("COMMIT withheld without a failed write")));
+        }
+        let client = self.client.take().expect("committed twice");
+        match committed {
+            // A statement of the pipeline failed: the transaction was aborted and the COMMIT
+            // answered ROLLBACK. The connection is out of the transaction and usable.
+            Some(Ok(_)) => match first_error {
+                Some(e) => Err(store_err(e)),
+                None => Ok(()),
+            },
+            // The outcome of a COMMIT that failed in flight is unknown to us; the connection
+            // is not trusted again.
+            Some(Err(e)) => {
+                drop(Object::take(client));
+                Err(store_err(first_error.unwrap_or(e)))
+            }
+            None => {
+                drop(Object::take(client));
+                Err(internal("pipeline lost the COMMIT's answer"))
+            }
+        }
+    }
+}
+
+impl Drop for PgTx {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        if !self.begun {
+            // Nothing was sent: the connection is not in a transaction.
+            return;
+        }
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => {
+                rt.spawn(async move {
+                    if client.batch_execute("ROLLBACK").await.is_err() {
+                        // The connection is unusable: keep it out of the pool.
+                        drop(Object::take(client));
+                    }
+                });
+            }
+            // No runtime to roll back on: close the connection, which aborts the transaction.
+            Err(_) => drop(Object::take(client)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
