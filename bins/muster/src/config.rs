@@ -79,6 +79,11 @@ pub struct Settings {
     /// ServiceAccount map for `--auth tokenreview`: `{"serviceaccounts": {"<username>": "<principal>"}}`.
     #[arg(long, env = "MUSTER_SERVICEACCOUNT_MAP", global = true)]
     pub serviceaccount_map: Option<PathBuf>,
+    /// A file of the cluster's node names, one a line, redacted from health reports (re-read when
+    /// it changes). Outside a cluster; with `--auth tokenreview` the names come from the API
+    /// server unless this is given. See docs/redaction.md.
+    #[arg(long, env = "MUSTER_NODE_NAMES", global = true)]
+    pub node_names: Option<PathBuf>,
     /// Path of ownership_map.json (edit intake).
     #[arg(long, env = "MUSTER_OWNERSHIP_MAP", global = true)]
     pub ownership_map: Option<PathBuf>,
@@ -168,6 +173,7 @@ impl Settings {
             auth: None,
             serviceaccount_map: None,
             ownership_map: None,
+            node_names: None,
             lease_ttl_ms: 30_000,
             group_commits: 1,
             inflight_body_mib: 2,

@@ -3,19 +3,24 @@
 pub mod config;
 pub mod pipeline;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use anyhow::Context;
 use muster_antispam::OwnershipMap;
 use muster_app::auth::{Authenticator, TokenTable};
 use muster_app::feed::Feed;
 use muster_app::intake::{Intake, Ownership};
+use muster_app::nodes::NodeDirectory;
 use muster_app::ports::{Clock, Ids, Jitter};
 use muster_app::signal::WorkSignal;
 use muster_app::{Config, Muster, Stores};
 use muster_domain::edit::EditId;
+use muster_domain::redact::NodeNames;
 use muster_domain::{ItemId, LeaseId};
 use muster_http::{AppParts, AppState, ServerSettings};
+use muster_kube::nodes::{NodeWatchSettings, NodeWatcher};
 use muster_kube::{ServiceAccountMap, TokenReviewAuthenticator, TokenReviewSettings};
 use muster_pg::{PgLogbook, PoolSettings};
 use tokio::net::TcpListener;
@@ -69,6 +74,9 @@ pub struct App {
     pub server: ServerSettings,
     /// The ownership map's file, watched for changes while serving.
     pub ownership_file: Option<std::path::PathBuf>,
+    /// The node names health reports are redacted with, and where they come from.
+    pub nodes: Arc<NodeDirectory>,
+    pub node_source: NodeSource,
 }
 
 pub fn database_url(settings: &Settings) -> anyhow::Result<&str> {
@@ -80,6 +88,11 @@ pub fn database_url(settings: &Settings) -> anyhow::Result<&str> {
 
 /// The bearer-token authenticator `--auth` names.
 pub fn authenticator(settings: &Settings) -> anyhow::Result<Arc<dyn Authenticator>> {
+    Ok(authentication(settings)?.0)
+}
+
+/// The authenticator and its count of TokenReviews that got no answer (0 with a token file).
+fn authentication(settings: &Settings) -> anyhow::Result<(Arc<dyn Authenticator>, Arc<AtomicU64>)> {
     match settings.auth.unwrap_or(AuthMode::TokenFile) {
         AuthMode::TokenFile => {
             if settings.serviceaccount_map.is_some() {
@@ -87,7 +100,7 @@ pub fn authenticator(settings: &Settings) -> anyhow::Result<Arc<dyn Authenticato
                     "--serviceaccount-map is only read with --auth tokenreview (MUSTER_AUTH=tokenreview)"
                 );
             }
-            token_file_authenticator(settings)
+            Ok((token_file_authenticator(settings)?, Arc::default()))
         }
         AuthMode::Tokenreview => {
             if settings.tokens.is_some() {
@@ -106,9 +119,10 @@ pub fn authenticator(settings: &Settings) -> anyhow::Result<Arc<dyn Authenticato
                 serviceaccounts = kube.map.len(),
                 "tokens are checked with the Kubernetes TokenReview API"
             );
-            Ok(Arc::new(
-                TokenReviewAuthenticator::new(kube).context("TokenReview authenticator")?,
-            ))
+            let authenticator =
+                TokenReviewAuthenticator::new(kube).context("TokenReview authenticator")?;
+            let failures = authenticator.failure_counter();
+            Ok((Arc::new(authenticator), failures))
         }
     }
 }
@@ -136,7 +150,8 @@ fn token_file_authenticator(settings: &Settings) -> anyhow::Result<Arc<dyn Authe
 pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
     let logbook = PgLogbook::new(pool);
-    let auth = authenticator(settings)?;
+    let (auth, tokenreview_failures) = authentication(settings)?;
+    let (nodes, node_source) = node_names(settings)?;
     let mut config = Config {
         lease_ttl: time::Duration::milliseconds(settings.lease_ttl_ms as i64),
         group_commits: usize::from(settings.group_commits),
@@ -179,7 +194,8 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         Arc::new(RandomJitter),
         signal.clone(),
         config,
-    );
+    )
+    .with_node_names(nodes.clone());
     let feed = Feed::new(
         Arc::new(logbook.clone()),
         Arc::new(logbook.clone()),
@@ -195,6 +211,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         logbook_metrics: Arc::new(logbook.clone()),
         http_metrics: muster_http::metrics::HttpMetrics::default(),
         auth,
+        tokenreview_failures,
         readiness: Arc::new(logbook.clone()),
         body_budget: muster_http::BodyBudget::new(
             u64::from(settings.inflight_body_mib) * 1024 * 1024,
@@ -207,7 +224,51 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         logbook,
         server: settings.server_settings(),
         ownership_file: settings.ownership_map.clone(),
+        nodes,
+        node_source,
     })
+}
+
+/// Where the node names for health redaction come from (docs/redaction.md).
+pub enum NodeSource {
+    /// None: form and position only.
+    None,
+    /// `--node-names`: a file, re-read when it changes.
+    File(PathBuf),
+    /// The API server's node list and watch (`--auth tokenreview`).
+    Cluster(Box<NodeWatcher>),
+}
+
+/// The node directory and its source: the `--node-names` file (read now: a start with an
+/// unreadable file fails), else the cluster's API server with `--auth tokenreview`, else none
+/// (a warning: node names are then redacted by form and position only).
+fn node_names(settings: &Settings) -> anyhow::Result<(Arc<NodeDirectory>, NodeSource)> {
+    if let Some(path) = &settings.node_names {
+        let names = read_node_names(path)?;
+        tracing::info!(nodes = names.len(), "node names loaded");
+        let directory = NodeDirectory::awaiting_source();
+        directory.set_names(names);
+        return Ok((Arc::new(directory), NodeSource::File(path.clone())));
+    }
+    if settings.auth == Some(AuthMode::Tokenreview) {
+        let watcher = NodeWatcher::new(NodeWatchSettings::in_cluster())
+            .context("node watcher (health redaction)")?;
+        return Ok((
+            Arc::new(NodeDirectory::awaiting_source()),
+            NodeSource::Cluster(Box::new(watcher)),
+        ));
+    }
+    tracing::warn!(
+        "node names are redacted from health reports by form and position only: \
+         no --node-names file, and not in a cluster (--auth tokenreview)"
+    );
+    Ok((Arc::new(NodeDirectory::form_only()), NodeSource::None))
+}
+
+fn read_node_names(path: &Path) -> anyhow::Result<NodeNames> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("read node names {}", path.display()))?;
+    Ok(NodeNames::from_lines(&text))
 }
 
 /// Serves until `shutdown` resolves: stops accepting, ends long polls (they answer 204), lets
@@ -218,11 +279,20 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let signal = app.state.muster.signal().clone();
-    let pump = tokio::spawn(app.state.feed.clone().run());
-    let housekeeping = tokio::spawn(housekeeping(
+    let mut tasks = vec![tokio::spawn(app.state.feed.clone().run())];
+    let node_file = match app.node_source {
+        NodeSource::File(path) => Some(path),
+        NodeSource::Cluster(watcher) => {
+            tasks.push(tokio::spawn(watcher.run(app.nodes.clone())));
+            None
+        }
+        NodeSource::None => None,
+    };
+    tasks.push(tokio::spawn(housekeeping(
         app.state.intake.clone(),
         app.ownership_file.clone(),
-    ));
+        node_file.map(|path| (path, app.nodes.clone())),
+    )));
     let router = muster_http::router(app.state);
     let shutdown = async move {
         shutdown.await;
@@ -230,39 +300,80 @@ pub async fn serve(
         signal.shut_down();
     };
     muster_http::serve(listener, router, app.server, shutdown).await;
-    pump.abort();
-    housekeeping.abort();
+    for task in tasks {
+        task.abort();
+    }
     Ok(())
 }
 
-/// Background chores: load the proof-of-work key early, reload the ownership map when its file
-/// changes (a broken file keeps the last good map), and delete the intake's expired salts,
-/// counters and spent challenges.
-async fn housekeeping(intake: Intake, ownership_file: Option<std::path::PathBuf>) {
+/// A file re-read when its modification time changes.
+struct Watched {
+    path: PathBuf,
+    seen: Option<std::time::SystemTime>,
+}
+
+impl Watched {
+    fn new(path: PathBuf) -> Self {
+        let seen = Self::modified(&path);
+        Watched { path, seen }
+    }
+
+    fn modified(path: &Path) -> Option<std::time::SystemTime> {
+        std::fs::metadata(path).and_then(|m| m.modified()).ok()
+    }
+
+    /// The file's text when it changed since the last look (an error when it cannot be read).
+    fn changed(&mut self) -> Option<Result<String, String>> {
+        let now = Self::modified(&self.path);
+        if now == self.seen {
+            return None;
+        }
+        self.seen = now;
+        Some(std::fs::read_to_string(&self.path).map_err(|e| e.to_string()))
+    }
+}
+
+/// Background chores: load the proof-of-work key early, reload the ownership map and the node
+/// names when their files change (a broken file keeps the last good one), and delete the
+/// intake's expired salts, counters and spent challenges.
+async fn housekeeping(
+    intake: Intake,
+    ownership_file: Option<PathBuf>,
+    node_file: Option<(PathBuf, Arc<NodeDirectory>)>,
+) {
     if let Err(e) = intake.key().await {
         tracing::warn!(error = %e, "proof-of-work key not loaded yet; will load on first use");
     }
-    let modified = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    let mut seen = ownership_file.as_deref().and_then(modified);
+    let mut ownership = ownership_file.map(Watched::new);
+    let mut nodes = node_file.map(|(path, directory)| (Watched::new(path), directory));
     let mut ticks: u64 = 0;
     loop {
         tokio::time::sleep(std::time::Duration::from_secs(2)).await;
         ticks += 1;
-        if let Some(path) = ownership_file.as_deref() {
-            let now = modified(path);
-            if now != seen {
-                seen = now;
-                match std::fs::read_to_string(path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|t| OwnershipMap::from_json(&t).map_err(|e| e.to_string()))
-                {
-                    Ok(map) => {
-                        tracing::info!(targets = map.len(), "ownership map reloaded");
-                        intake.ownership().set(map);
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, path = %path.display(), "ownership map not reloaded: keeping the last good one")
-                    }
+        if let Some(file) = ownership.as_mut() {
+            match file.changed().map(|read| {
+                read.and_then(|t| OwnershipMap::from_json(&t).map_err(|e| e.to_string()))
+            }) {
+                None => {}
+                Some(Ok(map)) => {
+                    tracing::info!(targets = map.len(), "ownership map reloaded");
+                    intake.ownership().set(map);
+                }
+                Some(Err(e)) => {
+                    tracing::error!(error = %e, path = %file.path.display(), "ownership map not reloaded: keeping the last good one")
+                }
+            }
+        }
+        if let Some((file, directory)) = nodes.as_mut() {
+            match file.changed() {
+                None => {}
+                Some(Ok(text)) => {
+                    let names = NodeNames::from_lines(&text);
+                    tracing::info!(nodes = names.len(), "node names reloaded");
+                    directory.set_names(names);
+                }
+                Some(Err(e)) => {
+                    tracing::error!(error = %e, path = %file.path.display(), "node names not reloaded: keeping the last ones")
                 }
             }
         }

@@ -264,6 +264,10 @@ pub(crate) struct Snapshot {
     pub(crate) feed_gap_wait: f64,
     pub(crate) oldest: Vec<(Kind, Priority, f64)>,
     pub(crate) body_budget_used: u64,
+    /// Whether `/readyz` would answer 200 now.
+    pub(crate) ready: bool,
+    /// TokenReviews that got no answer from the API server (0 with a token file).
+    pub(crate) tokenreview_failures: u64,
 }
 
 fn kind_label(k: Kind) -> Labels {
@@ -343,7 +347,19 @@ impl Collector for Snapshot {
             None,
             held.metric_type(),
         )?)?;
-        let gauges: [(&str, &str, i64); 6] = [
+        let failures = ConstCounter::new(self.tokenreview_failures);
+        failures.encode(encoder.encode_descriptor(
+            "muster_tokenreview_failures",
+            "Calls refused with 503 because the Kubernetes API server gave no TokenReview answer",
+            None,
+            failures.metric_type(),
+        )?)?;
+        let gauges: [(&str, &str, i64); 7] = [
+            (
+                "muster_ready",
+                "1 while this replica is ready (GET /readyz answers 200), else 0",
+                i64::from(self.ready),
+            ),
             (
                 "muster_sse_subscribers",
                 "Open live-feed subscriptions",

@@ -39,6 +39,9 @@ pub struct AppParts {
     pub http_metrics: HttpMetrics,
     pub auth: Arc<dyn Authenticator>,
     pub readiness: Arc<dyn Readiness>,
+    /// TokenReviews that got no answer (exported as `muster_tokenreview_failures_total`);
+    /// stays 0 with a token file.
+    pub tokenreview_failures: Arc<std::sync::atomic::AtomicU64>,
     /// Request bodies in flight on the cluster-private routes ([`crate::budget`]).
     pub body_budget: BodyBudget,
 }

@@ -4,11 +4,21 @@
 use muster_domain::health::{self, HealthEvent, PodHealth};
 use muster_domain::{ItemId, Kind, Principal};
 
+use std::sync::Arc;
+
 use super::Muster;
 use crate::error::AppError;
+use crate::nodes::NodeDirectory;
 use crate::views::{HealthAccepted, ItemView};
 
 impl Muster {
+    /// Redacts health reports with the node names `nodes` holds (form and position only until
+    /// this is called).
+    pub fn with_node_names(mut self, nodes: Arc<NodeDirectory>) -> Self {
+        self.nodes = nodes;
+        self
+    }
+
     /// `GET /v1/items/{id}`: operators and Conn.
     pub async fn item(&self, actor: Principal, id: ItemId) -> Result<ItemView, AppError> {
         if !matches!(actor, Principal::Operator | Principal::Conn) {
@@ -50,7 +60,8 @@ impl Muster {
                 "{actor} may not report health"
             )));
         }
-        let (kinds, redacted) = health::sanitize(pods, events);
+        let nodes = self.nodes.snapshot();
+        let (kinds, redacted) = health::sanitize_with(pods, events, nodes.knowledge());
         self.stores
             .health
             .store_health(&kinds, self.clock.now())
@@ -58,7 +69,7 @@ impl Muster {
         if redacted > 0 {
             tracing::info!(
                 redacted,
-                "addresses or host names redacted from a health report"
+                "addresses, host or node names redacted (or messages withheld) in a health report"
             );
         }
         Ok(HealthAccepted {

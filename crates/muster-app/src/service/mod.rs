@@ -129,6 +129,7 @@ pub struct Muster {
     stats: Arc<Stats>,
     completions: Arc<CompletionLanes>,
     leases: Arc<LeaseLanes>,
+    nodes: Arc<crate::nodes::NodeDirectory>,
 }
 
 impl std::fmt::Debug for Muster {
@@ -158,6 +159,7 @@ impl Muster {
             leases: Arc::new(Combiner::new(config.group_commits)),
             config: Arc::new(config),
             stats: Arc::new(Stats::default()),
+            nodes: Arc::new(crate::nodes::NodeDirectory::form_only()),
         }
     }
 

@@ -136,6 +136,10 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
         },
         oldest,
         body_budget_used: s.body_budget.used_bytes(),
+        ready: s.readiness.check().await.is_ok(),
+        tokenreview_failures: s
+            .tokenreview_failures
+            .load(std::sync::atomic::Ordering::Relaxed),
     };
     metrics::exposition(&s.http_metrics, &s.body_budget.refused, snapshot)
 }

@@ -1,0 +1,120 @@
+//! The alert rules and the dashboard in deploy/monitoring name only metrics a real server
+//! exports: a rename breaks this test, not the pager.
+
+use std::collections::BTreeSet;
+
+use crate::harness::TestApp;
+
+/// Every `muster_…` name in `text`.
+fn metric_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for (at, _) in text.match_indices("muster_") {
+        if at > 0
+            && (text.as_bytes()[at - 1].is_ascii_alphanumeric() || text.as_bytes()[at - 1] == b'_')
+        {
+            continue;
+        }
+        let name: String = text[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        names.insert(name);
+    }
+    names
+}
+
+/// The sample names a scrape can hold, from its `# TYPE` lines (counters get `_total`,
+/// histograms `_bucket`, `_sum` and `_count`), so that a labelled family nobody used yet counts.
+fn exported(exposition: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in exposition.lines() {
+        let Some(rest) = line.strip_prefix("# TYPE ") else {
+            continue;
+        };
+        let mut parts = rest.split_whitespace();
+        let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let suffixes: &[&str] = match kind {
+            "counter" => &["_total"],
+            "histogram" => &["_bucket", "_sum", "_count"],
+            _ => &[""],
+        };
+        names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
+    }
+    names
+}
+
+fn deploy_file(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/monitoring")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test]
+async fn every_metric_the_rules_and_the_dashboard_name_is_exported_by_a_real_server() {
+    let app = TestApp::spawn().await;
+    // The request families are exported from their first answer on.
+    assert_eq!(
+        app.raw(hyper::Method::GET, "/healthz", None, vec![])
+            .await
+            .status,
+        200
+    );
+    let exported = exported(&app.metrics().await);
+    let mut used = BTreeSet::new();
+    for file in [
+        "muster-rules.yaml",
+        "prometheusrule.yaml",
+        "muster-dashboard.json",
+    ] {
+        used.extend(metric_names(&deploy_file(file)));
+    }
+    assert!(
+        used.len() >= 15,
+        "only {} names found: {used:?}",
+        used.len()
+    );
+    let missing: Vec<&String> = used.difference(&exported).collect();
+    assert!(missing.is_empty(), "not exported by /metrics: {missing:?}");
+}
+
+#[tokio::test]
+async fn a_replica_that_can_serve_reports_itself_ready() {
+    let app = TestApp::spawn().await;
+    let scrape = app.metrics().await;
+    assert!(scrape.lines().any(|l| l == "muster_ready 1"), "{scrape}");
+}
+
+#[tokio::test]
+async fn with_a_token_file_no_tokenreview_failure_is_counted() {
+    let app = TestApp::spawn().await;
+    let scrape = app.metrics().await;
+    assert!(
+        scrape
+            .lines()
+            .any(|l| l == "muster_tokenreview_failures_total 0"),
+        "{scrape}"
+    );
+}
+
+#[test]
+fn names_are_read_whole_and_only_where_they_start() {
+    assert_eq!(
+        metric_names("rate(muster_a_total[5m]) / x_muster_b + muster_c{k=\"v\"}"),
+        BTreeSet::from(["muster_a_total".to_owned(), "muster_c".to_owned()])
+    );
+}
+
+#[test]
+fn a_type_line_stands_for_the_sample_names_of_its_kind() {
+    let names = exported("# TYPE a counter\n# TYPE b histogram\n# TYPE c gauge\nc 1\n");
+    assert_eq!(
+        names,
+        ["a_total", "b_bucket", "b_count", "b_sum", "c"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    );
+}
