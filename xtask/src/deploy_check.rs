@@ -935,7 +935,7 @@ fn network_policy_denies_by_default_in_both_directions_for_muster_pods() {
 }
 
 #[test]
-fn network_policy_admits_only_conn_shipkeeper_and_workers_on_8080() {
+fn network_policy_admits_only_conn_shipkeeper_workers_and_monitoring_on_8080() {
     let all = manifests();
     let policy = the(&all, "NetworkPolicy");
     let rules = policy
@@ -973,13 +973,14 @@ fn network_policy_admits_only_conn_shipkeeper_and_workers_on_8080() {
         serde_json::json!({"podSelector": {"matchLabels": {"app.kubernetes.io/name": "conn"}}}),
         serde_json::json!({"podSelector": {"matchLabels": {"app.kubernetes.io/name": "shipkeeper"}}}),
         serde_json::json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "cs-workers"}}}),
+        serde_json::json!({"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}),
     ]
     .iter()
     .map(Value::to_string)
     .collect();
     assert_eq!(
         peers, expected,
-        "{}: spec.ingress must admit exactly Conn, Shipkeeper and namespace cs-workers",
+        "{}: spec.ingress must admit exactly Conn, Shipkeeper and the namespaces cs-workers and monitoring",
         policy.file
     );
 }
