@@ -18,6 +18,8 @@ mod procs;
 #[cfg(test)]
 mod deploy_check;
 #[cfg(test)]
+mod docs_check;
+#[cfg(test)]
 mod monitoring_check;
 #[cfg(test)]
 mod tidy;
