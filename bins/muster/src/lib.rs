@@ -21,6 +21,7 @@ use muster_domain::redact::NodeNames;
 use muster_domain::{ItemId, LeaseId};
 use muster_http::{AppParts, AppState, ServerSettings};
 use muster_kube::nodes::{NodeWatchSettings, NodeWatcher};
+use muster_kube::probe::ApiServerProbe;
 use muster_kube::{ServiceAccountMap, TokenReviewAuthenticator, TokenReviewSettings};
 use muster_pg::{PgLogbook, PoolSettings};
 use tokio::net::TcpListener;
@@ -77,6 +78,8 @@ pub struct App {
     /// The node names health reports are redacted with, and where they come from.
     pub nodes: Arc<NodeDirectory>,
     pub node_source: NodeSource,
+    /// With `--auth tokenreview`: asks whether the API server answers (start, then every 30 s).
+    pub api_probe: Option<Box<ApiServerProbe>>,
 }
 
 pub fn database_url(settings: &Settings) -> anyhow::Result<&str> {
@@ -152,6 +155,13 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let logbook = PgLogbook::new(pool);
     let (auth, tokenreview_failures) = authentication(settings)?;
     let (nodes, node_source) = node_names(settings)?;
+    let api_probe = match settings.auth {
+        Some(AuthMode::Tokenreview) => Some(Box::new(
+            ApiServerProbe::new(&NodeWatchSettings::in_cluster(), API_PROBE_INTERVAL)
+                .context("API server probe")?,
+        )),
+        _ => None,
+    };
     let mut config = Config {
         lease_ttl: time::Duration::milliseconds(settings.lease_ttl_ms as i64),
         group_commits: usize::from(settings.group_commits),
@@ -212,6 +222,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         http_metrics: muster_http::metrics::HttpMetrics::default(),
         auth,
         tokenreview_failures,
+        api_server: api_probe.as_ref().map(|_| Arc::default()),
         readiness: Arc::new(logbook.clone()),
         body_budget: muster_http::BodyBudget::new(
             u64::from(settings.inflight_body_mib) * 1024 * 1024,
@@ -226,8 +237,12 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         ownership_file: settings.ownership_map.clone(),
         nodes,
         node_source,
+        api_probe,
     })
 }
+
+/// How often `serve --auth tokenreview` asks whether the API server answers.
+const API_PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Where the node names for health redaction come from (docs/redaction.md).
 pub enum NodeSource {
@@ -280,6 +295,9 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let signal = app.state.muster.signal().clone();
     let mut tasks = vec![tokio::spawn(app.state.feed.clone().run())];
+    if let (Some(probe), Some(status)) = (app.api_probe, app.state.api_server.clone()) {
+        tasks.push(tokio::spawn(probe.run(status)));
+    }
     let node_file = match app.node_source {
         NodeSource::File(path) => Some(path),
         NodeSource::Cluster(watcher) => {

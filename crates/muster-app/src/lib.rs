@@ -7,6 +7,7 @@
 
 pub mod auth;
 mod combine;
+pub mod dependency;
 pub mod error;
 pub mod feed;
 pub mod intake;

@@ -266,6 +266,8 @@ pub(crate) struct Snapshot {
     pub(crate) body_budget_used: u64,
     /// Whether `/readyz` would answer 200 now.
     pub(crate) ready: bool,
+    /// Whether the Kubernetes API server answered its last probe (`None`: not used).
+    pub(crate) api_server_reachable: Option<bool>,
     /// TokenReviews that got no answer from the API server (0 with a token file).
     pub(crate) tokenreview_failures: u64,
 }
@@ -347,6 +349,15 @@ impl Collector for Snapshot {
             None,
             held.metric_type(),
         )?)?;
+        if let Some(reachable) = self.api_server_reachable {
+            let m = ConstGauge::new(i64::from(reachable));
+            m.encode(encoder.encode_descriptor(
+                "muster_api_server_reachable",
+                "1 while the Kubernetes API server answered its last probe (every 30 s), else 0",
+                None,
+                m.metric_type(),
+            )?)?;
+        }
         let failures = ConstCounter::new(self.tokenreview_failures);
         failures.encode(encoder.encode_descriptor(
             "muster_tokenreview_failures",

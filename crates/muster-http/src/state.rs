@@ -42,6 +42,9 @@ pub struct AppParts {
     /// TokenReviews that got no answer (exported as `muster_tokenreview_failures_total`);
     /// stays 0 with a token file.
     pub tokenreview_failures: Arc<std::sync::atomic::AtomicU64>,
+    /// The Kubernetes API server, where one is used (`--auth tokenreview`): reported in
+    /// `/readyz`'s body and `muster_api_server_reachable`, never by failing readiness.
+    pub api_server: Option<Arc<muster_app::dependency::Dependency>>,
     /// Request bodies in flight on the cluster-private routes ([`crate::budget`]).
     pub body_budget: BodyBudget,
 }

@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 mod client;
 pub mod nodes;
+pub mod probe;
 mod tokenreview;
 
 pub use client::api_server_url;

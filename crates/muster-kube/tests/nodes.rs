@@ -19,6 +19,7 @@ use hyper_util::rt::TokioIo;
 use muster_app::nodes::{NodeDirectory, NodeSnapshot};
 use muster_domain::redact::NodeNames;
 use muster_kube::nodes::{NODES_PATH, NodeWatchSettings, NodeWatcher};
+use muster_kube::probe::{ApiServerProbe, VERSION_PATH};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
@@ -103,6 +104,12 @@ fn answer(
     state
         .seen
         .push((format!("{}?{query}", request.uri().path()), accept, own));
+    if !failing && request.uri().path() == VERSION_PATH {
+        return full(
+            StatusCode::OK,
+            serde_json::json!({"major": "1", "minor": "32"}),
+        );
+    }
     if failing || request.uri().path() != NODES_PATH {
         return full(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -315,4 +322,46 @@ async fn a_short_failure_keeps_the_names_in_force() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(directory.snapshot(), known(&["tidewater"]));
     task.abort();
+}
+
+fn probe(settings: &NodeWatchSettings) -> ApiServerProbe {
+    ApiServerProbe::new(settings, Duration::from_secs(30)).unwrap()
+}
+
+#[tokio::test]
+async fn the_probe_finds_an_api_server_that_answers() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_nodes(&pki, &[]).await;
+    assert_eq!(
+        probe(&settings(&dir, &server.url, &pki)).ask().await,
+        Ok(())
+    );
+    assert_eq!(server.seen()[0].0, "/version?");
+}
+
+#[tokio::test]
+async fn the_probe_reports_an_api_server_answering_an_error_with_its_status() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_nodes(&pki, &[]).await;
+    server.failing.store(true, Ordering::SeqCst);
+    assert_eq!(
+        probe(&settings(&dir, &server.url, &pki)).ask().await,
+        Err("the API server answered 500 Internal Server Error".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn the_probe_reports_an_api_server_nobody_listens_for_as_a_connect_failure() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let answer = probe(&settings(&dir, &format!("https://127.0.0.1:{port}"), &pki))
+        .ask()
+        .await;
+    assert!(
+        answer.as_ref().is_err_and(|e| e.starts_with("connect: ")),
+        "{answer:?}"
+    );
 }

@@ -3,6 +3,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use muster_app::dependency::DependencyState;
 use muster_domain::Kind;
 use serde_json::json;
 
@@ -28,7 +29,17 @@ pub(crate) async fn healthz() -> Response {
 
 pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
     match s.readiness.check().await {
-        Ok(()) => ok_json(StatusCode::OK, &json!({"status": "ready"})),
+        Ok(()) => {
+            let mut body = json!({"status": "ready"});
+            if let Some(api) = &s.api_server {
+                body["api_server"] = json!(match api.state() {
+                    DependencyState::Unchecked => "unchecked".to_owned(),
+                    DependencyState::Reachable => "reachable".to_owned(),
+                    DependencyState::Unreachable(reason) => format!("unreachable: {reason}"),
+                });
+            }
+            ok_json(StatusCode::OK, &body)
+        }
         Err(reason) => ApiError::unavailable_because(reason).into_response(),
     }
 }
@@ -137,6 +148,10 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
         oldest,
         body_budget_used: s.body_budget.used_bytes(),
         ready: s.readiness.check().await.is_ok(),
+        api_server_reachable: s
+            .api_server
+            .as_ref()
+            .map(|api| api.state() == DependencyState::Reachable),
         tokenreview_failures: s
             .tokenreview_failures
             .load(std::sync::atomic::Ordering::Relaxed),
