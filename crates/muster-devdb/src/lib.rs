@@ -13,10 +13,17 @@
 //! detached `sh` watchdog that waits for the owning process to disappear (even
 //! through `SIGKILL`, or a test binary exiting without running destructors)
 //! and then kills the postmaster with `SIGQUIT` and removes the directory.
+//!
+//! Around a cluster, the local runs (`cargo xtask`, the benchmark lab) share the helpers of
+//! `process.rs`, re-exported here: a titled step, `psql`, a free port, a child process stopped
+//! on every way out, and waiting for a server's HTTP port to answer 200.
+
+mod process;
+
+pub use process::{Probe, Proc, banner, free_port, psql, psql_value, step, wait_for_200};
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -113,6 +120,38 @@ pub enum DevDbError {
         log: String,
         /// The last lines of the server log.
         log_tail: String,
+    },
+    /// A step of a task (see [`step`]) ran and failed.
+    #[error("`{title}` failed ({status})")]
+    Step {
+        /// The step's title.
+        title: String,
+        /// Its exit status.
+        status: String,
+    },
+    /// `psql -c` failed.
+    #[error("psql -c '{sql}' failed ({status}): {stderr}")]
+    Psql {
+        /// The statement.
+        sql: String,
+        /// psql's exit status.
+        status: String,
+        /// What psql wrote to stderr.
+        stderr: String,
+    },
+    /// A server process exited while it was waited for (see [`wait_for_200`]).
+    #[error("exited early ({status})")]
+    ExitedEarly {
+        /// Its exit status.
+        status: String,
+    },
+    /// A server did not answer 200 in time (see [`wait_for_200`]).
+    #[error("{request} did not answer 200 within {seconds} s")]
+    NoAnswer {
+        /// The request, e.g. `GET /healthz`.
+        request: String,
+        /// How long it was waited for.
+        seconds: u64,
     },
 }
 
@@ -601,15 +640,6 @@ fn create_base_dir() -> Result<PathBuf, DevDbError> {
             Err(e) => return Err(DevDbError::io(format!("creating {}", dir.display()), e)),
         }
     }
-}
-
-fn free_port() -> Result<u16, DevDbError> {
-    let listener = TcpListener::bind((HOST, 0))
-        .map_err(|e| DevDbError::io("binding 127.0.0.1:0 to find a free port", e))?;
-    listener
-        .local_addr()
-        .map(|addr| addr.port())
-        .map_err(|e| DevDbError::io("reading the free port", e))
 }
 
 fn describe_output(output: &Output) -> String {
