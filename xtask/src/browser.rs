@@ -21,8 +21,7 @@
 //! difficulty, to measure it (docs/edit-intake.md).
 
 use std::ffi::OsString;
-use std::io::{BufRead, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -31,11 +30,10 @@ use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, StopMode, TempCluster};
 use serde_json::json;
 
-use super::procs::Server;
-use super::{
-    banner, cargo, dev_principals, new_token, psql, step, target_dir, tokens_file_json,
-    workspace_root,
+use crate::procs::{
+    Probe, Proc, banner, cargo, free_port, psql, step, target_dir, wait_for_200, workspace_root,
 };
+use crate::{dev_principals, new_token, tokens_file_json};
 
 /// Debian's Chromium, unless `$CHROMIUM` names another.
 const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
@@ -190,7 +188,7 @@ fn with_cluster(
     )
     .with_context(|| format!("write {}", ownership_path.display()))?;
 
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = free_port()?;
     let listen = format!("127.0.0.1:{port}");
     let log_path = out.join("muster.log");
     let difficulty = match options.difficulty {
@@ -224,9 +222,10 @@ fn with_cluster(
     if let Some(d) = options.difficulty {
         serve.env("MUSTER_POW_DIFFICULTY", d.to_string());
     }
-    let mut server = Server {
-        child: serve.spawn().context("could not start muster serve")?,
-    };
+    let mut server = Proc::with_grace(
+        serve.spawn().context("could not start muster serve")?,
+        Duration::from_secs(10),
+    );
     wait_ready(&listen, &mut server, &log_path)?;
 
     let mut node = Command::new("node");
@@ -249,30 +248,17 @@ fn with_cluster(
 }
 
 /// Waits for `GET /readyz` to answer 200 (migrations current, Logbook reachable).
-fn wait_ready(listen: &str, server: &mut Server, log: &Path) -> Result<()> {
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            bail!(
-                "muster serve exited early ({status}); see {}",
-                log.display()
-            );
-        }
-        if let Ok(mut s) = TcpStream::connect(listen) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let _ = s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-            let mut answer = String::new();
-            let _ = s.read_to_string(&mut answer);
-            if answer.starts_with("HTTP/1.1 200") {
-                return Ok(());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    bail!(
-        "muster serve was not ready within 60 s; see {}",
-        log.display()
-    )
+fn wait_ready(listen: &str, server: &mut Proc, log: &Path) -> Result<()> {
+    let readyz = Probe {
+        path: "/readyz",
+        bearer: None,
+        within: Duration::from_secs(60),
+        every: Duration::from_millis(200),
+        read_timeout: Duration::from_secs(5),
+    };
+    wait_for_200(listen, &readyz, server, Instant::now())
+        .with_context(|| format!("muster serve on {listen}; see {}", log.display()))?;
+    Ok(())
 }
 
 /// The summary counts of node's test runner.

@@ -12,6 +12,7 @@
 mod browser;
 mod chaos;
 mod demo;
+mod fleet;
 mod lab;
 mod procs;
 
