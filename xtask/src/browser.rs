@@ -21,7 +21,6 @@
 //! difficulty, to measure it (docs/edit-intake.md).
 
 use std::ffi::OsString;
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
@@ -31,7 +30,8 @@ use muster_devdb::{ClusterOptions, StopMode, TempCluster};
 use serde_json::json;
 
 use crate::procs::{
-    Probe, Proc, banner, cargo, free_port, psql, step, target_dir, wait_for_200, workspace_root,
+    Probe, Proc, banner, cargo, free_port, step, stream_stdout, target_dir, wait_for_200,
+    workspace_root,
 };
 use crate::{dev_principals, new_token, tokens_file_json};
 
@@ -156,8 +156,7 @@ fn with_cluster(
     chromium: &Path,
     options: &Options,
 ) -> Result<NodeCounts> {
-    psql(&cluster.url("postgres"), "create database muster")?;
-    let url = cluster.url("muster");
+    let url = cluster.create_database("muster")?;
     step(
         "muster migrate",
         Command::new(muster).args(["migrate", "--database-url", &url]),
@@ -325,19 +324,8 @@ impl NodeCounts {
 fn run_node(cmd: &mut Command) -> Result<NodeCounts> {
     let title = format!("node --test {} (clients/web)", TEST_FILES.join(" "));
     banner(&title);
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("could not run node")?;
     let mut counts = NodeCounts::default();
-    if let Some(stdout) = child.stdout.take() {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let line = line.context("read node's output")?;
-            println!("{line}");
-            counts.add_line(&line);
-        }
-    }
-    let status = child.wait().context("could not run node")?;
+    let status = stream_stdout("node", cmd, |line| counts.add_line(line))?;
     if !status.success() {
         bail!(
             "`{title}` failed ({status}): {} passed, {} failed",

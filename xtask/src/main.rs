@@ -24,12 +24,12 @@ mod monitoring_check;
 mod tidy;
 
 use std::ffi::OsString;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, StopMode, TempCluster};
-use procs::{banner, cargo, exit_code, psql, step, target_dir, workspace_root};
+use procs::{banner, cargo, exit_code, step, stream_stdout, target_dir, workspace_root};
 
 const USAGE: &str = "\
 usage: cargo xtask <task> [args]
@@ -231,23 +231,9 @@ impl Totals {
 
 /// Like `step`, streaming the command's stdout through while counting test results.
 fn counted_step(title: &str, cmd: &mut Command) -> Result<Totals> {
-    use std::io::BufRead;
     banner(title);
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("could not run `{title}`"))?;
     let mut totals = Totals::default();
-    if let Some(out) = child.stdout.take() {
-        for line in std::io::BufReader::new(out).lines() {
-            let line = line.context("read cargo test output")?;
-            println!("{line}");
-            totals.add_line(&line);
-        }
-    }
-    let status = child
-        .wait()
-        .with_context(|| format!("could not run `{title}`"))?;
+    let status = stream_stdout(&format!("`{title}`"), cmd, |line| totals.add_line(line))?;
     if !status.success() {
         println!(
             "tests: {} passed, {} failed, {} skipped",
@@ -365,8 +351,7 @@ fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
                 ..ClusterOptions::default()
             })
             .context("could not start PostgreSQL")?;
-            psql(&cluster.url("postgres"), "create database muster")?;
-            (cluster.url("muster"), Some(cluster))
+            (cluster.create_database("muster")?, Some(cluster))
         }
     };
 
@@ -447,8 +432,8 @@ fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
 fn db() -> Result<ExitCode> {
     banner("starting a throwaway PostgreSQL cluster");
     let cluster = TempCluster::start().context("could not start PostgreSQL")?;
-    let muster_db = match psql(&cluster.url("postgres"), "create database muster") {
-        Ok(()) => Some(cluster.url("muster")),
+    let muster_db = match cluster.create_database("muster") {
+        Ok(url) => Some(url),
         Err(error) => {
             eprintln!("xtask: warning: database `muster` not created: {error:#}");
             None

@@ -1,5 +1,5 @@
 //! The process helpers every task shares: the workspace's paths, cargo, exit codes, banners
-//! and steps, psql, free ports and child processes (those four from `muster-devdb`, which the
+//! and steps, psql, free ports and child processes (those from `muster-devdb`, which the
 //! benchmark lab shares), a server waited for until healthy, a migrated database, log files, and
 //! the reaper that kills what a task started if the task itself dies.
 
@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use muster_devdb::TempCluster;
-pub(crate) use muster_devdb::{
-    Probe, Proc, banner, free_port, psql, psql_value, step, wait_for_200,
-};
+pub(crate) use muster_devdb::{Probe, Proc, banner, free_port, psql_value, step, wait_for_200};
 
 pub(crate) fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -41,6 +39,30 @@ pub(crate) fn exit_code(status: ExitStatus) -> ExitCode {
         Some(code) => ExitCode::from(u8::try_from(code).ok().filter(|c| *c != 0).unwrap_or(1)),
         None => ExitCode::FAILURE,
     }
+}
+
+/// Runs `cmd` (`what` names it in errors), printing its stdout line by line and handing each
+/// line to `line` as well; answers its exit status.
+pub(crate) fn stream_stdout(
+    what: &str,
+    cmd: &mut Command,
+    mut line: impl FnMut(&str),
+) -> Result<ExitStatus> {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("could not run {what}"))?;
+    if let Some(out) = child.stdout.take() {
+        for text in std::io::BufReader::new(out).lines() {
+            let text = text.with_context(|| format!("read the output of {what}"))?;
+            println!("{text}");
+            line(&text);
+        }
+    }
+    child
+        .wait()
+        .with_context(|| format!("could not run {what}"))
 }
 
 /// Kills the processes this task started if it dies without cleaning up (SIGKILL, Ctrl-C):
@@ -139,8 +161,7 @@ pub(crate) fn migrated_database(
     muster: &Path,
     name: &str,
 ) -> Result<String> {
-    psql(&cluster.url("postgres"), &format!("create database {name}"))?;
-    let url = cluster.url(name);
+    let url = cluster.create_database(name)?;
     step(
         "muster migrate",
         Command::new(muster)

@@ -288,6 +288,12 @@ impl TempCluster {
         format!("postgresql://{SUPERUSER}@{HOST}:{}/{database}", self.port)
     }
 
+    /// Creates database `name` (with psql, as the superuser) and answers its [`Self::url`].
+    pub fn create_database(&self, name: &str) -> Result<String, DevDbError> {
+        psql(&self.url(SUPERUSER), &format!("create database {name}"))?;
+        Ok(self.url(name))
+    }
+
     /// The cluster's data directory.
     pub fn data_dir(&self) -> &Path {
         &self.data_dir

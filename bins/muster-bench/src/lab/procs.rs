@@ -116,8 +116,7 @@ pub(crate) fn migrated_database(
     muster: &Path,
     name: &str,
 ) -> Result<String> {
-    psql(&cluster.url("postgres"), &format!("create database {name}"))?;
-    let url = cluster.url(name);
+    let url = cluster.create_database(name)?;
     step(
         &format!("muster migrate ({name})"),
         Command::new(muster).args(["migrate", "--database-url", &url]),
