@@ -188,33 +188,13 @@ async fn cycle(
     lat: &mut Lat,
 ) -> Result<bool> {
     let t = Instant::now();
-    let (status, body) = http
-        .post(
-            "/v1/leases",
-            token,
-            &json!({"worker_id": worker_id, "wait_ms": 0}),
-            None,
-        )
-        .await?;
-    match status {
-        200 => {}
-        204 => return Ok(false),
-        _ => bail!("lease answered {status}: {body}"),
-    }
+    let Some(body) = http.lease_now(token, worker_id).await? else {
+        return Ok(false);
+    };
     lat.lease.push(t.elapsed());
     let id = body["lease_id"].as_str().context("lease_id missing")?;
     let t = Instant::now();
-    let (status, body) = http
-        .post(
-            &format!("/v1/leases/{id}/complete"),
-            token,
-            &json!({"result": {}}),
-            None,
-        )
-        .await?;
-    if status != 200 {
-        bail!("complete answered {status}: {body}");
-    }
+    http.complete(token, id, &json!({"result": {}})).await?;
     lat.complete.push(t.elapsed());
     let t = Instant::now();
     let (status, body) = http

@@ -54,34 +54,16 @@ async fn round_leasing_next(
     let mut lease_time = Duration::ZERO;
     if held.is_none() {
         let t = Instant::now();
-        let (status, body) = http
-            .post(
-                "/v1/leases",
-                token,
-                &json!({"worker_id": worker_id, "wait_ms": 0}),
-                None,
-            )
-            .await?;
+        let granted = http.lease_now(token, worker_id).await?;
         lease_time = t.elapsed();
-        match status {
-            200 => *held = body["lease_id"].as_str().map(str::to_owned),
-            204 => return Ok((0, lease_time, Duration::ZERO)),
-            _ => bail!("lease answered {status}: {body}"),
+        match granted {
+            Some(body) => *held = body["lease_id"].as_str().map(str::to_owned),
+            None => return Ok((0, lease_time, Duration::ZERO)),
         }
     }
     let id = held.take().context("lease_id missing")?;
     let t = Instant::now();
-    let (status, body) = http
-        .post(
-            &format!("/v1/leases/{id}/complete"),
-            token,
-            &completing.body(),
-            None,
-        )
-        .await?;
-    if status != 200 {
-        bail!("complete answered {status}: {body}");
-    }
+    let body = http.complete(token, &id, &completing.body()).await?;
     *held = body["next_lease"]["lease_id"].as_str().map(str::to_owned);
     Ok((1, lease_time, t.elapsed()))
 }
@@ -111,17 +93,7 @@ async fn round(
     let t = Instant::now();
     if batch == 1 {
         let id = leased["lease_id"].as_str().context("lease_id missing")?;
-        let (status, body) = http
-            .post(
-                &format!("/v1/leases/{id}/complete"),
-                token,
-                &completing.body(),
-                None,
-            )
-            .await?;
-        if status != 200 {
-            bail!("complete answered {status}: {body}");
-        }
+        http.complete(token, id, &completing.body()).await?;
         return Ok((1, lease_time, t.elapsed()));
     }
     let leases = leased["leases"].as_array().context("leases missing")?;

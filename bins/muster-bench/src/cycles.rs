@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use muster_app::Muster;
 use muster_app::views::{CompleteRequest, EnqueueRequest};
 use muster_domain::{Kind, LeaseId, Principal, Priority};
@@ -37,33 +37,14 @@ impl Mode {
         let t0 = Instant::now();
         match self {
             Mode::Http { http, token } => {
-                let (status, body) = http
-                    .post(
-                        "/v1/leases",
-                        token,
-                        &json!({"worker_id": worker_id, "wait_ms": 0}),
-                        None,
-                    )
-                    .await?;
+                let granted = http.lease_now(token, worker_id).await?;
                 let lease = t0.elapsed();
-                match status {
-                    200 => {}
-                    204 => return Ok(None),
-                    _ => bail!("lease answered {status}: {body}"),
-                }
+                let Some(body) = granted else {
+                    return Ok(None);
+                };
                 let id = body["lease_id"].as_str().context("lease_id missing")?;
                 let t1 = Instant::now();
-                let (status, body) = http
-                    .post(
-                        &format!("/v1/leases/{id}/complete"),
-                        token,
-                        &json!({"result": {}}),
-                        None,
-                    )
-                    .await?;
-                if status != 200 {
-                    bail!("complete answered {status}: {body}");
-                }
+                http.complete(token, id, &json!({"result": {}})).await?;
                 Ok(Some((lease, t1.elapsed())))
             }
             Mode::InProcess(muster) => {
