@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::http::{Http, percentiles};
 use crate::results::{BacklogFill, BacklogMeasured};
+use crate::rounds::Tally;
 
 async fn connect(database_url: &str) -> Result<tokio_postgres::Client> {
     let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
@@ -256,38 +257,26 @@ pub(crate) async fn measure(
             );
             tokio::spawn(async move {
                 let worker_id = format!("bench-backlog-{w}");
-                let (mut n, mut errors, mut first_error, mut dry) = (0u64, 0u64, None, false);
-                let mut lat = Lat::default();
+                let (mut n, mut lat, mut tally) = (0u64, Lat::default(), Tally::default());
                 while Instant::now() < deadline {
-                    match cycle(&http, &token, &op, &worker_id, &mut lat).await {
-                        Ok(true) => n += 1,
-                        Ok(false) => {
-                            dry = true;
-                            break;
-                        }
-                        Err(e) => {
-                            errors += 1;
-                            first_error.get_or_insert_with(|| format!("{e:#}"));
-                        }
+                    let round = cycle(&http, &token, &op, &worker_id, &mut lat).await;
+                    n += u64::from(matches!(round, Ok(true)));
+                    if !tally.go_on_after(round) {
+                        break;
                     }
                 }
-                (n, errors, first_error, dry, lat)
+                (n, tally, lat)
             })
         })
         .collect();
-    let (mut cycles, mut errors, mut first_error, mut dry) = (0u64, 0u64, None, false);
-    let mut lat = Lat::default();
+    let (mut cycles, mut tally, mut lat) = (0u64, Tally::default(), Lat::default());
     for t in tasks {
-        let (n, e, fe, d, l) = t.await?;
+        let (n, worker, l) = t.await?;
         lat.lease.extend(l.lease);
         lat.complete.extend(l.complete);
         lat.enqueue.extend(l.enqueue);
         cycles += n;
-        errors += e;
-        if first_error.is_none() {
-            first_error = fe;
-        }
-        dry |= d;
+        tally.add(worker);
     }
     let elapsed = start.elapsed().as_secs_f64();
     eprintln!(
@@ -299,11 +288,11 @@ pub(crate) async fn measure(
         cycles_per_s: Some(((cycles as f64 / elapsed) * 10.0).round() / 10.0),
         depths: depth,
         enqueue: percentiles(lat.enqueue),
-        errors,
-        first_error,
+        errors: tally.errors,
+        first_error: tally.first_error,
         lease: percentiles(lat.lease),
         queues: percentiles(queues),
-        ran_dry: dry,
+        ran_dry: tally.ran_dry,
         scenario: "backlog".to_owned(),
         seconds: (elapsed * 1000.0).round() / 1000.0,
         trawl_queued,

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::http::{Http, percentiles};
 use crate::results::BatchRun;
+use crate::rounds::Tally;
 
 /// How each completion is sent.
 #[derive(Debug, Clone, Copy)]
@@ -145,45 +146,43 @@ pub(crate) async fn batch(
             tokio::spawn(async move {
                 use std::sync::atomic::Ordering;
                 let worker_id = format!("bench-batch-{w}");
-                let (mut errors, mut first_error, mut dry) = (0u64, None, false);
                 let (mut lease_lat, mut complete_lat) = (Vec::new(), Vec::new());
-                let mut held = None;
+                let (mut held, mut tally) = (None, Tally::default());
                 while Instant::now() < deadline && done.load(Ordering::Relaxed) < items {
                     let answer = if completing.lease_next {
                         round_leasing_next(&http, &token, &worker_id, completing, &mut held).await
                     } else {
                         round(&http, &token, &worker_id, batch, completing).await
                     };
-                    match answer {
-                        Ok((0, _, _)) => {
-                            dry = true;
-                            break;
-                        }
-                        Ok((n, lease, complete)) => {
+                    let round = answer.map(|(n, lease, complete)| {
+                        if n > 0 {
                             done.fetch_add(n, Ordering::Relaxed);
                             lease_lat.push(lease);
                             complete_lat.push(complete);
                         }
-                        Err(e) => {
-                            errors += 1;
-                            first_error.get_or_insert_with(|| format!("{e:#}"));
-                        }
+                        n > 0
+                    });
+                    if !tally.go_on_after(round) {
+                        break;
                     }
                 }
-                (errors, first_error, dry, lease_lat, complete_lat)
+                (tally, lease_lat, complete_lat)
             })
         })
         .collect();
-    let (mut errors, mut first_error, mut dry) = (0, None, false);
+    let mut tally = Tally::default();
     let (mut lease_lat, mut complete_lat) = (Vec::new(), Vec::new());
     for t in tasks {
-        let (e, fe, d, l, c) = t.await?;
-        errors += e;
-        first_error = first_error.or(fe);
-        dry |= d;
+        let (worker, l, c) = t.await?;
+        tally.add(worker);
         lease_lat.extend(l);
         complete_lat.extend(c);
     }
+    let Tally {
+        errors,
+        first_error,
+        ran_dry: dry,
+    } = tally;
     let seconds = start.elapsed().as_secs_f64();
     let completed = done.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::http::{Http, percentiles, ratio};
 use crate::results::{Cycles, CyclesRun, CyclesSide};
+use crate::rounds::Tally;
 use crate::{Target, backlog};
 
 const TRAWL: Principal = Principal::Worker(Kind::Trawl);
@@ -73,9 +74,7 @@ impl Mode {
 
 struct RunResult {
     cycles: u64,
-    errors: u64,
-    first_error: Option<String>,
-    ran_dry: bool,
+    tally: Tally,
     elapsed: Duration,
     lease: Vec<Duration>,
     complete: Vec<Duration>,
@@ -89,56 +88,40 @@ async fn run_cycles(mode: &Mode, workers: usize, length: Duration) -> RunResult 
             let mode = mode.clone();
             tokio::spawn(async move {
                 let worker_id = format!("bench-{}-{w}", mode.name());
-                let mut lease = Vec::new();
-                let mut complete = Vec::new();
-                let mut errors = 0u64;
-                let mut first_error = None;
-                let mut dry = false;
+                let (mut lease, mut complete, mut tally) =
+                    (Vec::new(), Vec::new(), Tally::default());
                 while Instant::now() < deadline {
-                    match mode.cycle(&worker_id).await {
-                        Ok(Some((l, c))) => {
+                    let round = mode.cycle(&worker_id).await.map(|latencies| {
+                        if let Some((l, c)) = latencies {
                             lease.push(l);
                             complete.push(c);
                         }
-                        Ok(None) => {
-                            dry = true;
-                            break;
-                        }
-                        Err(e) => {
-                            errors += 1;
-                            first_error.get_or_insert_with(|| format!("{e:#}"));
-                        }
+                        latencies.is_some()
+                    });
+                    if !tally.go_on_after(round) {
+                        break;
                     }
                 }
-                (lease, complete, errors, first_error, dry)
+                (lease, complete, tally)
             })
         })
         .collect();
     let mut result = RunResult {
         cycles: 0,
-        errors: 0,
-        first_error: None,
-        ran_dry: false,
+        tally: Tally::default(),
         elapsed: Duration::ZERO,
         lease: Vec::new(),
         complete: Vec::new(),
     };
     for task in tasks {
         match task.await {
-            Ok((l, c, e, fe, dry)) => {
+            Ok((l, c, tally)) => {
                 result.cycles += l.len() as u64;
                 result.lease.extend(l);
                 result.complete.extend(c);
-                result.errors += e;
-                if result.first_error.is_none() {
-                    result.first_error = fe;
-                }
-                result.ran_dry |= dry;
+                result.tally.add(tally);
             }
-            Err(e) => {
-                result.errors += 1;
-                result.first_error.get_or_insert_with(|| e.to_string());
-            }
+            Err(e) => result.tally.failed(e.to_string()),
         }
     }
     result.elapsed = start.elapsed();
@@ -246,10 +229,10 @@ pub(crate) async fn cycles(
                 complete: percentiles(r.complete),
                 cycles: r.cycles,
                 cycles_per_s: Some((rate * 10.0).round() / 10.0),
-                errors: r.errors,
-                first_error: r.first_error,
+                errors: r.tally.errors,
+                first_error: r.tally.first_error,
                 lease: percentiles(r.lease),
-                ran_dry: r.ran_dry,
+                ran_dry: r.tally.ran_dry,
                 seconds: (r.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
             };
             match mode {
