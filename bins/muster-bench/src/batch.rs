@@ -106,17 +106,10 @@ async fn round(
             entry
         })
         .collect();
-    let (status, body) = http
-        .post(
-            "/v1/completions",
-            token,
-            &json!({ "completions": completions }),
-            None,
-        )
+    let completions = json!({ "completions": completions });
+    let body = http
+        .post_expecting("completions", 200, "/v1/completions", token, &completions)
         .await?;
-    if status != 200 {
-        bail!("completions answered {status}: {body}");
-    }
     let results = body["results"].as_array().context("results missing")?;
     if results.len() != leases.len() || results.iter().any(|r| r["status"] != 200) {
         bail!("a completion of the batch was refused: {body}");

@@ -84,14 +84,34 @@ impl Http {
         }
     }
 
+    /// POSTs JSON and answers the parsed body, unless the status is not `expected`: then the
+    /// error says `<what> answered <status>: <body>`.
+    pub(crate) async fn post_expecting(
+        &self,
+        what: &str,
+        expected: u16,
+        path: &str,
+        token: &str,
+        body: &Value,
+    ) -> Result<Value> {
+        let (status, body) = self.post(path, token, body, None).await?;
+        if status != expected {
+            bail!("{what} answered {status}: {body}");
+        }
+        Ok(body)
+    }
+
     /// `POST /v1/leases/{id}/complete` with `body`; the answer, unless it is not a 200.
     pub(crate) async fn complete(&self, token: &str, id: &str, body: &Value) -> Result<Value> {
         let path = format!("/v1/leases/{id}/complete");
-        let (status, body) = self.post(&path, token, body, None).await?;
-        if status != 200 {
-            bail!("complete answered {status}: {body}");
-        }
-        Ok(body)
+        self.post_expecting("complete", 200, &path, token, body)
+            .await
+    }
+
+    /// `POST /v1/items` (as the operator); the answer, unless it is not a 201.
+    pub(crate) async fn enqueue(&self, token: &str, item: &Value) -> Result<Value> {
+        self.post_expecting("enqueue", 201, "/v1/items", token, item)
+            .await
     }
 }
 
