@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use muster_devdb::TempCluster;
-pub(crate) use muster_devdb::{Probe, Proc, banner, free_port, psql_value, step, wait_for_200};
+pub(crate) use muster_devdb::{Probe, Proc, banner, free_port, psql_query, step, wait_for_200};
 
 pub(crate) fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));

@@ -27,7 +27,7 @@ pub use host::find_bin;
 use host::{
     Account, cluster_account, create_base_dir, describe_output, is_executable, log_tail, read_from,
 };
-pub use process::{Probe, Proc, banner, free_port, psql, psql_value, step, wait_for_200};
+pub use process::{Probe, Proc, banner, free_port, psql, psql_query, step, wait_for_200};
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;

@@ -34,9 +34,10 @@ pub fn psql(url: &str, sql: &str) -> Result<(), DevDbError> {
     run_psql(url, sql, &[]).map(drop)
 }
 
-/// The answer of one SQL query with psql (`-tA`: unaligned, no headers), trimmed.
-pub fn psql_value(url: &str, sql: &str) -> Result<String, DevDbError> {
-    run_psql(url, sql, &["-t", "-A"])
+/// The answer of one SQL query with psql: its rows unaligned, fields separated by tabs, no
+/// headers (`-tA -F '\t'`), without the closing line break.
+pub fn psql_query(url: &str, sql: &str) -> Result<String, DevDbError> {
+    run_psql(url, sql, &["-t", "-A", "-F", "\t"])
 }
 
 fn run_psql(url: &str, sql: &str, format: &[&str]) -> Result<String, DevDbError> {
@@ -55,7 +56,9 @@ fn run_psql(url: &str, sql: &str, format: &[&str]) -> Result<String, DevDbError>
             stderr: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
         });
     }
-    Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    Ok(String::from_utf8_lossy(&output.stdout)
+        .trim_end_matches(['\n', '\r'])
+        .to_owned())
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.

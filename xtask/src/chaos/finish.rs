@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use crate::procs::Proc;
 use anyhow::{Context, Result};
-use muster_devdb::Proc;
 use serde_json::{Value, json};
 
 use super::run::Run;

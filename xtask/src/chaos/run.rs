@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{Ctx, Fault, LEASE_TTL_MS, Scenario, now_ms, thresholds};
 use crate::fleet::{FleetFiles, fleet_files};
-use crate::procs::{Proc, append, free_port, migrated_database, psql_value, wait_healthy};
+use crate::procs::{Proc, append, free_port, migrated_database, psql_query, wait_healthy};
 
 /// A muster replica: its port and the current process, if any.
 pub(super) struct Replica {
@@ -206,7 +206,7 @@ impl<'a> Run<'a> {
 
     /// `(finished, total)` items, or `None` while the database does not answer.
     fn progress(&self) -> Option<(u64, u64)> {
-        let out = psql_value(
+        let out = psql_query(
             &self.url,
             "SELECT count(*) FILTER (WHERE state IN ('done', 'failed')) || ' ' || count(*) FROM core.items",
         )

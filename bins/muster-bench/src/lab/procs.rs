@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use muster_devdb::{
-    ClusterOptions, Probe, Proc, StopMode, TempCluster, free_port, psql_value, step, wait_for_200,
+    ClusterOptions, Probe, Proc, StopMode, TempCluster, free_port, step, wait_for_200,
 };
-pub(crate) use muster_devdb::{banner, psql};
+pub(crate) use muster_devdb::{banner, psql, psql_query};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -18,7 +18,7 @@ use crate::results::Memory;
 
 /// The answer of one psql query (`-tA`), `None` when psql is missing or fails.
 pub(crate) fn psql_answer(url: &str, sql: &str) -> Option<String> {
-    psql_value(url, sql).ok()
+    psql_query(url, sql).ok()
 }
 
 /// Dev tokens for `principals` and the tokens file of their BLAKE3 hashes in `path`

@@ -9,14 +9,15 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, TempCluster, find_bin};
+use muster_devdb::{ClusterOptions, TempCluster};
 use serde_json::json;
 
 use super::procs::{
-    ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, psql, write_tokens,
+    ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, psql, psql_query,
+    write_tokens,
 };
 use crate::results::{BacklogFill, BatchRun};
 
@@ -199,26 +200,14 @@ struct Statement {
 /// The drain's statements by total execution time, the `top` first, and the total of the
 /// top-level ones (nested statements' time is already inside theirs).
 fn statements(url: &str, top: u32) -> Result<(f64, Vec<Statement>)> {
-    let psql = find_bin("psql").context("psql not found")?;
     let sql = format!(
         "SELECT (SELECT sum(total_exec_time) FROM pg_stat_statements WHERE toplevel), \
          total_exec_time, calls, NOT toplevel, regexp_replace(query, '\\s+', ' ', 'g') \
          FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' \
          ORDER BY total_exec_time DESC LIMIT {top}"
     );
-    let output = Command::new(&psql)
-        .args(["-X", "-q", "-t", "-A", "-F", "\t", "-v", "ON_ERROR_STOP=1"])
-        .args(["-d", url, "-c", &sql])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not run {}", psql.display()))?;
-    if !output.status.success() {
-        bail!(
-            "reading pg_stat_statements failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(parse_statements(&String::from_utf8_lossy(&output.stdout)))
+    let rows = psql_query(url, &sql).context("reading pg_stat_statements failed")?;
+    Ok(parse_statements(&rows))
 }
 
 /// `total \t total_exec_time \t calls \t nested (t/f) \t query` lines, as `statements` asks
