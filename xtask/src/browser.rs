@@ -26,14 +26,14 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, StopMode, TempCluster};
+use muster_devdb::{ClusterOptions, DevTokens, StopMode, TempCluster};
 use serde_json::json;
 
+use crate::dev_principals;
 use crate::procs::{
     Probe, Proc, banner, cargo, free_port, step, stream_stdout, target_dir, wait_for_200,
     workspace_root,
 };
-use crate::{dev_principals, new_token, tokens_file_json};
 
 /// Debian's Chromium, unless `$CHROMIUM` names another.
 const DEFAULT_CHROMIUM: &str = "/usr/bin/chromium";
@@ -162,23 +162,13 @@ fn with_cluster(
         Command::new(muster).args(["migrate", "--database-url", &url]),
     )?;
 
-    let tokens: Vec<(String, String)> = dev_principals()
-        .into_iter()
-        .map(|principal| (principal, new_token()))
-        .collect();
+    let tokens_path = out.join("tokens.json");
+    let tokens = DevTokens::write(&tokens_path, dev_principals())?;
     let token = |principal: &str| {
         tokens
-            .iter()
-            .find(|(p, _)| p == principal)
-            .map(|(_, t)| t.clone())
+            .token(principal)
             .with_context(|| format!("no dev token for {principal}"))
     };
-    let tokens_path = out.join("tokens.json");
-    std::fs::write(
-        &tokens_path,
-        serde_json::to_string_pretty(&tokens_file_json(&tokens))?,
-    )
-    .with_context(|| format!("write {}", tokens_path.display()))?;
     let ownership_path = out.join("ownership_map.json");
     std::fs::write(
         &ownership_path,

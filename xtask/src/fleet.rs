@@ -5,10 +5,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use muster_devdb::DevTokens;
 use serde_json::Value;
 
+use crate::dev_principals;
 use crate::procs::write_private;
-use crate::{dev_principals, new_token, tokens_file_json};
 
 /// Retry policy of every kind: quick backoff, and enough attempts that only the plans end
 /// chains in `failed` (with the default 5, repeated injected faults could use up an item's
@@ -36,16 +37,10 @@ pub(crate) struct FleetFiles {
 
 /// Writes [`FleetFiles`] with a fresh token for every dev principal.
 pub(crate) fn fleet_files(dir: &Path) -> Result<FleetFiles> {
-    let tokens: Vec<(String, String)> = dev_principals()
-        .into_iter()
-        .map(|p| (p, new_token()))
-        .collect();
     let tokens_path = dir.join("tokens.json");
-    fs::write(
-        &tokens_path,
-        serde_json::to_string_pretty(&tokens_file_json(&tokens))?,
-    )?;
+    let tokens = DevTokens::write(&tokens_path, dev_principals())?;
     let plain: serde_json::Map<String, Value> = tokens
+        .pairs()
         .iter()
         .map(|(p, t)| (p.clone(), Value::String(t.clone())))
         .collect();

@@ -16,11 +16,13 @@
 //!
 //! Around a cluster, the local runs (`cargo xtask`, the benchmark lab) share the helpers of
 //! `process.rs`, re-exported here: a titled step, `psql`, a free port, a child process stopped
-//! on every way out, and waiting for a server's HTTP port to answer 200.
+//! on every way out, and waiting for a server's HTTP port to answer 200; and of `tokens.rs`:
+//! development tokens and the token file `muster serve --tokens` reads.
 
 mod error;
 mod host;
 mod process;
+mod tokens;
 
 pub use error::DevDbError;
 pub use host::find_bin;
@@ -28,6 +30,7 @@ use host::{
     Account, cluster_account, create_base_dir, describe_output, is_executable, log_tail, read_from,
 };
 pub use process::{Probe, Proc, banner, free_port, psql, psql_query, step, wait_for_200};
+pub use tokens::{DevTokens, new_token};
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;

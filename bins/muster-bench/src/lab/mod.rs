@@ -17,14 +17,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use muster_devdb::{ClusterOptions, TempCluster};
+use muster_devdb::{ClusterOptions, DevTokens, TempCluster};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use self::floor::{BLOAT_CYCLES, FLOOR_RUNS, FloorRun, ISSUE_RUNS, sql_floor, table_sizes};
 use self::procs::{
     ServeArgs, banner, free_listen, machine, memory, migrated_database, muster_bench, on_cluster,
-    psql, wait_healthy, wait_queues, write_json, write_tokens,
+    psql, wait_healthy, wait_queues, write_json,
 };
 use crate::report::{Suite, TARGET_BACKLOG, render};
 use crate::results::{
@@ -100,17 +100,11 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     let url = migrated_database(cluster, muster, "muster_bench")?;
 
     let tokens_path = out.join("tokens.json");
-    let tokens = write_tokens(
+    let tokens = DevTokens::write(
         &tokens_path,
-        &["operator", "conn", "worker:trawl", "worker:sextant"],
+        ["operator", "conn", "worker:trawl", "worker:sextant"],
     )?;
-    let token = |p: &str| {
-        tokens
-            .iter()
-            .find(|(q, _)| q == p)
-            .map(|(_, t)| t.clone())
-            .unwrap_or_default()
-    };
+    let token = |p: &str| tokens.token(p).unwrap_or_default().to_owned();
     let ownership_path = out.join("ownership_map.json");
     std::fs::write(
         &ownership_path,

@@ -21,40 +21,6 @@ pub(crate) fn psql_answer(url: &str, sql: &str) -> Option<String> {
     psql_query(url, sql).ok()
 }
 
-/// Dev tokens for `principals` and the tokens file of their BLAKE3 hashes in `path`
-/// (`{"tokens": [{"blake3", "principal"}]}`, as `muster serve --tokens` reads it).
-pub(crate) fn write_tokens(path: &Path, principals: &[&str]) -> Result<Vec<(String, String)>> {
-    #[derive(Serialize)]
-    struct Entry<'a> {
-        blake3: String,
-        principal: &'a str,
-    }
-    #[derive(Serialize)]
-    struct File<'a> {
-        tokens: Vec<Entry<'a>>,
-    }
-    let tokens: Vec<(String, String)> = principals
-        .iter()
-        .map(|p| {
-            let bytes: [u8; 32] = rand::random();
-            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            ((*p).to_owned(), format!("mst_{hex}"))
-        })
-        .collect();
-    let file = File {
-        tokens: tokens
-            .iter()
-            .map(|(principal, token)| Entry {
-                blake3: blake3::hash(token.as_bytes()).to_hex().to_string(),
-                principal,
-            })
-            .collect(),
-    };
-    std::fs::write(path, serde_json::to_string_pretty(&file)?)
-        .with_context(|| format!("write {}", path.display()))?;
-    Ok(tokens)
-}
-
 /// Writes `doc` as pretty JSON to `path`.
 pub(crate) fn write_json(path: &Path, doc: &impl Serialize) -> Result<()> {
     std::fs::write(path, serde_json::to_string_pretty(doc)?)

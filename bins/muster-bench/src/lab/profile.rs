@@ -12,12 +12,11 @@ use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, TempCluster};
+use muster_devdb::{ClusterOptions, DevTokens, TempCluster};
 use serde_json::json;
 
 use super::procs::{
     ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, psql, psql_query,
-    write_tokens,
 };
 use crate::results::{BacklogFill, BatchRun};
 
@@ -88,10 +87,8 @@ fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) ->
     let url = migrated_database(cluster, muster, "muster_profile")?;
     psql(&url, "CREATE EXTENSION pg_stat_statements")?;
     let tokens_path = out.join("tokens.json");
-    let token = write_tokens(&tokens_path, &["worker:trawl"])?
-        .pop()
-        .map(|(_, token)| token)
-        .unwrap_or_default();
+    let tokens = DevTokens::write(&tokens_path, ["worker:trawl"])?;
+    let token = tokens.token("worker:trawl").unwrap_or_default().to_owned();
     let ownership_path = out.join("ownership_map.json");
     std::fs::write(
         &ownership_path,
