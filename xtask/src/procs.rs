@@ -81,6 +81,7 @@ done
 "#;
 
 impl Reaper {
+    /// Starts the watchdog, with its pid list in `dir`.
     pub(crate) fn start(dir: &Path) -> Result<Reaper> {
         use std::os::unix::process::CommandExt;
         let pids = dir.join("pids");
@@ -100,7 +101,8 @@ impl Reaper {
         Ok(Reaper { pids, watchdog })
     }
 
-    pub(crate) fn track(&self, pid: u32) {
+    /// Adds `pid` to the processes killed if this task dies.
+    fn track(&self, pid: u32) {
         if let Ok(mut f) = OpenOptions::new().append(true).open(&self.pids) {
             let _ = writeln!(f, "{pid}");
         }
@@ -121,6 +123,7 @@ impl Drop for Reaper {
     }
 }
 
+/// `path` opened for appending (created if missing): a log several processes share in turn.
 pub(crate) fn append(path: &Path) -> Result<File> {
     OpenOptions::new()
         .create(true)
@@ -129,6 +132,7 @@ pub(crate) fn append(path: &Path) -> Result<File> {
         .with_context(|| format!("open {}", path.display()))
 }
 
+/// Writes `bytes` to `path`, readable by the owner only (plain tokens).
 pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut f = OpenOptions::new()
