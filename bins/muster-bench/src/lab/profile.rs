@@ -15,10 +15,11 @@ use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, DevTokens, TempCluster};
 use serde_json::json;
 
+use super::Runner;
 use super::procs::{
     ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, psql, psql_query,
 };
-use crate::results::{BacklogFill, BatchRun};
+use crate::results::BatchRun;
 
 /// What one profile drains.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,14 +97,9 @@ fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) ->
     )?;
 
     // More than the drain takes, so that the queue never runs dry under it.
-    let backlog = (u64::from(options.items) + 20_000).to_string();
+    let backlog = u64::from(options.items) + 20_000;
     let env = [("MUSTER_BENCH_TRAWL_TOKEN", token)];
-    muster_bench::<BacklogFill>(
-        &env,
-        out,
-        "backlog-fill",
-        &["backlog-fill", "--database-url", &url, "--to", &backlog],
-    )?;
+    Runner { env: &env, out }.fill("backlog-fill", &url, backlog)?;
 
     let listen = free_listen()?;
     let serve = ServeArgs {
