@@ -2,7 +2,7 @@
 
 use std::io;
 
-/// Everything that can go wrong while managing a [`TempCluster`].
+/// Everything that can go wrong while managing a [`TempCluster`](crate::TempCluster).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DevDbError {
@@ -53,7 +53,7 @@ pub enum DevDbError {
         /// The last lines of the server log.
         log_tail: String,
     },
-    /// A step of a task (see [`step`]) ran and failed.
+    /// A step of a task (see [`step`](crate::step)) ran and failed.
     #[error("`{title}` failed ({status})")]
     Step {
         /// The step's title.
@@ -71,13 +71,13 @@ pub enum DevDbError {
         /// What psql wrote to stderr.
         stderr: String,
     },
-    /// A server process exited while it was waited for (see [`wait_for_200`]).
+    /// A server process exited while it was waited for (see [`wait_for_200`](crate::wait_for_200)).
     #[error("exited early ({status})")]
     ExitedEarly {
         /// Its exit status.
         status: String,
     },
-    /// A server did not answer 200 in time (see [`wait_for_200`]).
+    /// A server did not answer 200 in time (see [`wait_for_200`](crate::wait_for_200)).
     #[error("{request} did not answer 200 within {seconds} s")]
     NoAnswer {
         /// The request, e.g. `GET /healthz`.
