@@ -21,19 +21,17 @@
 //! difficulty, to measure it (docs/edit-intake.md).
 
 use std::ffi::OsString;
-use std::io::{BufRead, Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, StopMode, TempCluster};
+use muster_devdb::{ClusterOptions, DevTokens, StopMode, TempCluster};
 use serde_json::json;
 
-use super::procs::Server;
-use super::{
-    banner, cargo, dev_principals, new_token, psql, step, target_dir, tokens_file_json,
+use crate::dev_principals;
+use crate::procs::{
+    Probe, Proc, banner, cargo, free_port, step, stream_stdout, target_dir, wait_for_200,
     workspace_root,
 };
 
@@ -158,30 +156,19 @@ fn with_cluster(
     chromium: &Path,
     options: &Options,
 ) -> Result<NodeCounts> {
-    psql(&cluster.url("postgres"), "create database muster")?;
-    let url = cluster.url("muster");
+    let url = cluster.create_database("muster")?;
     step(
         "muster migrate",
         Command::new(muster).args(["migrate", "--database-url", &url]),
     )?;
 
-    let tokens: Vec<(String, String)> = dev_principals()
-        .into_iter()
-        .map(|principal| (principal, new_token()))
-        .collect();
+    let tokens_path = out.join("tokens.json");
+    let tokens = DevTokens::write(&tokens_path, dev_principals())?;
     let token = |principal: &str| {
         tokens
-            .iter()
-            .find(|(p, _)| p == principal)
-            .map(|(_, t)| t.clone())
+            .token(principal)
             .with_context(|| format!("no dev token for {principal}"))
     };
-    let tokens_path = out.join("tokens.json");
-    std::fs::write(
-        &tokens_path,
-        serde_json::to_string_pretty(&tokens_file_json(&tokens))?,
-    )
-    .with_context(|| format!("write {}", tokens_path.display()))?;
     let ownership_path = out.join("ownership_map.json");
     std::fs::write(
         &ownership_path,
@@ -190,7 +177,7 @@ fn with_cluster(
     )
     .with_context(|| format!("write {}", ownership_path.display()))?;
 
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+    let port = free_port()?;
     let listen = format!("127.0.0.1:{port}");
     let log_path = out.join("muster.log");
     let difficulty = match options.difficulty {
@@ -224,9 +211,10 @@ fn with_cluster(
     if let Some(d) = options.difficulty {
         serve.env("MUSTER_POW_DIFFICULTY", d.to_string());
     }
-    let mut server = Server {
-        child: serve.spawn().context("could not start muster serve")?,
-    };
+    let mut server = Proc::with_grace(
+        serve.spawn().context("could not start muster serve")?,
+        Duration::from_secs(10),
+    );
     wait_ready(&listen, &mut server, &log_path)?;
 
     let mut node = Command::new("node");
@@ -249,30 +237,17 @@ fn with_cluster(
 }
 
 /// Waits for `GET /readyz` to answer 200 (migrations current, Logbook reachable).
-fn wait_ready(listen: &str, server: &mut Server, log: &Path) -> Result<()> {
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            bail!(
-                "muster serve exited early ({status}); see {}",
-                log.display()
-            );
-        }
-        if let Ok(mut s) = TcpStream::connect(listen) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-            let _ = s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-            let mut answer = String::new();
-            let _ = s.read_to_string(&mut answer);
-            if answer.starts_with("HTTP/1.1 200") {
-                return Ok(());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    bail!(
-        "muster serve was not ready within 60 s; see {}",
-        log.display()
-    )
+fn wait_ready(listen: &str, server: &mut Proc, log: &Path) -> Result<()> {
+    let readyz = Probe {
+        path: "/readyz",
+        bearer: None,
+        within: Duration::from_secs(60),
+        every: Duration::from_millis(200),
+        read_timeout: Duration::from_secs(5),
+    };
+    wait_for_200(listen, &readyz, server, Instant::now())
+        .with_context(|| format!("muster serve on {listen}; see {}", log.display()))?;
+    Ok(())
 }
 
 /// The summary counts of node's test runner.
@@ -339,19 +314,8 @@ impl NodeCounts {
 fn run_node(cmd: &mut Command) -> Result<NodeCounts> {
     let title = format!("node --test {} (clients/web)", TEST_FILES.join(" "));
     banner(&title);
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("could not run node")?;
     let mut counts = NodeCounts::default();
-    if let Some(stdout) = child.stdout.take() {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let line = line.context("read node's output")?;
-            println!("{line}");
-            counts.add_line(&line);
-        }
-    }
-    let status = child.wait().context("could not run node")?;
+    let status = stream_stdout("node", cmd, |line| counts.add_line(line))?;
     if !status.success() {
         bail!(
             "`{title}` failed ({status}): {} passed, {} failed",

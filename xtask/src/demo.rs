@@ -12,8 +12,11 @@ use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, StopMode, TempCluster};
 use serde_json::Value;
 
-use super::chaos::{FleetFiles, Proc, Reaper, append, fleet_files, free_port, wait_healthy};
-use super::{banner, cargo, psql, step, target_dir, workspace_root};
+use crate::fleet::{FleetFiles, fleet_files};
+use crate::procs::{
+    Reaper, append, banner, cargo, free_port, migrated_database, step, target_dir, wait_healthy,
+    workspace_root,
+};
 
 /// Lease TTL of the demo server: a simulated crash comes back within three seconds.
 const LEASE_TTL_MS: &str = "3000";
@@ -48,14 +51,7 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
     let mut cluster =
         TempCluster::start_with(ClusterOptions::default()).context("could not start PostgreSQL")?;
     let reaper = Reaper::start(&dir)?;
-    psql(&cluster.url("postgres"), "create database muster_demo")?;
-    let url = cluster.url("muster_demo");
-    step(
-        "muster migrate",
-        Command::new(&muster)
-            .args(["migrate", "--database-url", &url, "--log-format", "pretty"])
-            .env("RUST_LOG", "warn"),
-    )?;
+    let url = migrated_database(&cluster, &muster, "muster_demo")?;
 
     let FleetFiles {
         tokens: tokens_path,
@@ -66,7 +62,8 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
     let port = free_port()?;
     let base = format!("http://127.0.0.1:{port}");
     let log = dir.join("muster.log");
-    let server = Command::new(&muster)
+    let mut serve = Command::new(&muster);
+    serve
         .arg("serve")
         .args([
             "--database-url",
@@ -81,11 +78,8 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
         .args(["--lease-ttl-ms", LEASE_TTL_MS])
         .stdin(Stdio::null())
         .stdout(append(&log)?)
-        .stderr(append(&log)?)
-        .spawn()
-        .context("start muster serve")?;
-    reaper.track(server.id());
-    let mut server = Proc { child: server };
+        .stderr(append(&log)?);
+    let mut server = reaper.spawn(&mut serve, "muster serve")?;
     wait_healthy(port, &mut server, &log)?;
 
     let roots_arg = roots.to_string();
@@ -101,9 +95,14 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
         "--crash-rate",
         "0.05",
     ];
-    let dry = Command::new(&sim)
-        .args(["enqueue", "--url", &base, "--tokens"])
-        .arg(&sim_tokens)
+    // `muster-sim TASK` against the server, with the fleet's tokens.
+    let sim_cmd = |task: &str| {
+        let mut cmd = Command::new(&sim);
+        cmd.args([task, "--url", &base, "--tokens"])
+            .arg(&sim_tokens);
+        cmd
+    };
+    let dry = sim_cmd("enqueue")
         .args(plan)
         .arg("--dry-run")
         .output()
@@ -113,31 +112,23 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
         .as_u64()
         .context("planned items")?;
 
-    let fleet = Command::new(&sim)
-        .args(["run", "--url", &base, "--tokens"])
-        .arg(&sim_tokens)
+    let mut fleet = sim_cmd("run");
+    fleet
         .arg("--spool")
         .arg(dir.join("spool"))
         .args(["--name", "demo", "--workers", "20", "--work-ms", "60"])
         .args(["--shipkeeper", "--deploy-every-ms", "4000"])
         .stdin(Stdio::null())
         .stdout(File::create(dir.join("fleet.out"))?)
-        .stderr(append(&dir.join("fleet.log"))?)
-        .spawn()
-        .context("start muster-sim run")?;
-    reaper.track(fleet.id());
-    let mut fleet = Proc { child: fleet };
-    let enqueue = Command::new(&sim)
-        .args(["enqueue", "--url", &base, "--tokens"])
-        .arg(&sim_tokens)
+        .stderr(append(&dir.join("fleet.log"))?);
+    let mut fleet = reaper.spawn(&mut fleet, "muster-sim run")?;
+    let mut enqueue = sim_cmd("enqueue");
+    enqueue
         .args(plan)
         .stdin(Stdio::null())
         .stdout(File::create(dir.join("enqueue.out"))?)
-        .stderr(append(&dir.join("enqueue.log"))?)
-        .spawn()
-        .context("start muster-sim enqueue")?;
-    reaper.track(enqueue.id());
-    let mut enqueue = Proc { child: enqueue };
+        .stderr(append(&dir.join("enqueue.log"))?);
+    let mut enqueue = reaper.spawn(&mut enqueue, "muster-sim enqueue")?;
 
     banner(&format!(
         "Muster on {base}: {roots} root items through trawl → … → bellbuoy ({items} items; \
@@ -147,9 +138,7 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
         planned["planned"]["parks"],
         planned["planned"]["crashes"],
     ));
-    let watched = Command::new(&sim)
-        .args(["watch", "--url", &base, "--tokens"])
-        .arg(&sim_tokens)
+    let watched = sim_cmd("watch")
         .args(["--until-items", &items.to_string()])
         .status()
         .context("muster-sim watch")?;

@@ -9,7 +9,7 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result, bail};
 
-use super::{cargo, exit_code, step, target_dir, workspace_root};
+use crate::procs::{cargo, exit_code, step, target_dir, workspace_root};
 
 /// Builds `muster` and `muster-bench` (with its charts) in release and answers muster-bench.
 fn release_lab(root: &Path) -> Result<PathBuf> {

@@ -12,6 +12,7 @@
 mod browser;
 mod chaos;
 mod demo;
+mod fleet;
 mod lab;
 mod procs;
 
@@ -25,12 +26,12 @@ mod monitoring_check;
 mod tidy;
 
 use std::ffi::OsString;
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, StopMode, TempCluster};
-use procs::{banner, cargo, exit_code, psql, step, target_dir, workspace_root};
+use muster_devdb::{ClusterOptions, DevTokens, StopMode, TempCluster};
+use procs::{banner, cargo, exit_code, step, stream_stdout, target_dir, workspace_root};
 
 const USAGE: &str = "\
 usage: cargo xtask <task> [args]
@@ -232,23 +233,9 @@ impl Totals {
 
 /// Like `step`, streaming the command's stdout through while counting test results.
 fn counted_step(title: &str, cmd: &mut Command) -> Result<Totals> {
-    use std::io::BufRead;
     banner(title);
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .spawn()
-        .with_context(|| format!("could not run `{title}`"))?;
     let mut totals = Totals::default();
-    if let Some(out) = child.stdout.take() {
-        for line in std::io::BufReader::new(out).lines() {
-            let line = line.context("read cargo test output")?;
-            println!("{line}");
-            totals.add_line(&line);
-        }
-    }
-    let status = child
-        .wait()
-        .with_context(|| format!("could not run `{title}`"))?;
+    let status = stream_stdout(&format!("`{title}`"), cmd, |line| totals.add_line(line))?;
     if !status.success() {
         println!(
             "tests: {} passed, {} failed, {} skipped",
@@ -310,17 +297,6 @@ fn muster_task(task: &str, extra: Vec<OsString>) -> Result<ExitCode> {
     Ok(exit_code(status))
 }
 
-/// A dev token: `mst_` and 32 random bytes in hex.
-fn new_token() -> String {
-    let bytes: [u8; 32] = rand::random();
-    let mut token = String::with_capacity(4 + 64);
-    token.push_str("mst_");
-    for byte in bytes {
-        token.push_str(&format!("{byte:02x}"));
-    }
-    token
-}
-
 /// Every principal that gets a dev token, in a stable order.
 fn dev_principals() -> Vec<String> {
     STAFF_PRINCIPALS
@@ -328,20 +304,6 @@ fn dev_principals() -> Vec<String> {
         .map(|p| (*p).to_owned())
         .chain(WORKER_KINDS.iter().map(|kind| format!("worker:{kind}")))
         .collect()
-}
-
-/// `{"tokens": [{"blake3": "<hex of BLAKE3(token)>", "principal": "…"}, …]}`.
-fn tokens_file_json(tokens: &[(String, String)]) -> serde_json::Value {
-    let entries: Vec<serde_json::Value> = tokens
-        .iter()
-        .map(|(principal, token)| {
-            serde_json::json!({
-                "blake3": blake3::hash(token.as_bytes()).to_hex().to_string(),
-                "principal": principal,
-            })
-        })
-        .collect();
-    serde_json::json!({ "tokens": entries })
 }
 
 fn listen_url() -> String {
@@ -366,8 +328,7 @@ fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
                 ..ClusterOptions::default()
             })
             .context("could not start PostgreSQL")?;
-            psql(&cluster.url("postgres"), "create database muster")?;
-            (cluster.url("muster"), Some(cluster))
+            (cluster.create_database("muster")?, Some(cluster))
         }
     };
 
@@ -381,26 +342,16 @@ fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
         Command::new(&muster).args(["migrate", "--database-url", &database_url]),
     )?;
 
-    let tokens: Vec<(String, String)> = dev_principals()
-        .into_iter()
-        .map(|principal| (principal, new_token()))
-        .collect();
+    let tokens = DevTokens::new(dev_principals());
     let dev_dir = target_dir(&root).join("dev");
     std::fs::create_dir_all(&dev_dir)
         .with_context(|| format!("could not create {}", dev_dir.display()))?;
     let tokens_path = dev_dir.join("tokens.json");
-    let json = serde_json::to_string_pretty(&tokens_file_json(&tokens))?;
-    std::fs::write(&tokens_path, json + "\n")
+    std::fs::write(&tokens_path, tokens.server_file() + "\n")
         .with_context(|| format!("could not write {}", tokens_path.display()))?;
 
     let listen = listen_url();
-    let token_of = |principal: &str| {
-        tokens
-            .iter()
-            .find(|(p, _)| p == principal)
-            .map(|(_, t)| t.as_str())
-            .unwrap_or_default()
-    };
+    let token_of = |principal: &str| tokens.token(principal).unwrap_or_default();
     banner("development setup");
     println!("database:  {database_url}");
     println!("listening: {listen}");
@@ -408,7 +359,7 @@ fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
         "tokens:    {} (BLAKE3 hashes; the plain tokens are shown only here)",
         tokens_path.display()
     );
-    for (principal, token) in &tokens {
+    for (principal, token) in tokens.pairs() {
         println!("  {principal:<22} {token}");
     }
     println!("\ntry it:");
@@ -448,8 +399,8 @@ fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
 fn db() -> Result<ExitCode> {
     banner("starting a throwaway PostgreSQL cluster");
     let cluster = TempCluster::start().context("could not start PostgreSQL")?;
-    let muster_db = match psql(&cluster.url("postgres"), "create database muster") {
-        Ok(()) => Some(cluster.url("muster")),
+    let muster_db = match cluster.create_database("muster") {
+        Ok(url) => Some(url),
         Err(error) => {
             eprintln!("xtask: warning: database `muster` not created: {error:#}");
             None
@@ -491,19 +442,5 @@ mod tests {
         assert_eq!(principals.len(), 13);
         assert!(principals.contains(&"operator".to_owned()));
         assert!(principals.contains(&"worker:bellbuoy".to_owned()));
-    }
-
-    #[test]
-    fn tokens_file_holds_blake3_hashes_not_tokens() {
-        let token = new_token();
-        assert!(token.starts_with("mst_") && token.len() == 68, "{token}");
-        let json = tokens_file_json(&[("operator".to_owned(), token.clone())]);
-        let entry = &json["tokens"][0];
-        assert_eq!(entry["principal"], "operator");
-        assert_eq!(
-            entry["blake3"],
-            blake3::hash(token.as_bytes()).to_hex().as_str()
-        );
-        assert!(!json.to_string().contains(&token));
     }
 }

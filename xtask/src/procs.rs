@@ -1,12 +1,17 @@
-//! The process helpers every task shares: the workspace's paths, cargo, psql, banners and
-//! steps, exit codes, and a `muster serve` child process that is stopped on every way out.
+//! The process helpers every task shares: the workspace's paths, cargo, exit codes, banners
+//! and steps, psql, free ports and child processes (those from `muster-devdb`, which the
+//! benchmark lab shares), a server waited for until healthy, a migrated database, log files, and
+//! the reaper that kills what a task started if the task itself dies.
 
+use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use muster_devdb::find_bin;
+use anyhow::{Context, Result};
+use muster_devdb::TempCluster;
+pub(crate) use muster_devdb::{Probe, Proc, banner, free_port, psql_query, step, wait_for_200};
 
 pub(crate) fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -28,10 +33,6 @@ pub(crate) fn cargo(root: &Path) -> Command {
     cmd
 }
 
-pub(crate) fn banner(text: &str) {
-    println!("\n==> {text}");
-}
-
 pub(crate) fn exit_code(status: ExitStatus) -> ExitCode {
     match status.code() {
         Some(0) => ExitCode::SUCCESS,
@@ -40,63 +41,136 @@ pub(crate) fn exit_code(status: ExitStatus) -> ExitCode {
     }
 }
 
-/// Prints a banner, runs `cmd` and fails unless it succeeds.
-pub(crate) fn step(title: &str, cmd: &mut Command) -> Result<()> {
-    banner(title);
-    let status = cmd
-        .status()
-        .with_context(|| format!("could not run `{title}`"))?;
-    if !status.success() {
-        bail!("`{title}` failed ({status})");
-    }
-    Ok(())
-}
-
-/// Runs one SQL statement with psql.
-pub(crate) fn psql(url: &str, sql: &str) -> Result<()> {
-    let psql = find_bin("psql").context("psql not found (install the PostgreSQL client)")?;
-    let output = Command::new(&psql)
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not run {}", psql.display()))?;
-    if !output.status.success() {
-        bail!(
-            "psql -c '{sql}' failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
-/// Stops the server on every way out (SIGTERM, then SIGKILL after 10 s).
-pub(crate) struct Server {
-    pub(crate) child: Child,
-}
-
-impl Server {
-    pub(crate) fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
+/// Runs `cmd` (`what` names it in errors), printing its stdout line by line and handing each
+/// line to `line` as well; answers its exit status.
+pub(crate) fn stream_stdout(
+    what: &str,
+    cmd: &mut Command,
+    mut line: impl FnMut(&str),
+) -> Result<ExitStatus> {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("could not run {what}"))?;
+    if let Some(out) = child.stdout.take() {
+        for text in std::io::BufReader::new(out).lines() {
+            let text = text.with_context(|| format!("read the output of {what}"))?;
+            println!("{text}");
+            line(&text);
         }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+    }
+    child
+        .wait()
+        .with_context(|| format!("could not run {what}"))
+}
+
+/// Kills the processes this task started if it dies without cleaning up (SIGKILL, Ctrl-C):
+/// a detached `sh` that waits for this process to disappear, then SIGKILLs every pid listed
+/// in `<dir>/pids` whose command line still names muster.
+pub(crate) struct Reaper {
+    pids: PathBuf,
+    watchdog: Child,
+}
+
+const REAPER_SCRIPT: &str = r#"trap '' INT HUP TERM
+while kill -0 "$1" 2>/dev/null; do sleep 1; done
+for p in $(cat "$2" 2>/dev/null); do
+  if grep -q muster "/proc/$p/cmdline" 2>/dev/null; then kill -KILL "$p" 2>/dev/null; fi
+done
+"#;
+
+impl Reaper {
+    /// Starts the watchdog, with its pid list in `dir`.
+    pub(crate) fn start(dir: &Path) -> Result<Reaper> {
+        use std::os::unix::process::CommandExt;
+        let pids = dir.join("pids");
+        File::create(&pids)?;
+        let watchdog = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(REAPER_SCRIPT)
+            .arg("muster-chaos-reaper")
+            .arg(std::process::id().to_string())
+            .arg(&pids)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .context("spawn the process reaper")?;
+        Ok(Reaper { pids, watchdog })
+    }
+
+    /// Adds `pid` to the processes killed if this task dies.
+    fn track(&self, pid: u32) {
+        if let Ok(mut f) = OpenOptions::new().append(true).open(&self.pids) {
+            let _ = writeln!(f, "{pid}");
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    }
+
+    /// Spawns `cmd` (`what` names it in the error) as a tracked process, SIGKILLed when dropped.
+    pub(crate) fn spawn(&self, cmd: &mut Command, what: &str) -> Result<Proc> {
+        let child = cmd.spawn().with_context(|| format!("start {what}"))?;
+        self.track(child.id());
+        Ok(Proc::new(child))
     }
 }
 
-impl Drop for Server {
+impl Drop for Reaper {
     fn drop(&mut self) {
-        self.stop();
+        let _ = self.watchdog.kill();
+        let _ = self.watchdog.wait();
     }
+}
+
+/// `path` opened for appending (created if missing): a log several processes share in turn.
+pub(crate) fn append(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .with_context(|| format!("open {}", path.display()))
+}
+
+/// Writes `bytes` to `path`, readable by the owner only (plain tokens).
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("create {}", path.display()))?;
+    f.write_all(bytes)?;
+    Ok(())
+}
+
+/// Waits for `GET /healthz` of the server on `port` to answer 200 (30 s at most).
+pub(crate) fn wait_healthy(port: u16, server: &mut Proc, log: &Path) -> Result<()> {
+    wait_for_200(
+        &format!("127.0.0.1:{port}"),
+        &Probe::healthz(Duration::from_millis(50)),
+        server,
+        Instant::now(),
+    )
+    .with_context(|| format!("muster serve on port {port}; see {}", log.display()))?;
+    Ok(())
+}
+
+/// Creates database `name` in `cluster` and migrates it with `muster migrate` (warnings only);
+/// answers its URL.
+pub(crate) fn migrated_database(
+    cluster: &TempCluster,
+    muster: &Path,
+    name: &str,
+) -> Result<String> {
+    let url = cluster.create_database(name)?;
+    step(
+        "muster migrate",
+        Command::new(muster)
+            .args(["migrate", "--database-url", &url, "--log-format", "pretty"])
+            .env("RUST_LOG", "warn"),
+    )?;
+    Ok(url)
 }

@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 
 use crate::http::{Http, percentiles};
 use crate::results::{BacklogFill, BacklogMeasured};
+use crate::rounds::Tally;
 
 async fn connect(database_url: &str) -> Result<tokio_postgres::Client> {
     let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
@@ -188,46 +189,17 @@ async fn cycle(
     lat: &mut Lat,
 ) -> Result<bool> {
     let t = Instant::now();
-    let (status, body) = http
-        .post(
-            "/v1/leases",
-            token,
-            &json!({"worker_id": worker_id, "wait_ms": 0}),
-            None,
-        )
-        .await?;
-    match status {
-        200 => {}
-        204 => return Ok(false),
-        _ => bail!("lease answered {status}: {body}"),
-    }
+    let Some(body) = http.lease_now(token, worker_id).await? else {
+        return Ok(false);
+    };
     lat.lease.push(t.elapsed());
     let id = body["lease_id"].as_str().context("lease_id missing")?;
     let t = Instant::now();
-    let (status, body) = http
-        .post(
-            &format!("/v1/leases/{id}/complete"),
-            token,
-            &json!({"result": {}}),
-            None,
-        )
-        .await?;
-    if status != 200 {
-        bail!("complete answered {status}: {body}");
-    }
+    http.complete(token, id, &json!({"result": {}})).await?;
     lat.complete.push(t.elapsed());
     let t = Instant::now();
-    let (status, body) = http
-        .post(
-            "/v1/items",
-            operator_token,
-            &json!({"kind": "trawl", "priority": "normal", "payload": {"bench": "backlog"}}),
-            None,
-        )
-        .await?;
-    if status != 201 {
-        bail!("enqueue answered {status}: {body}");
-    }
+    let item = json!({"kind": "trawl", "priority": "normal", "payload": {"bench": "backlog"}});
+    http.enqueue(operator_token, &item).await?;
     lat.enqueue.push(t.elapsed());
     Ok(true)
 }
@@ -276,38 +248,26 @@ pub(crate) async fn measure(
             );
             tokio::spawn(async move {
                 let worker_id = format!("bench-backlog-{w}");
-                let (mut n, mut errors, mut first_error, mut dry) = (0u64, 0u64, None, false);
-                let mut lat = Lat::default();
+                let (mut n, mut lat, mut tally) = (0u64, Lat::default(), Tally::default());
                 while Instant::now() < deadline {
-                    match cycle(&http, &token, &op, &worker_id, &mut lat).await {
-                        Ok(true) => n += 1,
-                        Ok(false) => {
-                            dry = true;
-                            break;
-                        }
-                        Err(e) => {
-                            errors += 1;
-                            first_error.get_or_insert_with(|| format!("{e:#}"));
-                        }
+                    let round = cycle(&http, &token, &op, &worker_id, &mut lat).await;
+                    n += u64::from(matches!(round, Ok(true)));
+                    if !tally.go_on_after(round) {
+                        break;
                     }
                 }
-                (n, errors, first_error, dry, lat)
+                (n, tally, lat)
             })
         })
         .collect();
-    let (mut cycles, mut errors, mut first_error, mut dry) = (0u64, 0u64, None, false);
-    let mut lat = Lat::default();
+    let (mut cycles, mut tally, mut lat) = (0u64, Tally::default(), Lat::default());
     for t in tasks {
-        let (n, e, fe, d, l) = t.await?;
+        let (n, worker, l) = t.await?;
         lat.lease.extend(l.lease);
         lat.complete.extend(l.complete);
         lat.enqueue.extend(l.enqueue);
         cycles += n;
-        errors += e;
-        if first_error.is_none() {
-            first_error = fe;
-        }
-        dry |= d;
+        tally.add(worker);
     }
     let elapsed = start.elapsed().as_secs_f64();
     eprintln!(
@@ -319,11 +279,11 @@ pub(crate) async fn measure(
         cycles_per_s: Some(((cycles as f64 / elapsed) * 10.0).round() / 10.0),
         depths: depth,
         enqueue: percentiles(lat.enqueue),
-        errors,
-        first_error,
+        errors: tally.errors,
+        first_error: tally.first_error,
         lease: percentiles(lat.lease),
         queues: percentiles(queues),
-        ran_dry: dry,
+        ran_dry: tally.ran_dry,
         scenario: "backlog".to_owned(),
         seconds: (elapsed * 1000.0).round() / 1000.0,
         trawl_queued,

@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use crate::http::{Http, percentiles};
 use crate::results::BatchRun;
+use crate::rounds::Tally;
 
 /// How each completion is sent.
 #[derive(Debug, Clone, Copy)]
@@ -54,34 +55,16 @@ async fn round_leasing_next(
     let mut lease_time = Duration::ZERO;
     if held.is_none() {
         let t = Instant::now();
-        let (status, body) = http
-            .post(
-                "/v1/leases",
-                token,
-                &json!({"worker_id": worker_id, "wait_ms": 0}),
-                None,
-            )
-            .await?;
+        let granted = http.lease_now(token, worker_id).await?;
         lease_time = t.elapsed();
-        match status {
-            200 => *held = body["lease_id"].as_str().map(str::to_owned),
-            204 => return Ok((0, lease_time, Duration::ZERO)),
-            _ => bail!("lease answered {status}: {body}"),
+        match granted {
+            Some(body) => *held = body["lease_id"].as_str().map(str::to_owned),
+            None => return Ok((0, lease_time, Duration::ZERO)),
         }
     }
     let id = held.take().context("lease_id missing")?;
     let t = Instant::now();
-    let (status, body) = http
-        .post(
-            &format!("/v1/leases/{id}/complete"),
-            token,
-            &completing.body(),
-            None,
-        )
-        .await?;
-    if status != 200 {
-        bail!("complete answered {status}: {body}");
-    }
+    let body = http.complete(token, &id, &completing.body()).await?;
     *held = body["next_lease"]["lease_id"].as_str().map(str::to_owned);
     Ok((1, lease_time, t.elapsed()))
 }
@@ -111,17 +94,7 @@ async fn round(
     let t = Instant::now();
     if batch == 1 {
         let id = leased["lease_id"].as_str().context("lease_id missing")?;
-        let (status, body) = http
-            .post(
-                &format!("/v1/leases/{id}/complete"),
-                token,
-                &completing.body(),
-                None,
-            )
-            .await?;
-        if status != 200 {
-            bail!("complete answered {status}: {body}");
-        }
+        http.complete(token, id, &completing.body()).await?;
         return Ok((1, lease_time, t.elapsed()));
     }
     let leases = leased["leases"].as_array().context("leases missing")?;
@@ -133,17 +106,10 @@ async fn round(
             entry
         })
         .collect();
-    let (status, body) = http
-        .post(
-            "/v1/completions",
-            token,
-            &json!({ "completions": completions }),
-            None,
-        )
+    let completions = json!({ "completions": completions });
+    let body = http
+        .post_expecting("completions", 200, "/v1/completions", token, &completions)
         .await?;
-    if status != 200 {
-        bail!("completions answered {status}: {body}");
-    }
     let results = body["results"].as_array().context("results missing")?;
     if results.len() != leases.len() || results.iter().any(|r| r["status"] != 200) {
         bail!("a completion of the batch was refused: {body}");
@@ -173,45 +139,43 @@ pub(crate) async fn batch(
             tokio::spawn(async move {
                 use std::sync::atomic::Ordering;
                 let worker_id = format!("bench-batch-{w}");
-                let (mut errors, mut first_error, mut dry) = (0u64, None, false);
                 let (mut lease_lat, mut complete_lat) = (Vec::new(), Vec::new());
-                let mut held = None;
+                let (mut held, mut tally) = (None, Tally::default());
                 while Instant::now() < deadline && done.load(Ordering::Relaxed) < items {
                     let answer = if completing.lease_next {
                         round_leasing_next(&http, &token, &worker_id, completing, &mut held).await
                     } else {
                         round(&http, &token, &worker_id, batch, completing).await
                     };
-                    match answer {
-                        Ok((0, _, _)) => {
-                            dry = true;
-                            break;
-                        }
-                        Ok((n, lease, complete)) => {
+                    let round = answer.map(|(n, lease, complete)| {
+                        if n > 0 {
                             done.fetch_add(n, Ordering::Relaxed);
                             lease_lat.push(lease);
                             complete_lat.push(complete);
                         }
-                        Err(e) => {
-                            errors += 1;
-                            first_error.get_or_insert_with(|| format!("{e:#}"));
-                        }
+                        n > 0
+                    });
+                    if !tally.go_on_after(round) {
+                        break;
                     }
                 }
-                (errors, first_error, dry, lease_lat, complete_lat)
+                (tally, lease_lat, complete_lat)
             })
         })
         .collect();
-    let (mut errors, mut first_error, mut dry) = (0, None, false);
+    let mut tally = Tally::default();
     let (mut lease_lat, mut complete_lat) = (Vec::new(), Vec::new());
     for t in tasks {
-        let (e, fe, d, l, c) = t.await?;
-        errors += e;
-        first_error = first_error.or(fe);
-        dry |= d;
+        let (worker, l, c) = t.await?;
+        tally.add(worker);
         lease_lat.extend(l);
         complete_lat.extend(c);
     }
+    let Tally {
+        errors,
+        first_error,
+        ran_dry: dry,
+    } = tally;
     let seconds = start.elapsed().as_secs_f64();
     let completed = done.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use muster_app::Muster;
 use muster_app::views::{CompleteRequest, EnqueueRequest};
 use muster_domain::{Kind, LeaseId, Principal, Priority};
@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::http::{Http, percentiles, ratio};
 use crate::results::{Cycles, CyclesRun, CyclesSide};
+use crate::rounds::Tally;
 use crate::{Target, backlog};
 
 const TRAWL: Principal = Principal::Worker(Kind::Trawl);
@@ -37,33 +38,14 @@ impl Mode {
         let t0 = Instant::now();
         match self {
             Mode::Http { http, token } => {
-                let (status, body) = http
-                    .post(
-                        "/v1/leases",
-                        token,
-                        &json!({"worker_id": worker_id, "wait_ms": 0}),
-                        None,
-                    )
-                    .await?;
+                let granted = http.lease_now(token, worker_id).await?;
                 let lease = t0.elapsed();
-                match status {
-                    200 => {}
-                    204 => return Ok(None),
-                    _ => bail!("lease answered {status}: {body}"),
-                }
+                let Some(body) = granted else {
+                    return Ok(None);
+                };
                 let id = body["lease_id"].as_str().context("lease_id missing")?;
                 let t1 = Instant::now();
-                let (status, body) = http
-                    .post(
-                        &format!("/v1/leases/{id}/complete"),
-                        token,
-                        &json!({"result": {}}),
-                        None,
-                    )
-                    .await?;
-                if status != 200 {
-                    bail!("complete answered {status}: {body}");
-                }
+                http.complete(token, id, &json!({"result": {}})).await?;
                 Ok(Some((lease, t1.elapsed())))
             }
             Mode::InProcess(muster) => {
@@ -92,9 +74,7 @@ impl Mode {
 
 struct RunResult {
     cycles: u64,
-    errors: u64,
-    first_error: Option<String>,
-    ran_dry: bool,
+    tally: Tally,
     elapsed: Duration,
     lease: Vec<Duration>,
     complete: Vec<Duration>,
@@ -108,56 +88,40 @@ async fn run_cycles(mode: &Mode, workers: usize, length: Duration) -> RunResult 
             let mode = mode.clone();
             tokio::spawn(async move {
                 let worker_id = format!("bench-{}-{w}", mode.name());
-                let mut lease = Vec::new();
-                let mut complete = Vec::new();
-                let mut errors = 0u64;
-                let mut first_error = None;
-                let mut dry = false;
+                let (mut lease, mut complete, mut tally) =
+                    (Vec::new(), Vec::new(), Tally::default());
                 while Instant::now() < deadline {
-                    match mode.cycle(&worker_id).await {
-                        Ok(Some((l, c))) => {
+                    let round = mode.cycle(&worker_id).await.map(|latencies| {
+                        if let Some((l, c)) = latencies {
                             lease.push(l);
                             complete.push(c);
                         }
-                        Ok(None) => {
-                            dry = true;
-                            break;
-                        }
-                        Err(e) => {
-                            errors += 1;
-                            first_error.get_or_insert_with(|| format!("{e:#}"));
-                        }
+                        latencies.is_some()
+                    });
+                    if !tally.go_on_after(round) {
+                        break;
                     }
                 }
-                (lease, complete, errors, first_error, dry)
+                (lease, complete, tally)
             })
         })
         .collect();
     let mut result = RunResult {
         cycles: 0,
-        errors: 0,
-        first_error: None,
-        ran_dry: false,
+        tally: Tally::default(),
         elapsed: Duration::ZERO,
         lease: Vec::new(),
         complete: Vec::new(),
     };
     for task in tasks {
         match task.await {
-            Ok((l, c, e, fe, dry)) => {
+            Ok((l, c, tally)) => {
                 result.cycles += l.len() as u64;
                 result.lease.extend(l);
                 result.complete.extend(c);
-                result.errors += e;
-                if result.first_error.is_none() {
-                    result.first_error = fe;
-                }
-                result.ran_dry |= dry;
+                result.tally.add(tally);
             }
-            Err(e) => {
-                result.errors += 1;
-                result.first_error.get_or_insert_with(|| e.to_string());
-            }
+            Err(e) => result.tally.failed(e.to_string()),
         }
     }
     result.elapsed = start.elapsed();
@@ -265,10 +229,10 @@ pub(crate) async fn cycles(
                 complete: percentiles(r.complete),
                 cycles: r.cycles,
                 cycles_per_s: Some((rate * 10.0).round() / 10.0),
-                errors: r.errors,
-                first_error: r.first_error,
+                errors: r.tally.errors,
+                first_error: r.tally.first_error,
                 lease: percentiles(r.lease),
-                ran_dry: r.ran_dry,
+                ran_dry: r.tally.ran_dry,
                 seconds: (r.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
             };
             match mode {

@@ -187,14 +187,8 @@ async fn phase(p: &Phase<'_>, subscribers: usize) -> Result<FeedRun> {
     for _ in 0..p.enqueues {
         tick.tick().await;
         let t0 = Instant::now();
-        let (status, answer) = p
-            .http
-            .post("/v1/items", p.operator_token, &body, None)
-            .await?;
+        let answer = p.http.enqueue(p.operator_token, &body).await?;
         let t1 = Instant::now();
-        if status != 201 {
-            bail!("enqueue answered {status}: {answer}");
-        }
         let id = answer["item_id"]
             .as_str()
             .context("item_id missing")?

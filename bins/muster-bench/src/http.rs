@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::results::Percentiles;
 
@@ -46,11 +46,22 @@ impl Http {
             req = req.header("x-client-ip", ip);
         }
         let req = req.body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
-        let resp = self
-            .client
-            .request(req)
-            .await
-            .with_context(|| format!("POST {path}"))?;
+        self.send(req).await.with_context(|| format!("POST {path}"))
+    }
+
+    /// GETs a path; returns the status and the parsed body (`Null` when empty).
+    pub(crate) async fn get(&self, path: &str, token: &str) -> Result<(u16, Value)> {
+        let req = hyper::Request::builder()
+            .method(hyper::Method::GET)
+            .uri(format!("{}{path}", self.base))
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+            .body(Full::new(Bytes::new()))?;
+        self.send(req).await.with_context(|| format!("GET {path}"))
+    }
+
+    /// Sends a request; returns the status and the parsed body (`Null` when empty or not JSON).
+    async fn send(&self, req: hyper::Request<Full<Bytes>>) -> Result<(u16, Value)> {
+        let resp = self.client.request(req).await?;
         let status = resp.status().as_u16();
         let bytes = resp.into_body().collect().await?.to_bytes();
         let value = if bytes.is_empty() {
@@ -61,26 +72,46 @@ impl Http {
         Ok((status, value))
     }
 
-    /// GETs a path; returns the status and the parsed body (`Null` when empty).
-    pub(crate) async fn get(&self, path: &str, token: &str) -> Result<(u16, Value)> {
-        let req = hyper::Request::builder()
-            .method(hyper::Method::GET)
-            .uri(format!("{}{path}", self.base))
-            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
-            .body(Full::new(Bytes::new()))?;
-        let resp = self
-            .client
-            .request(req)
+    /// `POST /v1/leases` for one lease without waiting: the grant, `None` when the queue was
+    /// empty (204); any other answer is an error.
+    pub(crate) async fn lease_now(&self, token: &str, worker_id: &str) -> Result<Option<Value>> {
+        let body = json!({"worker_id": worker_id, "wait_ms": 0});
+        let (status, body) = self.post("/v1/leases", token, &body, None).await?;
+        match status {
+            200 => Ok(Some(body)),
+            204 => Ok(None),
+            _ => bail!("lease answered {status}: {body}"),
+        }
+    }
+
+    /// POSTs JSON and answers the parsed body, unless the status is not `expected`: then the
+    /// error says `<what> answered <status>: <body>`.
+    pub(crate) async fn post_expecting(
+        &self,
+        what: &str,
+        expected: u16,
+        path: &str,
+        token: &str,
+        body: &Value,
+    ) -> Result<Value> {
+        let (status, body) = self.post(path, token, body, None).await?;
+        if status != expected {
+            bail!("{what} answered {status}: {body}");
+        }
+        Ok(body)
+    }
+
+    /// `POST /v1/leases/{id}/complete` with `body`; the answer, unless it is not a 200.
+    pub(crate) async fn complete(&self, token: &str, id: &str, body: &Value) -> Result<Value> {
+        let path = format!("/v1/leases/{id}/complete");
+        self.post_expecting("complete", 200, &path, token, body)
             .await
-            .with_context(|| format!("GET {path}"))?;
-        let status = resp.status().as_u16();
-        let bytes = resp.into_body().collect().await?.to_bytes();
-        let value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-        };
-        Ok((status, value))
+    }
+
+    /// `POST /v1/items` (as the operator); the answer, unless it is not a 201.
+    pub(crate) async fn enqueue(&self, token: &str, item: &Value) -> Result<Value> {
+        self.post_expecting("enqueue", 201, "/v1/items", token, item)
+            .await
     }
 }
 

@@ -24,6 +24,7 @@ mod lab;
 mod pickup;
 mod report;
 mod results;
+mod rounds;
 mod spam;
 
 use std::ffi::OsString;

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use muster_app::views::{CompleteRequest, EnqueueRequest};
 use muster_domain::{Kind, LeaseId, Principal, Priority};
 use serde_json::json;
@@ -85,12 +85,7 @@ pub(crate) async fn pickup(
         });
         tokio::time::sleep(settle).await;
         let t0 = Instant::now();
-        let (status, body) = http
-            .post("/v1/items", operator_token, &enqueue_body, None)
-            .await?;
-        if status != 201 {
-            bail!("enqueue answered {status}: {body}");
-        }
+        http.enqueue(operator_token, &enqueue_body).await?;
         let (r, t1) = waiter.await?;
         let (status, body) = r?;
         if status == 200 {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use serde_json::{Value, json};
 
 use crate::http::{Http, percentiles, ratio};
@@ -17,12 +17,9 @@ fn client_ip(i: usize) -> String {
 }
 
 async fn challenge(http: &Http, token: &str) -> Result<(String, u8)> {
-    let (status, body) = http
-        .post("/v1/edits/challenge", token, &json!({}), None)
+    let body = http
+        .post_expecting("challenge", 200, "/v1/edits/challenge", token, &json!({}))
         .await?;
-    if status != 200 {
-        bail!("challenge answered {status}: {body}");
-    }
     let c = body["challenge"]
         .as_str()
         .context("challenge missing")?

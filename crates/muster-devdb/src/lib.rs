@@ -13,16 +13,31 @@
 //! detached `sh` watchdog that waits for the owning process to disappear (even
 //! through `SIGKILL`, or a test binary exiting without running destructors)
 //! and then kills the postmaster with `SIGQUIT` and removes the directory.
+//!
+//! Around a cluster, the local runs (`cargo xtask`, the benchmark lab) share the helpers of
+//! `process.rs`, re-exported here: a titled step, `psql`, a free port, a child process stopped
+//! on every way out, and waiting for a server's HTTP port to answer 200; and of `tokens.rs`:
+//! development tokens and the token file `muster serve --tokens` reads.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::net::TcpListener;
+mod error;
+mod host;
+mod process;
+mod tokens;
+
+pub use error::DevDbError;
+pub use host::find_bin;
+use host::{
+    Account, cluster_account, create_base_dir, describe_output, is_executable, log_tail, read_from,
+};
+pub use process::{Probe, Proc, banner, free_port, psql, psql_query, step, wait_for_200};
+pub use tokens::{DevTokens, new_token};
+
+use std::fs::{self, OpenOptions};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The superuser name given to `initdb -U`; also the user in [`TempCluster::url`].
 pub const SUPERUSER: &str = "postgres";
@@ -33,18 +48,12 @@ const HOST: &str = "127.0.0.1";
 /// How many free ports are tried when the chosen one was taken in the meantime.
 const PORT_ATTEMPTS: usize = 5;
 
-/// How many trailing lines of the server log go into an error.
-const LOG_TAIL_LINES: usize = 40;
-
 /// Seconds `pg_ctl` waits for start and stop.
 const PG_CTL_TIMEOUT_SECS: &str = "60";
 
 /// Name of the settings file written into the data directory and included
 /// from `postgresql.conf`.
 const SETTINGS_FILE: &str = "muster-devdb.conf";
-
-/// Distinguishes clusters created by one process.
-static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Watchdog run by `/bin/sh -c`; `$1` = pid to watch, `$2` = data directory,
 /// `$3` = directory to remove. It ignores the terminal's SIGINT/SIGHUP (it also
@@ -62,68 +71,6 @@ if [ -n "$pm" ] && kill -QUIT "$pm" 2>/dev/null; then
 fi
 rm -rf "$3"
 "#;
-
-/// Everything that can go wrong while managing a [`TempCluster`].
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum DevDbError {
-    /// A PostgreSQL program is not installed.
-    #[error(
-        "PostgreSQL program `{0}` not found on PATH nor in /usr/lib/postgresql/*/bin \
-         (install PostgreSQL, e.g. `apt-get install postgresql`)"
-    )]
-    BinaryNotFound(String),
-    /// Running as root but there is no `postgres` account to run the cluster as.
-    #[error(
-        "running as root, but /etc/passwd has no `postgres` account to run PostgreSQL as \
-         (create it: useradd --system --no-create-home --shell /usr/sbin/nologin postgres)"
-    )]
-    NoPostgresAccount,
-    /// A file-system or process operation failed.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The underlying error.
-        #[source]
-        source: io::Error,
-    },
-    /// `initdb` failed; `output` holds what it printed.
-    #[error("initdb failed:\n{output}")]
-    Initdb {
-        /// Captured stdout and stderr of every attempt.
-        output: String,
-    },
-    /// The server did not start.
-    #[error("PostgreSQL did not start: {detail}\n--- last lines of {log} ---\n{log_tail}")]
-    Start {
-        /// `pg_ctl`'s exit status and output.
-        detail: String,
-        /// The server log file.
-        log: String,
-        /// The last lines of the server log.
-        log_tail: String,
-    },
-    /// The server did not stop.
-    #[error("PostgreSQL did not stop: {detail}\n--- last lines of {log} ---\n{log_tail}")]
-    Stop {
-        /// `pg_ctl`'s exit status and output.
-        detail: String,
-        /// The server log file.
-        log: String,
-        /// The last lines of the server log.
-        log_tail: String,
-    },
-}
-
-impl DevDbError {
-    fn io(context: impl Into<String>, source: io::Error) -> Self {
-        DevDbError::Io {
-            context: context.into(),
-            source,
-        }
-    }
-}
 
 /// How a [`TempCluster`] is configured.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,13 +115,6 @@ impl StopMode {
             StopMode::Immediate => "immediate",
         }
     }
-}
-
-/// The unprivileged account the cluster runs as when we are root.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Account {
-    uid: u32,
-    gid: u32,
 }
 
 /// A private, throwaway PostgreSQL cluster. Dropping it stops the server
@@ -247,6 +187,12 @@ impl TempCluster {
     /// `postgresql://postgres@127.0.0.1:54321/postgres` (trust authentication).
     pub fn url(&self, database: &str) -> String {
         format!("postgresql://{SUPERUSER}@{HOST}:{}/{database}", self.port)
+    }
+
+    /// Creates database `name` (with psql, as the superuser) and answers its [`Self::url`].
+    pub fn create_database(&self, name: &str) -> Result<String, DevDbError> {
+        psql(&self.url(SUPERUSER), &format!("create database {name}"))?;
+        Ok(self.url(name))
     }
 
     /// The cluster's data directory.
@@ -500,190 +446,5 @@ struct StartFailure {
     port_in_use: bool,
 }
 
-/// Finds a PostgreSQL program: on `PATH` first, then in
-/// `/usr/lib/postgresql/<version>/bin`, highest version first.
-pub fn find_bin(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        let path = PathBuf::from(name);
-        return is_executable(&path).then_some(path);
-    }
-    if let Some(path) = std::env::var_os("PATH") {
-        for dir in std::env::split_paths(&path) {
-            let candidate = dir.join(name);
-            if is_executable(&candidate) {
-                return Some(candidate);
-            }
-        }
-    }
-    let mut versions: Vec<(Vec<u64>, PathBuf)> = fs::read_dir("/usr/lib/postgresql")
-        .ok()?
-        .filter_map(Result::ok)
-        .filter_map(|entry| {
-            let key = version_key(&entry.file_name().to_string_lossy())?;
-            Some((key, entry.path().join("bin").join(name)))
-        })
-        .collect();
-    versions.sort_by(|a, b| b.0.cmp(&a.0));
-    versions
-        .into_iter()
-        .map(|(_, path)| path)
-        .find(|path| is_executable(path))
-}
-
-/// `"15"` → `[15]`, `"9.6"` → `[9, 6]`; anything else is not a version.
-fn version_key(name: &str) -> Option<Vec<u64>> {
-    name.split('.').map(|part| part.parse().ok()).collect()
-}
-
-fn is_executable(path: &Path) -> bool {
-    fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
-}
-
-/// The account the cluster must run as: `postgres` when we are root, else ourselves.
-fn cluster_account() -> Result<Option<Account>, DevDbError> {
-    if effective_uid() != Some(0) {
-        return Ok(None);
-    }
-    let passwd =
-        fs::read_to_string("/etc/passwd").map_err(|e| DevDbError::io("reading /etc/passwd", e))?;
-    account_from_passwd(&passwd, "postgres")
-        .map(Some)
-        .ok_or(DevDbError::NoPostgresAccount)
-}
-
-fn account_from_passwd(passwd: &str, user: &str) -> Option<Account> {
-    passwd.lines().find_map(|line| {
-        let mut fields = line.split(':');
-        if fields.next()? != user {
-            return None;
-        }
-        let _password = fields.next()?;
-        let uid = fields.next()?.trim().parse().ok()?;
-        let gid = fields.next()?.trim().parse().ok()?;
-        Some(Account { uid, gid })
-    })
-}
-
-/// The effective uid, from `/proc/self/status`, else from `id -u`.
-fn effective_uid() -> Option<u32> {
-    if let Ok(status) = fs::read_to_string("/proc/self/status") {
-        let uid = status
-            .lines()
-            .find_map(|line| line.strip_prefix("Uid:"))
-            .and_then(|rest| rest.split_whitespace().nth(1))
-            .and_then(|euid| euid.parse().ok());
-        if uid.is_some() {
-            return uid;
-        }
-    }
-    let output = Command::new("id").arg("-u").output().ok()?;
-    String::from_utf8_lossy(&output.stdout).trim().parse().ok()
-}
-
-/// Creates `<tmp>/muster-pg-<pid>-<counter>-<nanos>`.
-fn create_base_dir() -> Result<PathBuf, DevDbError> {
-    let tmp = std::env::temp_dir();
-    loop {
-        let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0);
-        let dir = tmp.join(format!(
-            "muster-pg-{}-{counter}-{nanos}",
-            std::process::id()
-        ));
-        match fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(DevDbError::io(format!("creating {}", dir.display()), e)),
-        }
-    }
-}
-
-fn free_port() -> Result<u16, DevDbError> {
-    let listener = TcpListener::bind((HOST, 0))
-        .map_err(|e| DevDbError::io("binding 127.0.0.1:0 to find a free port", e))?;
-    listener
-        .local_addr()
-        .map(|addr| addr.port())
-        .map_err(|e| DevDbError::io("reading the free port", e))
-}
-
-fn describe_output(output: &Output) -> String {
-    let mut text = format!("exit status {}", output.status);
-    for stream in [&output.stdout, &output.stderr] {
-        let s = String::from_utf8_lossy(stream);
-        let s = s.trim();
-        if !s.is_empty() {
-            text.push('\n');
-            text.push_str(s);
-        }
-    }
-    text
-}
-
-/// The log from byte `offset` on (lossy; at most the last 64 KiB).
-fn read_from(path: &Path, offset: u64) -> String {
-    const MAX: u64 = 64 * 1024;
-    let Ok(mut file) = File::open(path) else {
-        return String::new();
-    };
-    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let start = offset.max(len.saturating_sub(MAX)).min(len);
-    let mut bytes = Vec::new();
-    if file.seek(SeekFrom::Start(start)).is_err() || file.read_to_end(&mut bytes).is_err() {
-        return String::new();
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// The last lines of the log written since `offset` (or of the whole log if
-/// nothing was written since).
-fn log_tail(path: &Path, offset: u64) -> String {
-    let mut text = read_from(path, offset);
-    if text.trim().is_empty() {
-        text = read_from(path, 0);
-    }
-    let lines: Vec<&str> = text.lines().collect();
-    let tail = lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n");
-    if tail.trim().is_empty() {
-        "(empty)".to_owned()
-    } else {
-        tail
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_postgres_account_from_passwd() {
-        let passwd = "root:x:0:0:root:/root:/bin/bash\n\
-                      postgres:x:101:104:PostgreSQL administrator,,,:/var/lib/postgresql:/bin/bash\n";
-        assert_eq!(
-            account_from_passwd(passwd, "postgres"),
-            Some(Account { uid: 101, gid: 104 })
-        );
-        assert_eq!(account_from_passwd(passwd, "nobody"), None);
-    }
-
-    #[test]
-    fn orders_postgresql_versions_numerically() {
-        let mut keys = vec![version_key("9.6"), version_key("15"), version_key("10")];
-        keys.sort();
-        assert_eq!(keys, vec![Some(vec![9, 6]), Some(vec![10]), Some(vec![15])]);
-        assert_eq!(version_key("common"), None);
-    }
-
-    #[test]
-    fn options_default_to_fast_and_roomy() {
-        let options = ClusterOptions::default();
-        assert!(!options.fsync);
-        assert_eq!(options.max_connections, 200);
-        assert_eq!(options.log_to, None);
-    }
-}
+mod tests;

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
+use muster_devdb::{
+    ClusterOptions, DevDbError, SUPERUSER, StopMode, TempCluster, psql, psql_query,
+};
 
 /// Runs `select 1` over TCP with psql and returns what it printed.
 fn select_one(cluster: &TempCluster) -> Result<String, String> {
@@ -13,19 +15,7 @@ fn select_one(cluster: &TempCluster) -> Result<String, String> {
 
 /// Runs `sql` over TCP with psql and returns what it printed.
 fn query(cluster: &TempCluster, sql: &str) -> Result<String, String> {
-    let psql = find_bin("psql").expect("psql is installed");
-    let output = Command::new(psql)
-        .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d"])
-        .arg(cluster.url("postgres"))
-        .args(["-c", sql])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| e.to_string())?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
-    } else {
-        Err(String::from_utf8_lossy(&output.stderr).into_owned())
-    }
+    psql_query(&cluster.url(SUPERUSER), sql).map_err(|e| e.to_string())
 }
 
 /// The directory holding the data directory (what `Drop` removes).
@@ -168,5 +158,24 @@ fn killed_owner_leaves_no_postmaster_behind() {
         "the cluster directory to be removed",
         Duration::from_secs(30),
         || !base.exists(),
+    );
+}
+
+#[test]
+fn databases_are_created_and_queried_with_psql() {
+    let cluster = TempCluster::start().expect("cluster starts");
+    let url = cluster.create_database("made_here").expect("created");
+    assert_eq!(url, cluster.url("made_here"));
+    psql(&url, "create table t (a int, b text)").expect("a statement runs");
+    psql(&url, "insert into t values (1, 'x y'), (2, '')").expect("a statement runs");
+    assert_eq!(
+        psql_query(&url, "select a, b from t order by a").expect("a query runs"),
+        "1\tx y\n2\t",
+        "rows by line, fields by tab, the last line's empty field kept"
+    );
+    let error = psql(&url, "select * from missing").expect_err("no such table");
+    assert!(
+        matches!(&error, DevDbError::Psql { stderr, .. } if stderr.contains("missing")),
+        "{error}"
     );
 }

@@ -399,21 +399,13 @@ fn draw_rates(rgb: &mut [u8], spec: &RateChart<'_>) -> Result<()> {
 
     let plot = chart.plotting_area().get_pixel_range();
     let covers = legend_covers_data(spec, |x, v| chart.backend_coord(&(x, v)), plot);
-    chart
-        .configure_series_labels()
-        // Top left, above a rising chart's lines, unless it would cover one of them.
-        .position(if covers {
-            SeriesLabelPosition::LowerRight
-        } else {
-            SeriesLabelPosition::UpperLeft
-        })
-        .margin(14)
-        .label_font(font(15))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK.mix(0.3))
-        .draw()?;
-    area.present()?;
-    Ok(())
+    // Top left, above a rising chart's lines, unless it would cover one of them.
+    let legend = if covers {
+        SeriesLabelPosition::LowerRight
+    } else {
+        SeriesLabelPosition::UpperLeft
+    };
+    legend_and_present(&mut chart, &area, legend)
 }
 
 /// Grouped bars: per group, HTTP then in-process; the light bar reaches p99, the solid one p50.
@@ -520,9 +512,18 @@ fn draw_latency(rgb: &mut [u8], groups: &[LatencyGroup], note: &str) -> Result<(
         }
     }
 
+    legend_and_present(&mut chart, &area, SeriesLabelPosition::UpperLeft)
+}
+
+/// Draws the chart's legend at `position`, in the style every chart shares, and presents the page.
+fn legend_and_present<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, Canvas<'a>, CT>,
+    area: &DrawingArea<Canvas<'a>, Shift>,
+    position: SeriesLabelPosition,
+) -> Result<()> {
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(position)
         .margin(14)
         .label_font(font(15))
         .background_style(WHITE.mix(0.9))

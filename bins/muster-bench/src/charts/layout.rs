@@ -110,7 +110,7 @@ pub(super) fn legend_height(spec: &RateChart<'_>) -> i32 {
 }
 
 /// The legend's width in px, estimated from its longest label (about 6.6 px per character at
-/// the legend's 15 px, a reference line's label followed by ": <rate>") plus the swatch and
+/// the legend's 15 px, a reference line's label followed by `": <rate>"`) plus the swatch and
 /// margins.
 fn legend_width(spec: &RateChart<'_>) -> i32 {
     let longest = spec

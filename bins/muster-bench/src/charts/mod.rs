@@ -21,7 +21,7 @@
 //! in-process side is optional).
 //!
 //! This module and [`layout`] are plain data and arithmetic, tested in every build. The drawing
-//! ([`draw`]: plotters, png, ab_glyph) is behind the `charts` cargo feature, so that the
+//! (`draw.rs`: plotters, png, ab_glyph) is behind the `charts` cargo feature, so that the
 //! workspace's test build does not compile it; `cargo xtask charts` and `cargo xtask bench`
 //! turn it on.
 

@@ -32,8 +32,44 @@ pub(crate) struct FloorRun {
     done: &'static str,
 }
 
+impl FloorRun {
+    /// This run of `script` (bins/muster-bench/sql/`file`), named `name`.
+    const fn running(self, name: &'static str, file: &'static str, script: &'static str) -> Self {
+        FloorRun {
+            name,
+            file,
+            script,
+            ..self
+        }
+    }
+}
+
 /// How the scripts on Muster's tables count finished items.
 const CORE_DONE: &str = "SELECT count(*) FROM core.items WHERE state = 'done'";
+
+/// A floor run of batches on Muster's tables: the batching runs' 16 workers, largest batch
+/// (128) and items, in the simple protocol; the runs below name their script.
+const BATCHED: FloorRun = FloorRun {
+    name: "",
+    file: "",
+    script: "",
+    clients: 16,
+    batch: 128,
+    items: super::BATCH_ITEMS,
+    prepared: false,
+    setup: None,
+    done: CORE_DONE,
+};
+
+/// A run of one item per transaction on Muster's tables at 16 clients, with prepared
+/// statements; the runs below name their script.
+const SINGLE: FloorRun = FloorRun {
+    clients: 16,
+    batch: 1,
+    items: 16_000,
+    prepared: true,
+    ..BATCHED
+};
 
 /// The SQL floor: Muster's rows in batches of 128 (the batching runs' 16 workers and largest
 /// batch), and a bare queue's rows the same way; then the single-item ceiling: Muster's rows
@@ -42,78 +78,52 @@ const CORE_DONE: &str = "SELECT count(*) FROM core.items WHERE state = 'done'";
 /// with prepared statements (in the simple protocol pgbench would parse and plan every
 /// statement of every item, and measure that more than the rows).
 pub(crate) const FLOOR_RUNS: [FloorRun; 4] = [
+    BATCHED.running(
+        "full",
+        "floor-full.sql",
+        include_str!("../../sql/floor-full.sql"),
+    ),
+    BATCHED.running(
+        "bare",
+        "floor-bare.sql",
+        include_str!("../../sql/floor-bare.sql"),
+    ),
+    SINGLE.running(
+        "single-16",
+        "ceiling-single.sql",
+        include_str!("../../sql/ceiling-single.sql"),
+    ),
     FloorRun {
-        name: "full",
-        file: "floor-full.sql",
-        script: include_str!("../../sql/floor-full.sql"),
-        clients: 16,
-        batch: 128,
-        items: super::BATCH_ITEMS,
-        prepared: false,
-        setup: None,
-        done: CORE_DONE,
-    },
-    FloorRun {
-        name: "bare",
-        file: "floor-bare.sql",
-        script: include_str!("../../sql/floor-bare.sql"),
-        clients: 16,
-        batch: 128,
-        items: super::BATCH_ITEMS,
-        prepared: false,
-        setup: None,
-        done: CORE_DONE,
-    },
-    FloorRun {
-        name: "single-16",
-        file: "ceiling-single.sql",
-        script: include_str!("../../sql/ceiling-single.sql"),
-        clients: 16,
-        batch: 1,
-        items: 16_000,
-        prepared: true,
-        setup: None,
-        done: CORE_DONE,
-    },
-    FloorRun {
-        name: "single-64",
-        file: "ceiling-single.sql",
-        script: include_str!("../../sql/ceiling-single.sql"),
         clients: 64,
-        batch: 1,
         items: 19_200,
-        prepared: true,
-        setup: None,
-        done: CORE_DONE,
-    },
+        ..SINGLE
+    }
+    .running(
+        "single-64",
+        "ceiling-single.sql",
+        include_str!("../../sql/ceiling-single.sql"),
+    ),
 ];
 
 /// The issue's own single-item script at 16 clients, the baseline its 4,000 cycles/s target was
 /// set against, on Muster's tables and on the lightest tables it could have run on (the issue
 /// does not say); measured just before and just after the 64-worker drain of the target phase.
 pub(crate) const ISSUE_RUNS: [FloorRun; 2] = [
+    SINGLE.running(
+        "issue-16",
+        "issue-single.sql",
+        include_str!("../../sql/issue-single.sql"),
+    ),
     FloorRun {
-        name: "issue-16",
-        file: "issue-single.sql",
-        script: include_str!("../../sql/issue-single.sql"),
-        clients: 16,
-        batch: 1,
-        items: 16_000,
-        prepared: true,
-        setup: None,
-        done: CORE_DONE,
-    },
-    FloorRun {
-        name: "issue-minimal-16",
-        file: "issue-minimal.sql",
-        script: include_str!("../../sql/issue-minimal.sql"),
-        clients: 16,
-        batch: 1,
-        items: 16_000,
-        prepared: true,
         setup: Some(include_str!("../../sql/issue-minimal-setup.sql")),
         done: "SELECT count(*) FROM minimal.queue WHERE state = 'done'",
-    },
+        ..SINGLE
+    }
+    .running(
+        "issue-minimal-16",
+        "issue-minimal.sql",
+        include_str!("../../sql/issue-minimal.sql"),
+    ),
 ];
 
 /// Runs one SQL-floor script with pgbench (as many transactions per client as `run.items`

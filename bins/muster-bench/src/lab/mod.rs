@@ -17,14 +17,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use muster_devdb::{ClusterOptions, TempCluster};
+use muster_devdb::{ClusterOptions, DevTokens, TempCluster};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use self::floor::{BLOAT_CYCLES, FLOOR_RUNS, FloorRun, ISSUE_RUNS, sql_floor, table_sizes};
 use self::procs::{
     ServeArgs, banner, free_listen, machine, memory, migrated_database, muster_bench, on_cluster,
-    psql, wait_healthy, wait_queues, write_json, write_tokens,
+    psql, wait_healthy, wait_queues, write_json,
 };
 use crate::report::{Suite, TARGET_BACKLOG, render};
 use crate::results::{
@@ -94,23 +94,23 @@ impl Runner<'_> {
     fn run<T: DeserializeOwned>(&self, name: &str, args: &[&str]) -> Result<T> {
         muster_bench(self.env, self.out, name, args)
     }
+
+    /// `muster-bench backlog-fill`: the trawl queue of the database at `url` topped up to `to`.
+    fn fill(&self, name: &str, url: &str, to: u64) -> Result<BacklogFill> {
+        let to = to.to_string();
+        self.run(name, &["backlog-fill", "--database-url", url, "--to", &to])
+    }
 }
 
 fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     let url = migrated_database(cluster, muster, "muster_bench")?;
 
     let tokens_path = out.join("tokens.json");
-    let tokens = write_tokens(
+    let tokens = DevTokens::write(
         &tokens_path,
-        &["operator", "conn", "worker:trawl", "worker:sextant"],
+        ["operator", "conn", "worker:trawl", "worker:sextant"],
     )?;
-    let token = |p: &str| {
-        tokens
-            .iter()
-            .find(|(q, _)| q == p)
-            .map(|(_, t)| t.clone())
-            .unwrap_or_default()
-    };
+    let token = |p: &str| tokens.token(p).unwrap_or_default().to_owned();
     let ownership_path = out.join("ownership_map.json");
     std::fs::write(
         &ownership_path,
@@ -120,12 +120,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
 
     // History (and nothing queued) before the server starts: seeded under a running server, its
     // live feed would count the seeded ledger rows as transitions.
-    muster_bench::<BacklogFill>(
-        &[],
-        out,
-        "history-fill",
-        &["backlog-fill", "--database-url", &url, "--to", "0"],
-    )?;
+    Runner { env: &[], out }.fill("history-fill", &url, 0)?;
 
     let listen = free_listen()?;
     let base = format!("http://{listen}");
@@ -166,11 +161,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     };
     let mut backlog = Vec::new();
     for size in BACKLOG_SIZES {
-        let to = size.to_string();
-        let fill: BacklogFill = runner.run(
-            &format!("backlog-fill-{size}"),
-            &["backlog-fill", "--database-url", &backlog_url, "--to", &to],
-        )?;
+        let fill = runner.fill(&format!("backlog-fill-{size}"), &backlog_url, size)?;
         let log_path = out.join(format!("server-backlog-{size}.log"));
         let started = Instant::now();
         let mut server = serve.spawn(&log_path)?;
@@ -195,11 +186,8 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     };
     let mut batches = Vec::new();
     for (size, lease_next, next, seconds) in BATCH_RUNS {
+        runner.fill(&format!("batch-fill-{size}"), &batch_url, BATCH_ITEMS)?;
         let items = BATCH_ITEMS.to_string();
-        runner.run::<BacklogFill>(
-            &format!("batch-fill-{size}"),
-            &["backlog-fill", "--database-url", &batch_url, "--to", &items],
-        )?;
         let name = match (lease_next, next) {
             (true, _) => format!("{size}-lease-next"),
             (false, true) => format!("{size}-next"),
@@ -246,11 +234,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
                 psql(url, sql)?;
             }
         } else {
-            let items = BATCH_ITEMS.to_string();
-            runner.run::<BacklogFill>(
-                &format!("{phase}-fill-{}", run.name),
-                &["backlog-fill", "--database-url", url, "--to", &items],
-            )?;
+            runner.fill(&format!("{phase}-fill-{}", run.name), url, BATCH_ITEMS)?;
         }
         sql_floor(url, run, out, phase)
     };
@@ -266,17 +250,8 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     // again in reverse order. The scripts on a database of their own; the drain on a fresh
     // server whose queue (and history) was filled before it started.
     let target_url = migrated_database(cluster, muster, "muster_target")?;
+    runner.fill("target-fill", &target_url, TARGET_BACKLOG)?;
     let target_items = TARGET_BACKLOG.to_string();
-    runner.run::<BacklogFill>(
-        "target-fill",
-        &[
-            "backlog-fill",
-            "--database-url",
-            &target_url,
-            "--to",
-            &target_items,
-        ],
-    )?;
     let serve_target = ServeArgs {
         url: &target_url,
         ..serve
@@ -335,33 +310,15 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     let mut server = serve.spawn(&out.join("server-bloat.log"))?;
     wait_healthy(&listen, &mut server)?;
     let single = |name: &str| -> Result<BatchRun> {
-        runner.run::<BacklogFill>(
-            &format!("bloat-fill-{name}"),
-            &[
-                "backlog-fill",
-                "--database-url",
-                &bloat_url,
-                "--to",
-                "40000",
-            ],
-        )?;
+        runner.fill(&format!("bloat-fill-{name}"), &bloat_url, 40_000)?;
         runner.run(
             &format!("bloat-{name}"),
             &["batch", "--url", &base, "--batch", "1", "--seconds", "10"],
         )
     };
     let before = single("start")?;
+    runner.fill("bloat-fill-cycles", &bloat_url, BLOAT_CYCLES)?;
     let bloat_cycles = BLOAT_CYCLES.to_string();
-    runner.run::<BacklogFill>(
-        "bloat-fill-cycles",
-        &[
-            "backlog-fill",
-            "--database-url",
-            &bloat_url,
-            "--to",
-            &bloat_cycles,
-        ],
-    )?;
     let pushed: BatchRun = runner.run(
         "bloat-cycles",
         &[

@@ -1,136 +1,30 @@
-//! The processes of a suite: throwaway PostgreSQL clusters (muster-devdb), `psql`, the
-//! release `muster serve`, and `muster-bench` itself once per scenario (a fresh process each, as
-//! the scripts outside the repository run it).
+//! The processes of a suite: throwaway PostgreSQL clusters, `psql`, steps and child processes
+//! (muster-devdb's, which xtask shares), the release `muster serve`, and `muster-bench` itself
+//! once per scenario (a fresh process each, as the scripts outside the repository run it).
 
-use std::io::Read;
-use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, StopMode, TempCluster, find_bin};
+use muster_devdb::{
+    ClusterOptions, Probe, Proc, StopMode, TempCluster, free_port, step, wait_for_200,
+};
+pub(crate) use muster_devdb::{banner, psql, psql_query};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::results::Memory;
 
-pub(crate) fn banner(text: &str) {
-    println!("\n==> {text}");
-}
-
-/// Prints a banner, runs `cmd` and fails unless it succeeds.
-pub(crate) fn step(title: &str, cmd: &mut Command) -> Result<()> {
-    banner(title);
-    let status = cmd
-        .status()
-        .with_context(|| format!("could not run `{title}`"))?;
-    if !status.success() {
-        bail!("`{title}` failed ({status})");
-    }
-    Ok(())
-}
-
-/// Runs one SQL statement with psql.
-pub(crate) fn psql(url: &str, sql: &str) -> Result<()> {
-    let psql = find_bin("psql").context("psql not found (install the PostgreSQL client)")?;
-    let output = Command::new(&psql)
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", url, "-c", sql])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not run {}", psql.display()))?;
-    if !output.status.success() {
-        bail!(
-            "psql -c '{sql}' failed ({}): {}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
 /// The answer of one psql query (`-tA`), `None` when psql is missing or fails.
 pub(crate) fn psql_answer(url: &str, sql: &str) -> Option<String> {
-    let psql = find_bin("psql")?;
-    command_line(
-        &psql.to_string_lossy(),
-        &["-X", "-tA", "-d", url, "-c", sql],
-    )
-}
-
-/// Dev tokens for `principals` and the tokens file of their BLAKE3 hashes in `path`
-/// (`{"tokens": [{"blake3", "principal"}]}`, as `muster serve --tokens` reads it).
-pub(crate) fn write_tokens(path: &Path, principals: &[&str]) -> Result<Vec<(String, String)>> {
-    #[derive(Serialize)]
-    struct Entry<'a> {
-        blake3: String,
-        principal: &'a str,
-    }
-    #[derive(Serialize)]
-    struct File<'a> {
-        tokens: Vec<Entry<'a>>,
-    }
-    let tokens: Vec<(String, String)> = principals
-        .iter()
-        .map(|p| {
-            let bytes: [u8; 32] = rand::random();
-            let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            ((*p).to_owned(), format!("mst_{hex}"))
-        })
-        .collect();
-    let file = File {
-        tokens: tokens
-            .iter()
-            .map(|(principal, token)| Entry {
-                blake3: blake3::hash(token.as_bytes()).to_hex().to_string(),
-                principal,
-            })
-            .collect(),
-    };
-    std::fs::write(path, serde_json::to_string_pretty(&file)?)
-        .with_context(|| format!("write {}", path.display()))?;
-    Ok(tokens)
+    psql_query(url, sql).ok()
 }
 
 /// Writes `doc` as pretty JSON to `path`.
 pub(crate) fn write_json(path: &Path, doc: &impl Serialize) -> Result<()> {
     std::fs::write(path, serde_json::to_string_pretty(doc)?)
         .with_context(|| format!("write {}", path.display()))
-}
-
-/// Stops the server on every way out (SIGTERM, then SIGKILL after 10 s).
-pub(crate) struct Server {
-    child: Child,
-}
-
-impl Server {
-    pub(crate) fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub(crate) fn stop(&mut self) {
-        if matches!(self.child.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let until = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < until {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// Starts a throwaway cluster with `options` (after a banner saying `what`), runs `work` on it,
@@ -179,8 +73,7 @@ pub(crate) fn muster_bench<T: DeserializeOwned>(
 
 /// A free `127.0.0.1:<port>` to listen on.
 pub(crate) fn free_listen() -> Result<String> {
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    Ok(format!("127.0.0.1:{port}"))
+    Ok(format!("127.0.0.1:{}", free_port()?))
 }
 
 /// Creates database `name` in the cluster, migrates it with `muster migrate`, answers its URL.
@@ -189,8 +82,7 @@ pub(crate) fn migrated_database(
     muster: &Path,
     name: &str,
 ) -> Result<String> {
-    psql(&cluster.url("postgres"), &format!("create database {name}"))?;
-    let url = cluster.url(name);
+    let url = cluster.create_database(name)?;
     step(
         &format!("muster migrate ({name})"),
         Command::new(muster).args(["migrate", "--database-url", &url]),
@@ -229,7 +121,7 @@ pub(crate) struct ServeArgs<'a> {
 
 impl ServeArgs<'_> {
     /// Spawns the server with its log in `log_path` and waits until `/healthz` answers 200.
-    pub(crate) fn start(&self, log_path: &Path) -> Result<Server> {
+    pub(crate) fn start(&self, log_path: &Path) -> Result<Proc> {
         banner(&format!(
             "muster serve (release) on {}, log in {}",
             self.listen,
@@ -240,28 +132,28 @@ impl ServeArgs<'_> {
         Ok(server)
     }
 
-    pub(crate) fn spawn(&self, log_path: &Path) -> Result<Server> {
+    pub(crate) fn spawn(&self, log_path: &Path) -> Result<Proc> {
         let log = std::fs::File::create(log_path)?;
-        Ok(Server {
-            child: with_nofile(self.muster)
-                .arg("serve")
-                .args(["--database-url", self.url, "--listen", self.listen])
-                .arg("--tokens")
-                .arg(self.tokens)
-                .arg("--ownership-map")
-                .arg(self.ownership)
-                // Solving is not timed: a low difficulty only keeps the spam scenario's 256
-                // pre-solved challenges quick to make, whatever the default is.
-                .args(["--pow-difficulty", &BENCH_POW_DIFFICULTY.to_string()])
-                // The glibc setting deploy/k8s/deployment.yaml gives the pod, so that the
-                // memory figures are the deployed server's.
-                .env("MALLOC_MMAP_THRESHOLD_", "131072")
-                .stdin(Stdio::null())
-                .stdout(log.try_clone()?)
-                .stderr(log)
-                .spawn()
-                .context("could not start muster serve")?,
-        })
+        let child = with_nofile(self.muster)
+            .arg("serve")
+            .args(["--database-url", self.url, "--listen", self.listen])
+            .arg("--tokens")
+            .arg(self.tokens)
+            .arg("--ownership-map")
+            .arg(self.ownership)
+            // Solving is not timed: a low difficulty only keeps the spam scenario's 256
+            // pre-solved challenges quick to make, whatever the default is.
+            .args(["--pow-difficulty", &BENCH_POW_DIFFICULTY.to_string()])
+            // The glibc setting deploy/k8s/deployment.yaml gives the pod, so that the
+            // memory figures are the deployed server's.
+            .env("MALLOC_MMAP_THRESHOLD_", "131072")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("could not start muster serve")?;
+        // Stopped on every way out: SIGTERM, then SIGKILL after 10 s.
+        Ok(Proc::with_grace(child, Duration::from_secs(10)))
     }
 }
 
@@ -270,53 +162,30 @@ impl ServeArgs<'_> {
 pub(crate) fn wait_queues(
     listen: &str,
     token: &str,
-    server: &mut Server,
+    server: &mut Proc,
     started: Instant,
 ) -> Result<Duration> {
-    use std::io::Write;
-    let until = started + Duration::from_secs(120);
-    while Instant::now() < until {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            bail!("muster serve exited early ({status}); see target/bench/server-backlog-*.log");
-        }
-        if let Ok(mut s) = TcpStream::connect(listen) {
-            let _ = s.set_read_timeout(Some(Duration::from_secs(10)));
-            let _ = s.write_all(
-                format!(
-                    "GET /v1/queues HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-                )
-                .as_bytes(),
-            );
-            let mut answer = String::new();
-            let _ = s.read_to_string(&mut answer);
-            if answer.starts_with("HTTP/1.1 200") {
-                return Ok(started.elapsed());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    bail!("GET /v1/queues did not answer 200 within 120 s")
+    let queues = Probe {
+        path: "/v1/queues",
+        bearer: Some(token),
+        within: Duration::from_secs(120),
+        every: Duration::from_millis(10),
+        read_timeout: Duration::from_secs(10),
+    };
+    wait_for_200(listen, &queues, server, started)
+        .context("muster serve (see target/bench/server-backlog-*.log)")
 }
 
-pub(crate) fn wait_healthy(listen: &str, server: &mut Server) -> Result<()> {
-    let until = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < until {
-        if let Ok(Some(status)) = server.child.try_wait() {
-            bail!("muster serve exited early ({status}); see its server.log");
-        }
-        if let Ok(mut s) = TcpStream::connect(listen) {
-            use std::io::Write;
-            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-            let _ = s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-            let mut answer = String::new();
-            let _ = s.read_to_string(&mut answer);
-            if answer.starts_with("HTTP/1.1 200") {
-                return Ok(());
-            }
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    bail!("muster serve did not become healthy within 30 s")
+/// Waits for `GET /healthz` to answer 200 (30 s at most).
+pub(crate) fn wait_healthy(listen: &str, server: &mut Proc) -> Result<()> {
+    wait_for_200(
+        listen,
+        &Probe::healthz(Duration::from_millis(200)),
+        server,
+        Instant::now(),
+    )
+    .context("muster serve (see its server.log)")?;
+    Ok(())
 }
 
 /// `(VmHWM, VmRSS)` of a process in MiB.

@@ -9,16 +9,17 @@
 
 use std::ffi::OsString;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, TempCluster, find_bin};
+use muster_devdb::{ClusterOptions, DevTokens, TempCluster};
 use serde_json::json;
 
+use super::Runner;
 use super::procs::{
-    ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, psql, write_tokens,
+    ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, psql, psql_query,
 };
-use crate::results::{BacklogFill, BatchRun};
+use crate::results::BatchRun;
 
 /// What one profile drains.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,10 +88,8 @@ fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) ->
     let url = migrated_database(cluster, muster, "muster_profile")?;
     psql(&url, "CREATE EXTENSION pg_stat_statements")?;
     let tokens_path = out.join("tokens.json");
-    let token = write_tokens(&tokens_path, &["worker:trawl"])?
-        .pop()
-        .map(|(_, token)| token)
-        .unwrap_or_default();
+    let tokens = DevTokens::write(&tokens_path, ["worker:trawl"])?;
+    let token = tokens.token("worker:trawl").unwrap_or_default().to_owned();
     let ownership_path = out.join("ownership_map.json");
     std::fs::write(
         &ownership_path,
@@ -98,14 +97,9 @@ fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) ->
     )?;
 
     // More than the drain takes, so that the queue never runs dry under it.
-    let backlog = (u64::from(options.items) + 20_000).to_string();
+    let backlog = u64::from(options.items) + 20_000;
     let env = [("MUSTER_BENCH_TRAWL_TOKEN", token)];
-    muster_bench::<BacklogFill>(
-        &env,
-        out,
-        "backlog-fill",
-        &["backlog-fill", "--database-url", &url, "--to", &backlog],
-    )?;
+    Runner { env: &env, out }.fill("backlog-fill", &url, backlog)?;
 
     let listen = free_listen()?;
     let serve = ServeArgs {
@@ -199,26 +193,14 @@ struct Statement {
 /// The drain's statements by total execution time, the `top` first, and the total of the
 /// top-level ones (nested statements' time is already inside theirs).
 fn statements(url: &str, top: u32) -> Result<(f64, Vec<Statement>)> {
-    let psql = find_bin("psql").context("psql not found")?;
     let sql = format!(
         "SELECT (SELECT sum(total_exec_time) FROM pg_stat_statements WHERE toplevel), \
          total_exec_time, calls, NOT toplevel, regexp_replace(query, '\\s+', ' ', 'g') \
          FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' \
          ORDER BY total_exec_time DESC LIMIT {top}"
     );
-    let output = Command::new(&psql)
-        .args(["-X", "-q", "-t", "-A", "-F", "\t", "-v", "ON_ERROR_STOP=1"])
-        .args(["-d", url, "-c", &sql])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("could not run {}", psql.display()))?;
-    if !output.status.success() {
-        bail!(
-            "reading pg_stat_statements failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
-    }
-    Ok(parse_statements(&String::from_utf8_lossy(&output.stdout)))
+    let rows = psql_query(url, &sql).context("reading pg_stat_statements failed")?;
+    Ok(parse_statements(&rows))
 }
 
 /// `total \t total_exec_time \t calls \t nested (t/f) \t query` lines, as `statements` asks

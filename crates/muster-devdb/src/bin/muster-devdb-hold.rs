@@ -1,5 +1,5 @@
 //! Starts a throwaway cluster and holds it until killed: the owner process that the reaper test
-//! kills with SIGKILL. Writes "<postmaster pid> <cluster dir>" to the file named by its argument.
+//! kills with SIGKILL. Writes `<postmaster pid> <cluster dir>` to the file named by its argument.
 
 use std::path::PathBuf;
 use std::time::Duration;

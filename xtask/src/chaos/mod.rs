@@ -1,0 +1,330 @@
+//! `cargo xtask chaos [--short]`: the fault suite. Real processes on a real PostgreSQL (fsync
+//! on): `muster serve` replicas, `muster-sim` fleets and the enqueuer, while this task SIGKILLs
+//! Muster and restarts it, stops and restarts PostgreSQL (fast and immediate), SIGKILLs fleet
+//! processes mid-lease and restarts them on the same spool, and kills a replica for good.
+//! Then it checks, from the database itself, that every chain ended where its plan says and
+//! that nothing was lost or applied twice (`muster-sim check`), that every ledger chain verifies
+//! (`muster ledger-verify`), and that no client saw a 5xx other than 503. Prints a summary
+//! table; exits non-zero on any violation. See docs/chaos.md.
+//!
+//! The suite's modules: this one (the scenarios, their faults and the run of them all),
+//! `run.rs` (one scenario: its replicas, fleet, enqueuer and the faults injected into them),
+//! `finish.rs` (stopping a scenario and checking its outcome) and `summary.rs` (the table).
+
+mod finish;
+mod run;
+mod summary;
+#[cfg(test)]
+mod tests;
+
+use std::ffi::OsString;
+use std::fs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, bail};
+use muster_devdb::{ClusterOptions, StopMode, TempCluster};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::procs::{Reaper, banner, cargo, step, target_dir, workspace_root};
+use run::Run;
+use summary::render;
+
+/// Lease TTL of the chaos servers: crashed leases come back within seconds.
+const LEASE_TTL_MS: u64 = 2_000;
+
+/// Faults happen when this share of the expected items has finished (spread over the range).
+const FAULT_WINDOW: (f64, f64) = (0.05, 0.75);
+
+/// A fault this suite injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// SIGKILL replica 0, restart it on the same port.
+    KillMuster,
+    /// Stop PostgreSQL (fast or immediate), start it again on the same port and data.
+    PgRestart(StopMode),
+    /// SIGKILL a fleet process mid-lease, restart it on the same spool.
+    KillSim,
+    /// SIGKILL the last replica for good (the fleet fails over to the others).
+    LoseReplica,
+    /// All at once: SIGKILL replica 0 and a fleet process, stop PostgreSQL immediately; then
+    /// bring all three back.
+    Storm,
+}
+
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::KillMuster => "muster SIGKILL + restart",
+            Fault::PgRestart(StopMode::Fast) => "PostgreSQL fast restart",
+            Fault::PgRestart(StopMode::Immediate) => "PostgreSQL immediate restart",
+            Fault::KillSim => "fleet process SIGKILL + restart",
+            Fault::LoseReplica => "replica SIGKILL for good",
+            Fault::Storm => "all at once (muster, fleet, PostgreSQL immediate)",
+        }
+    }
+}
+
+/// One scenario: its own database, replicas, fleet and roots.
+#[derive(Debug, Clone)]
+struct Scenario {
+    name: &'static str,
+    roots: u64,
+    replicas: usize,
+    sims: usize,
+    workers_per_sim: usize,
+    faults: Vec<Fault>,
+}
+
+/// The scenarios of a run: one each (then all together) for the full run, one combined
+/// scenario with one fault of each kind for `--short`.
+fn scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
+    use Fault::*;
+    let fast = PgRestart(StopMode::Fast);
+    let immediate = PgRestart(StopMode::Immediate);
+    if short {
+        return vec![Scenario {
+            name: "short",
+            roots: roots.unwrap_or(300),
+            replicas: 2,
+            sims: 2,
+            workers_per_sim: 20,
+            faults: vec![KillMuster, fast, immediate, KillSim, LoseReplica, Storm],
+        }];
+    }
+    let each = roots.unwrap_or(1_000);
+    let scenario = |name, replicas, sims, faults| Scenario {
+        name,
+        roots: each,
+        replicas,
+        sims,
+        workers_per_sim: 20,
+        faults,
+    };
+    vec![
+        scenario("muster-kill", 1, 2, vec![KillMuster; 4]),
+        scenario(
+            "postgres-restart",
+            1,
+            2,
+            vec![fast, immediate, fast, immediate],
+        ),
+        scenario("worker-kill", 1, 3, vec![KillSim; 4]),
+        scenario("replica-loss", 2, 2, vec![LoseReplica]),
+        Scenario {
+            name: "all-together",
+            roots: roots.unwrap_or(5_000),
+            replicas: 2,
+            sims: 3,
+            workers_per_sim: 20,
+            faults: vec![
+                KillMuster,
+                KillMuster,
+                KillMuster,
+                fast,
+                immediate,
+                KillSim,
+                KillSim,
+                KillSim,
+                LoseReplica,
+                Storm,
+                Storm,
+            ],
+        },
+    ]
+}
+
+/// The finished-share thresholds at which `n` faults fire: one in each of `n` equal slots of
+/// [`FAULT_WINDOW`], at a random place inside it, so they are increasing and spread out.
+fn thresholds(rng: &mut StdRng, n: usize) -> Vec<f64> {
+    let (lo, hi) = FAULT_WINDOW;
+    let slot = (hi - lo) / n.max(1) as f64;
+    (0..n)
+        .map(|i| lo + slot * (i as f64 + rng.random_range(0.1..0.9)))
+        .collect()
+}
+
+#[derive(Debug)]
+struct Options {
+    short: bool,
+    seed: u64,
+    roots: Option<u64>,
+    release: bool,
+    only: Option<String>,
+}
+
+fn parse_options(args: &[String]) -> Result<Options> {
+    let mut options = Options {
+        short: false,
+        seed: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(1),
+        roots: None,
+        release: false,
+        only: None,
+    };
+    let mut release = None;
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .with_context(|| format!("{name} needs a value"))
+        };
+        match arg.as_str() {
+            "--short" => options.short = true,
+            "--release" => release = Some(true),
+            "--debug" => release = Some(false),
+            "--seed" => options.seed = value("--seed")?.parse().context("--seed")?,
+            "--roots" => options.roots = Some(value("--roots")?.parse().context("--roots")?),
+            "--scenario" => options.only = Some(value("--scenario")?),
+            other => bail!(
+                "unknown argument `{other}` (cargo xtask chaos [--short] [--seed N] [--roots N] \
+                 [--scenario NAME] [--release|--debug])"
+            ),
+        }
+    }
+    // The short run is part of the test command: it reuses the debug build `cargo test` made.
+    options.release = release.unwrap_or(!options.short);
+    Ok(options)
+}
+
+fn now_ms() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
+pub(crate) fn chaos(args: Vec<OsString>) -> Result<ExitCode> {
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let options = parse_options(&args)?;
+    let root = workspace_root();
+    let profile = if options.release { "release" } else { "debug" };
+    let mut build = cargo(&root);
+    build.args(["build", "-p", "muster", "-p", "muster-sim"]);
+    if options.release {
+        build.arg("--release");
+    }
+    step(
+        &format!("cargo build -p muster -p muster-sim ({profile})"),
+        &mut build,
+    )?;
+    let bin = target_dir(&root).join(profile);
+    let kind = if options.short { "short" } else { "full" };
+    let chaos_dir = target_dir(&root).join("chaos");
+    // Keep only the newest run of each kind: every short run (part of the test command) leaves
+    // a few MB of logs and reports.
+    if let Ok(entries) = fs::read_dir(&chaos_dir) {
+        for entry in entries.filter_map(Result::ok) {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{kind}-"))
+            {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    let run_dir = chaos_dir.join(format!("{kind}-{}", std::process::id()));
+    fs::create_dir_all(&run_dir).with_context(|| format!("create {}", run_dir.display()))?;
+    let mut selected = scenarios(options.short, options.roots);
+    if let Some(only) = &options.only {
+        selected.retain(|s| s.name == only);
+        if selected.is_empty() {
+            bail!("no scenario named `{only}`");
+        }
+    }
+    println!(
+        "chaos: seed {} ({} build); logs, reports and spools in {}",
+        options.seed,
+        profile,
+        run_dir.display()
+    );
+
+    banner("starting a throwaway PostgreSQL cluster (fsync on)");
+    let mut cluster = TempCluster::start_with(ClusterOptions {
+        fsync: true,
+        max_connections: 200,
+        log_to: Some(run_dir.join("postgres.log")),
+        ..ClusterOptions::default()
+    })
+    .context("could not start PostgreSQL")?;
+    let reaper = Reaper::start(&run_dir)?;
+    let ctx = Ctx {
+        muster: bin.join("muster"),
+        sim: bin.join("muster-sim"),
+        dir: run_dir.clone(),
+        reaper,
+    };
+    let started = Instant::now();
+    let mut rng = StdRng::seed_from_u64(options.seed);
+    let mut results = Vec::new();
+    for scenario in &selected {
+        banner(&format!(
+            "scenario {}: {} roots, {} replica(s), {} fleet processes, faults: {}",
+            scenario.name,
+            scenario.roots,
+            scenario.replicas,
+            scenario.sims,
+            scenario
+                .faults
+                .iter()
+                .map(|f| f.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        let result = Run::new(&ctx, &mut cluster, scenario)
+            .and_then(|mut run| run.run(&mut rng))
+            .with_context(|| format!("scenario {}", scenario.name))?;
+        println!(
+            "scenario {} finished in {:.1} s with {} violation(s)",
+            scenario.name,
+            result.seconds,
+            result.violations.len()
+        );
+        results.push(result);
+    }
+    let _ = cluster.stop(StopMode::Fast);
+    drop(cluster);
+
+    let table = render(&results);
+    println!("\n{table}");
+    let violations: usize = results.iter().map(|r| r.violations.len()).sum();
+    for r in &results {
+        for v in &r.violations {
+            println!("VIOLATION [{}] {v}", r.name);
+        }
+    }
+    fs::write(run_dir.join("summary.md"), &table)?;
+    println!(
+        "chaos: {} scenario(s), {:.1} s in all, seed {}; {}",
+        results.len(),
+        started.elapsed().as_secs_f64(),
+        options.seed,
+        if violations == 0 {
+            "no violation".to_owned()
+        } else {
+            format!("{violations} violation(s)")
+        }
+    );
+    Ok(if violations == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// What every scenario shares.
+struct Ctx {
+    muster: PathBuf,
+    sim: PathBuf,
+    dir: PathBuf,
+    reaper: Reaper,
+}

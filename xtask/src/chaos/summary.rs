@@ -1,0 +1,176 @@
+//! The summary table of a run: one column per scenario.
+
+use serde_json::Value;
+
+use super::run::ScenarioResult;
+
+fn n(v: &Value) -> String {
+    match v {
+        Value::Number(x) => x.to_string(),
+        Value::Null => "0".into(),
+        other => other.to_string(),
+    }
+}
+
+fn show(s: Slowest) -> String {
+    match s {
+        Some((x, name)) => format!("{} ({name})", ms(Some(x))),
+        None => "n/a".into(),
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map(|x| format!("{:.0} ms", x))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+/// A duration in ms and the fault it belongs to.
+type Slowest = Option<(f64, String)>;
+
+/// Recoveries of a scenario: the longest time from a repair to the first completion after it,
+/// the longest stretch without any completion around a fault (the stall the pipeline saw), and
+/// the longest time from a fleet-process kill to the re-lease of the last item it held.
+pub(super) fn slowest(check: &Value) -> (Slowest, Slowest, Slowest) {
+    let mut completion: Slowest = None;
+    let mut outage: Slowest = None;
+    let mut release: Slowest = None;
+    for r in check["recoveries"].as_array().into_iter().flatten() {
+        let name = r["name"].as_str().unwrap_or("?").to_owned();
+        if let Some(x) = r["first_completion_ms"].as_f64()
+            && completion.as_ref().is_none_or(|(y, _)| x > *y)
+        {
+            completion = Some((x, name.clone()));
+        }
+        if let Some(x) = r["longest_stall_ms"].as_f64()
+            && outage.as_ref().is_none_or(|(y, _)| x > *y)
+        {
+            outage = Some((x, name.clone()));
+        }
+        if let Some(x) = r["slowest_release_ms"].as_f64()
+            && release.as_ref().is_none_or(|(y, _)| x > *y)
+        {
+            release = Some((x, name));
+        }
+    }
+    (completion, outage, release)
+}
+
+/// The summary table: one column per scenario.
+pub(super) fn render(results: &[ScenarioResult]) -> String {
+    let mut rows: Vec<(String, Vec<String>)> = Vec::new();
+    let mut row = |label: &str, f: &dyn Fn(&ScenarioResult) -> String| {
+        rows.push((label.to_owned(), results.iter().map(f).collect()));
+    };
+    row("roots enqueued", &|r| r.roots.to_string());
+    row("items (done / failed)", &|r| {
+        let s = &r.check["stats"];
+        format!(
+            "{} ({} / {})",
+            n(&s["items"]),
+            n(&s["done"]),
+            n(&s["failed"])
+        )
+    });
+    row("chains done at bellbuoy / failed as planned", &|r| {
+        let s = &r.check["stats"];
+        format!("{} / {}", n(&s["roots_done"]), n(&s["failed"]))
+    });
+    row("faults injected / planned", &|r| {
+        format!("{} / {}", r.faults.len(), r.faults_planned)
+    });
+    row("muster SIGKILLs (restarted)", &|r| {
+        format!("{} ({})", r.muster_kills, r.muster_restarts)
+    });
+    row("replicas lost for good", &|r| r.replicas_lost.to_string());
+    row("PostgreSQL restarts fast / immediate", &|r| {
+        format!("{} / {}", r.pg_fast, r.pg_immediate)
+    });
+    row("fleet processes SIGKILLed (restarted)", &|r| {
+        format!("{0} ({0})", r.sim_kills)
+    });
+    row("planned crashes / parks / flaky failures", &|r| {
+        let p = &r.check["planned"];
+        format!(
+            "{} / {} / {}",
+            n(&p["crashes"]),
+            n(&p["parks"]),
+            n(&p["flaky_failures"])
+        )
+    });
+    row("retries (retryable failures in the ledger)", &|r| {
+        n(&r.check["stats"]["retryable_failures"])
+    });
+    row("parks / replays (ledger)", &|r| {
+        let s = &r.check["stats"];
+        format!("{} / {}", n(&s["parks"]), n(&s["replays"]))
+    });
+    row("digest reports (items they replayed)", &|r| {
+        format!(
+            "{} ({})",
+            n(&r.clients["digests_reported"]),
+            n(&r.clients["replayed_by_digest"])
+        )
+    });
+    row(
+        "leases (never finished: crashed, killed, superseded)",
+        &|r| {
+            let s = &r.check["stats"];
+            format!("{} ({})", n(&s["leases"]), n(&s["leases_unfinished"]))
+        },
+    );
+    row("late results recorded", &|r| {
+        n(&r.check["stats"]["late_results"])
+    });
+    row(
+        "deliveries redelivered from a spool after a restart",
+        &|r| n(&r.clients["redelivered_from_spool"]),
+    );
+    row("completions answered replayed:true", &|r| {
+        n(&r.clients["completes_replayed"])
+    });
+    row("409 E_LEASE_LOST seen by workers", &|r| {
+        n(&r.clients["lease_lost"])
+    });
+    row("503 answers / connection errors / failovers seen", &|r| {
+        let (mut s503, mut transport) = (0u64, 0u64);
+        if let Some(ops) = r.clients["statuses"].as_object() {
+            for by_status in ops.values() {
+                s503 += by_status["503"].as_u64().unwrap_or(0);
+                transport += by_status["transport"].as_u64().unwrap_or(0)
+                    + by_status["timeout"].as_u64().unwrap_or(0);
+            }
+        }
+        format!("{s503} / {transport} / {}", n(&r.clients["failovers"]))
+    });
+    row("5xx other than 503 seen by clients", &|r| {
+        n(&r.clients["bad_5xx"])
+    });
+    row("slowest recovery (repair done → next completion)", &|r| {
+        show(slowest(&r.check).0)
+    });
+    row("longest stall (no completion anywhere)", &|r| {
+        show(slowest(&r.check).1)
+    });
+    row("slowest re-lease after a fleet kill (TTL 2 s)", &|r| {
+        show(slowest(&r.check).2)
+    });
+    row("ledger-verify", &|r| r.ledger.clone());
+    row("duration", &|r| format!("{:.1} s", r.seconds));
+    row("violations", &|r| r.violations.len().to_string());
+
+    let mut t = String::from("| | ");
+    t.push_str(
+        &results
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>()
+            .join(" | "),
+    );
+    t.push_str(" |\n|---|");
+    t.push_str(&"---:|".repeat(results.len()));
+    t.push('\n');
+    for (label, cells) in rows {
+        t.push_str(&format!("| {label} | {} |\n", cells.join(" | ")));
+    }
+    t
+}
