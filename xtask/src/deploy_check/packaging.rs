@@ -195,6 +195,97 @@ fn kustomization_applies_every_manifest_but_the_secret_example() {
     }
 }
 
+/// `kubectl kustomize` of a copy of deploy/k8s, with `env` as its `api-server.env` (`None`:
+/// without that file). Answers (success, stdout, stderr). kubectl (with kustomize v5, kubectl
+/// 1.27 or later) must be on PATH: the test fails, not skips, without it.
+fn render(env: Option<&str>) -> (bool, String, String) {
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let copy = std::env::temp_dir().join(format!("muster-kustomize-{}-{run}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&copy);
+    std::fs::create_dir_all(&copy).expect("a temporary directory");
+    for entry in std::fs::read_dir(k8s_dir()).expect("deploy/k8s").flatten() {
+        if entry.file_name() != "api-server.env" {
+            std::fs::copy(entry.path(), copy.join(entry.file_name())).expect("copy a manifest");
+        }
+    }
+    if let Some(text) = env {
+        std::fs::write(copy.join("api-server.env"), text).expect("write api-server.env");
+    }
+    let output = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(&copy)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("kubectl (1.27 or later, for kustomize v5) is needed to render deploy/k8s: {e}")
+        });
+    let _ = std::fs::remove_dir_all(&copy);
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_kustomization_does_not_render_without_the_api_servers_address() {
+    let (ok, _, stderr) = render(None);
+    assert!(!ok, "rendered without api-server.env");
+    assert!(stderr.contains("api-server.env"), "{stderr}");
+}
+
+#[test]
+fn the_api_servers_address_is_the_network_policys_egress_rule_to_it() {
+    let (ok, rendered, stderr) = render(Some("API_SERVER_CIDR=10.96.0.7/32\n"));
+    assert!(ok, "{stderr}");
+    let docs = YamlLoader::load_from_str(&rendered).expect("kustomize renders YAML");
+    let policy = docs
+        .iter()
+        .find(|d| d["kind"].as_str() == Some("NetworkPolicy"))
+        .expect("a NetworkPolicy");
+    let rules: Vec<(Option<&str>, Vec<i64>)> = policy["spec"]["egress"]
+        .as_vec()
+        .expect("egress rules")
+        .iter()
+        .filter(|rule| !rule["to"][0]["ipBlock"].is_badvalue())
+        .map(|rule| {
+            let ports = rule["ports"].as_vec().cloned().unwrap_or_default();
+            (
+                rule["to"][0]["ipBlock"]["cidr"].as_str(),
+                ports.iter().filter_map(|p| p["port"].as_i64()).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(rules, [(Some("10.96.0.7/32"), vec![443, 6443])]);
+}
+
+#[test]
+fn the_rendered_manifests_validate_against_the_kubernetes_schemas() {
+    let (ok, rendered, stderr) = render(Some("API_SERVER_CIDR=10.96.0.7/32\n"));
+    assert!(ok, "{stderr}");
+    let file = std::env::temp_dir().join(format!("muster-rendered-{}.yaml", std::process::id()));
+    // (one test writes this file: no other test renders to it)
+    std::fs::write(&file, &rendered).expect("write the rendered manifests");
+    let versions: Vec<String> = KUBERNETES_VERSIONS
+        .iter()
+        .map(|v| format!("{v}.0"))
+        .collect();
+    let path = file.display().to_string();
+    let (valid, output) = run_validator(&validator_args(&[path], &versions), None);
+    let _ = std::fs::remove_file(&file);
+    let objects =
+        rendered.matches("\nkind: ").count() + usize::from(rendered.starts_with("kind: "));
+    let passed = output
+        .lines()
+        .filter(|l| l.contains(" passed for "))
+        .count();
+    assert!(
+        valid && passed == objects * KUBERNETES_VERSIONS.len() && !output.contains("WARN"),
+        "{passed} passed of {objects} objects x {} versions:\n{output}",
+        KUBERNETES_VERSIONS.len()
+    );
+}
+
 #[test]
 fn namespaced_objects_are_in_the_clearedstack_namespace() {
     const CLUSTER_SCOPED: [&str; 4] = [
