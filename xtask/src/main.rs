@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, DevTokens, StopMode, TempCluster};
-use procs::{banner, cargo, exit_code, step, stream_stdout, target_dir, workspace_root};
+use procs::{Reaper, banner, cargo, exit_code, step, stream_stdout, target_dir, workspace_root};
 
 const USAGE: &str = "\
 usage: cargo xtask <task> [args]
@@ -379,21 +379,30 @@ fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
     }
 
     banner("muster serve");
-    let served = Command::new(&muster)
-        .arg("serve")
-        .arg("--database-url")
-        .arg(&database_url)
-        .arg("--tokens")
-        .arg(&tokens_path)
-        .args(&serve_args)
-        .status()
-        .with_context(|| format!("could not run {}", muster.display()));
-    // Ctrl-C usually ends us too, before we get here: the cluster's watchdog
-    // then stops PostgreSQL and removes its directory.
+    // The server goes when we go, however we go: the reaper kills it when this process
+    // disappears (Ctrl-C, or a signal to xtask alone), as the cluster's watchdog stops
+    // PostgreSQL and removes its directory.
+    let reaper = Reaper::start(&dev_dir)?;
+    let mut server = reaper.spawn(
+        Command::new(&muster)
+            .arg("serve")
+            .arg("--database-url")
+            .arg(&database_url)
+            .arg("--tokens")
+            .arg(&tokens_path)
+            .args(&serve_args),
+        "muster serve",
+    )?;
+    let served = loop {
+        if let Some(status) = server.exited() {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
     if let Some(mut cluster) = cluster {
         let _ = cluster.stop(StopMode::Fast);
     }
-    Ok(exit_code(served?))
+    Ok(exit_code(served))
 }
 
 fn db() -> Result<ExitCode> {
