@@ -47,11 +47,21 @@ const BY_POSITION: &[&str] = &[
     "Evicting pod cs-workers/assay-2 from node {}",
     "kubelet, {}  Started container trawl",
     "Marking node {} unschedulable",
+    "error getting node \"{}\": not found",
+    "nodes \"{}\" not found",
+    "failed to place pod on \"{}\": node(s) had taints",
+    "node '{}' is cordoned",
+    "node\t{}\tNotReady",
+    "Successfully assigned cs-workers/trawl-0 to\t{}",
+    "see node/{} for details",
+    "10.0.0.1node {} is gone",
 ];
 
 /// Messages that name a node where no template knows it: redacted because the name is known.
 const BY_NAME: &[&str] = &[
     "trawl-0 restarted on {} after an OOM kill",
+    "scraping metrics.{}.corp failed",
+    "Get https://kubelet.{}:10250/x: EOF",
     "Get \"https://{}:10250/containerLogs/cs-workers/trawl-0/trawl\": dial tcp: i/o timeout",
     "lease renewal by {}.corp.example failed",
     "{} rejected the pod: OutOfcpu",
@@ -193,4 +203,26 @@ fn a_known_name_inside_a_longer_token_is_not_a_match() {
 fn a_file_of_names_skips_blank_lines_and_comments() {
     let nodes = NodeNames::from_lines("# rack 3\nrack3-blade12\n\n  rack3-blade13  \n");
     assert_eq!(nodes, NodeNames::new(["rack3-blade12", "rack3-blade13"]));
+}
+
+#[test]
+fn the_short_host_name_of_a_dotted_node_name_is_known() {
+    let nodes = NodeNames::new(["bigiron.lab.example"]);
+    assert_eq!(
+        redact_with("bigiron restarted", &nodes),
+        (format!("{REDACTED} restarted"), 1)
+    );
+}
+
+#[test]
+fn redacting_an_answer_again_finds_nothing_more() {
+    let nodes = NodeNames::new(NODES);
+    for template in BY_POSITION.iter().chain(BY_NAME) {
+        for node in NODES {
+            let (once, _) = redact_with(&fill(template, node), &nodes);
+            assert_eq!(redact_with(&once, &nodes), (once.clone(), 0), "{once}");
+            let (once, _) = redact(&fill(template, node));
+            assert_eq!(redact(&once), (once.clone(), 0), "{once}");
+        }
+    }
 }

@@ -60,13 +60,15 @@
 //!
 //!   A pod name (`trawl-7f9c`) is not a node name and stays; so do UUIDs and RFC 3339 times.
 //!   These forms are the last line of defence: a node's name is whatever its operator chose.
-//! * **Known node names** ([`redact_with`] and [`NodeNames`]): a host-name token that is one of
-//!   the cluster's node names (any case), starts with one followed by `.`, or is the first
+//! * **Known node names** ([`redact_with`] and [`NodeNames`]): a host-name token in which a run
+//!   of whole labels is one of the cluster's node names (any case), or a label is the first
 //!   label of a dotted one.
-//! * **Node positions** (`nodes.rs`): the token after `node ` (unless it is a word such as
-//!   `is`, `was`, `affinity`), after `kubelet, ` or `kubelet on `, and after ` to ` in
-//!   `assigned … to …` — where the scheduler, the kubelet and the node controllers name a
-//!   node — whatever its spelling.
+//! * **Node positions** (`nodes.rs`): the token after `node` and whitespace (unless it is a word
+//!   such as `is`, `was`, `affinity`), after `node/`, a quoted token after `node` or `nodes`,
+//!   after `kubelet,`, `kubelet on` and `place pod on`, and after `to` in `assigned … to …` —
+//!   where the scheduler, the kubelet, the DaemonSet and node controllers name a node —
+//!   whatever its spelling. These tokens are bounded by the text, not by a length: the scan
+//!   stays linear because each position is looked at once.
 //! * **URLs.** The scanners do not care about URL syntax: in `scheme://user@HOST:port/path` the
 //!   host (with its port, and brackets for IPv6) is a span like anywhere else.
 //!
