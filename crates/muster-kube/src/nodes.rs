@@ -121,6 +121,8 @@ enum WatchFailure {
     Request(String),
     #[error("the watch ended with an error event: {0}")]
     Event(String),
+    #[error("the watch ended after {0:?}, long before its time")]
+    Ended(Duration),
 }
 
 /// Lists and watches the cluster's nodes into a [`NodeDirectory`]; see the module docs.
@@ -149,27 +151,38 @@ impl NodeWatcher {
         Ok(NodeWatcher { api, settings })
     }
 
-    /// Keeps `directory` up to date until the task is dropped.
+    /// Keeps `directory` up to date until the task is dropped. A watch that ran less than half
+    /// its time counts as a failure (a proxy that ends streams at once must not turn this into
+    /// a tight loop of lists); the retry wait is reset only by a watch that ran its time.
     pub async fn run(self, directory: Arc<NodeDirectory>) {
         let mut last_answer: Option<Instant> = None;
         let mut retry = self.settings.retry_min;
         let mut failing = false;
+        let full_watch = Duration::from_secs(u64::from(self.settings.watch_seconds));
         loop {
             let outcome = match self.list().await {
                 Ok((mut names, version)) => {
                     directory.set_names(NodeNames::new(&names));
                     last_answer = Some(Instant::now());
-                    retry = self.settings.retry_min;
                     if failing {
                         tracing::info!(nodes = names.len(), "node names listed again");
                         failing = false;
                     }
-                    self.watch(&version, &mut names, &directory, &mut last_answer)
-                        .await
+                    let started = Instant::now();
+                    let watched = self
+                        .watch(&version, &mut names, &directory, &mut last_answer)
+                        .await;
+                    match watched {
+                        Ok(()) if started.elapsed() < full_watch / 2 => {
+                            Err(WatchFailure::Ended(started.elapsed()))
+                        }
+                        other => other,
+                    }
                 }
                 Err(failure) => Err(failure),
             };
             let Err(failure) = outcome else {
+                retry = self.settings.retry_min;
                 continue; // the watch ran its time: list afresh
             };
             if !failing {
@@ -296,6 +309,8 @@ impl NodeWatcher {
 struct Lines {
     body: Incoming,
     buffer: Vec<u8>,
+    /// How much of `buffer` is known to hold no newline.
+    scanned: usize,
     done: bool,
 }
 
@@ -304,13 +319,19 @@ impl Lines {
         Lines {
             body,
             buffer: Vec::new(),
+            scanned: 0,
             done: false,
         }
     }
 
     async fn next(&mut self) -> Result<Option<Vec<u8>>, WatchFailure> {
         loop {
-            if let Some(at) = self.buffer.iter().position(|&c| c == b'\n') {
+            if let Some(at) = self.buffer[self.scanned..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map(|n| self.scanned + n)
+            {
+                self.scanned = 0;
                 let line: Vec<u8> = self.buffer.drain(..=at).collect();
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
@@ -321,6 +342,7 @@ impl Lines {
                 let rest = std::mem::take(&mut self.buffer);
                 return Ok((!rest.iter().all(u8::is_ascii_whitespace)).then_some(rest));
             }
+            self.scanned = self.buffer.len();
             if self.buffer.len() > MAX_MESSAGE_BYTES {
                 return Err(WatchFailure::Body("a watch event over 4 MiB".into()));
             }

@@ -41,6 +41,8 @@ impl hyper::body::Body for Stream {
 #[derive(Default)]
 struct State {
     nodes: Vec<String>,
+    /// Watches answered with an empty body that ends at once (a proxy that cuts streams).
+    cut_watches: bool,
     /// The senders of the watches opened so far.
     watches: Vec<mpsc::UnboundedSender<Bytes>>,
     /// Every request: path and query, Accept header, whether it carried the own token.
@@ -123,6 +125,9 @@ fn answer(
             .map(str::to_owned)
     };
     if param("watch").is_some() {
+        if state.cut_watches {
+            return full(StatusCode::OK, serde_json::json!({}));
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         state.watches.push(tx);
         return Response::new(Stream(rx).boxed());
@@ -279,16 +284,46 @@ async fn a_node_the_watch_adds_is_known_at_once_and_a_deleted_one_is_forgotten()
 }
 
 #[tokio::test]
-async fn the_names_stay_unknown_while_the_api_server_cannot_be_reached() {
+async fn an_api_server_that_cannot_be_reached_is_asked_again_and_the_names_stay_unknown() {
     let (pki, dir) = (pki(), TempDir::new());
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let (directory, task) = start(settings(&dir, &format!("https://127.0.0.1:{port}"), &pki));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(directory.snapshot(), NodeSnapshot::Unknown);
+    // Accepts and closes at once: every attempt of the watcher is a connection here.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = attempts.clone();
+    let closer = tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            drop(tcp);
+        }
+    });
+    let (directory, task) = start(settings(&dir, &url, &pki));
+    tokio::time::sleep(Duration::from_millis(400)).await;
     task.abort();
+    closer.abort();
+    let attempts = attempts.load(Ordering::SeqCst);
+    assert!(attempts >= 3, "{attempts} attempts");
+    assert_eq!(directory.snapshot(), NodeSnapshot::Unknown);
+}
+
+#[tokio::test]
+async fn a_watch_that_ends_at_once_backs_off_instead_of_listing_in_a_tight_loop() {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_nodes(&pki, &["tidewater"]).await;
+    server.state.lock().unwrap().cut_watches = true;
+    let mut s = settings(&dir, &server.url, &pki);
+    s.retry_min = Duration::from_millis(100);
+    s.retry_max = Duration::from_millis(200);
+    let (directory, task) = start(s);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    task.abort();
+    let lists = server
+        .seen()
+        .iter()
+        .filter(|(path, _, _)| !path.contains("watch=1"))
+        .count();
+    assert!((2..=6).contains(&lists), "{lists} lists in 700 ms");
+    assert_eq!(directory.snapshot(), known(&["tidewater"]));
 }
 
 #[tokio::test]
