@@ -260,6 +260,12 @@ pub enum NodeSource {
 fn node_names(settings: &Settings) -> anyhow::Result<(Arc<NodeDirectory>, NodeSource)> {
     if let Some(path) = &settings.node_names {
         let names = read_node_names(path)?;
+        if names.is_empty() {
+            anyhow::bail!(
+                "node names {}: the file lists no node name (one a line; `#` starts a comment)",
+                path.display()
+            );
+        }
         tracing::info!(nodes = names.len(), "node names loaded");
         let directory = NodeDirectory::awaiting_source();
         directory.set_names(names);
@@ -331,9 +337,10 @@ struct Watched {
 }
 
 impl Watched {
+    /// Read again at the first look: a change between the start's read and this watch's
+    /// first look is not missed.
     fn new(path: PathBuf) -> Self {
-        let seen = Self::modified(&path);
-        Watched { path, seen }
+        Watched { path, seen: None }
     }
 
     fn modified(path: &Path) -> Option<std::time::SystemTime> {
@@ -385,6 +392,10 @@ async fn housekeeping(
         if let Some((file, directory)) = nodes.as_mut() {
             match file.changed() {
                 None => {}
+                Some(Ok(text)) if NodeNames::from_lines(&text).is_empty() => {
+                    // A file being rewritten in place is empty for a moment: keep the names.
+                    tracing::error!(path = %file.path.display(), "node names not reloaded: the file lists no node name; keeping the last ones")
+                }
                 Some(Ok(text)) => {
                     let names = NodeNames::from_lines(&text);
                     tracing::info!(nodes = names.len(), "node names reloaded");

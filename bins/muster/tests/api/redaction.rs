@@ -104,3 +104,34 @@ fn an_unreadable_node_names_file_fails_the_start() {
         "{error:#}"
     );
 }
+
+#[test]
+fn a_node_names_file_without_a_name_fails_the_start() {
+    let dir = TempDir::new("muster-nodes");
+    let file = dir.0.join("nodes.txt");
+    std::fs::write(&file, "# nothing yet\n\n").unwrap();
+    let mut settings = muster::Settings::new("postgres://unused@127.0.0.1:1/x");
+    settings.node_names = Some(file.clone());
+    let error = muster::build(&settings).err().expect("the start fails");
+    assert!(
+        format!("{error:#}").contains("the file lists no node name"),
+        "{error:#}"
+    );
+}
+
+#[tokio::test]
+async fn a_node_names_file_emptied_while_serving_keeps_the_last_names() {
+    let dir = TempDir::new("muster-nodes");
+    let file = dir.0.join("nodes.txt");
+    std::fs::write(&file, "tidewater\n").unwrap();
+    let app = TestApp::spawn_with(|s| s.node_names = Some(file.clone())).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    std::fs::write(&file, "").unwrap();
+    // Two housekeeping ticks: the empty file has been looked at.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let r = app
+        .post("/v1/health", "shipkeeper", report("tidewater rebooted"))
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    assert_eq!(stored_message(&app).await, "[redacted] rebooted");
+}
