@@ -124,13 +124,7 @@ pub struct Feed {
     inner: Arc<Inner>,
 }
 
-impl std::fmt::Debug for Feed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Feed")
-            .field("settings", &self.inner.settings)
-            .finish_non_exhaustive()
-    }
-}
+debug_showing!(Feed, settings = inner.settings);
 
 const READ_LIMIT: i64 = 500;
 
@@ -434,13 +428,7 @@ pub struct Subscription {
     finished: bool,
 }
 
-impl std::fmt::Debug for Subscription {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Subscription")
-            .field("skip_through", &self.skip_through)
-            .finish_non_exhaustive()
-    }
-}
+debug_showing!(Subscription, skip_through = skip_through);
 
 impl Subscription {
     /// The next event, or why the stream ends.

@@ -112,13 +112,7 @@ pub struct Intake {
     stats: Arc<IntakeStats>,
 }
 
-impl std::fmt::Debug for Intake {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Intake")
-            .field("settings", &self.settings)
-            .finish_non_exhaustive()
-    }
-}
+debug_showing!(Intake, settings = settings);
 
 /// Seconds from `now` to the next UTC midnight (when the daily cap resets).
 fn until_midnight(now: OffsetDateTime) -> u64 {

@@ -5,6 +5,20 @@
 //! expressed here as port calls (`begin` … `commit`), while the rules themselves live in
 //! `muster-domain`. This crate knows neither SQL nor HTTP.
 
+/// `Debug` for a use-case handle: its name and the one field worth printing (`name = path`
+/// from `self`); the rest (ports, channels, locks) is left out as `..`.
+macro_rules! debug_showing {
+    ($ty:ident, $name:ident = $($path:ident).+) => {
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field(stringify!($name), &self.$($path).+)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
 pub mod auth;
 mod combine;
 pub mod dependency;

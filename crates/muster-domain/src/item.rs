@@ -15,174 +15,20 @@
 //! the item's current fence may transition it, and only while the item is `leased`. An expired
 //! lease keeps that right until another lease supersedes it.
 
-use std::fmt;
+mod vocab;
+
+pub use vocab::{
+    FailOutcome, Fence, ItemId, ItemState, LeaseGrant, LeaseId, LeaseOutcome, LeaseRecord,
+    LeaseResult, LeaseUse, OutcomeKind, TransitionError, is_image_digest, request_digest,
+};
 
 use muster_ledger::{ChainHead, Entry, SealedEntry};
 use serde_json::{Value, json};
 use time::{Duration, OffsetDateTime};
-use uuid::Uuid;
 
 use crate::{Kind, Principal, Priority, RetryPolicy};
-
-/// The id of an item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ItemId(pub Uuid);
-
-/// The id of one lease of an item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct LeaseId(pub Uuid);
-
-/// The fence number of a lease: the n-th lease of an item has fence n.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Fence(pub u64);
-
-impl fmt::Display for ItemId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl fmt::Display for LeaseId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-/// The state of an item.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum ItemState {
-    Queued,
-    Leased,
-    Done,
-    /// Attempts exhausted or the failure was final; only an operator's retry brings it back.
-    Failed,
-    /// Parked until a worker image that can handle its layout is deployed.
-    NeedsSubtool,
-}
-
-impl ItemState {
-    pub const ALL: [ItemState; 5] = [
-        ItemState::Queued,
-        ItemState::Leased,
-        ItemState::Done,
-        ItemState::Failed,
-        ItemState::NeedsSubtool,
-    ];
-
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            ItemState::Queued => "queued",
-            ItemState::Leased => "leased",
-            ItemState::Done => "done",
-            ItemState::Failed => "failed",
-            ItemState::NeedsSubtool => "needs_subtool",
-        }
-    }
-}
-
-named_values!(ItemState, all: ItemState::ALL, error: String = |s: &str| format!("unknown item state {s:?}"));
-
-/// The lease an item is (or was last) handed out under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LeaseGrant {
-    pub lease_id: LeaseId,
-    pub worker_id: String,
-    pub expires_at: OffsetDateTime,
-}
-
-/// What a finished lease did; kept so that a retried delivery can be recognised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OutcomeKind {
-    Completed,
-    Failed,
-    Parked,
-    /// A completion that arrived after the lease was superseded: recorded, not applied.
-    Late,
-}
-
-impl OutcomeKind {
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            OutcomeKind::Completed => "completed",
-            OutcomeKind::Failed => "failed",
-            OutcomeKind::Parked => "parked",
-            OutcomeKind::Late => "late",
-        }
-    }
-}
-
-named_values!(
-    OutcomeKind,
-    all: [OutcomeKind::Completed, OutcomeKind::Failed, OutcomeKind::Parked, OutcomeKind::Late],
-    error: String = |s: &str| format!("unknown lease outcome {s:?}")
-);
-
-/// The recorded end of a lease: what was delivered (by digest) and what was answered.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaseOutcome {
-    pub kind: OutcomeKind,
-    /// BLAKE3 of the canonical request body that finished the lease.
-    pub digest: [u8; 32],
-    /// The answer given, replayed verbatim to an identical retry.
-    pub response: Value,
-}
-
-/// One lease as Logbook keeps it: every lease ever granted has a record.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LeaseRecord {
-    pub lease_id: LeaseId,
-    pub item_id: ItemId,
-    pub fence: Fence,
-    pub worker_id: String,
-    pub outcome: Option<LeaseOutcome>,
-}
-
-/// Why a transition was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TransitionError {
-    #[error("the item is {0} and cannot be leased now")]
-    NotLeasable(ItemState),
-    #[error("the lease was superseded by a newer lease or the item was finished by another lease")]
-    LeaseLost,
-    #[error("this lease already finished with a different request")]
-    Conflict,
-    #[error("an item that is {from} cannot be {action}")]
-    InvalidTransition {
-        from: ItemState,
-        action: &'static str,
-    },
-    #[error("{principal} may not act on a {kind} item")]
-    Forbidden { principal: Principal, kind: Kind },
-    #[error("the lease belongs to another worker")]
-    WrongWorker,
-}
-
-/// What the lease use check decided.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LeaseUse {
-    /// Go ahead: the lease is the newest and the item is leased.
-    Proceed,
-    /// The same request already finished this lease: answer this again, change nothing.
-    Replay(Value),
-}
-
-/// The result of a lease attempt on one candidate item.
-#[derive(Debug, Clone, PartialEq)]
-pub enum LeaseResult {
-    Granted(SealedEntry),
-    /// The candidate's previous lease expired with its attempts used up: it is now `failed`.
-    Exhausted(SealedEntry),
-}
-
-/// The result of a failure report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailOutcome {
-    Requeued { not_before: OffsetDateTime },
-    Failed,
-}
+#[cfg(test)]
+use uuid::Uuid; // the tests build ids with `use super::*`
 
 /// An item's working state: everything a transition decision needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -377,15 +223,7 @@ impl Item {
             "result": result,
             "next": next.iter().map(ToString::to_string).collect::<Vec<_>>(),
         });
-        Ok(self.record(
-            "completed",
-            Some(ItemState::Leased),
-            ItemState::Done,
-            actor,
-            Some(record.fence.0),
-            now,
-            data,
-        ))
+        Ok(self.record_under(record, "completed", ItemState::Done, actor, now, data))
     }
 
     /// Records a completion delivered under a superseded lease: kept in the ledger, not applied.
@@ -449,15 +287,7 @@ impl Item {
             },
         });
         let to = self.state;
-        let entry = self.record(
-            "failed",
-            Some(ItemState::Leased),
-            to,
-            actor,
-            Some(record.fence.0),
-            now,
-            data,
-        );
+        let entry = self.record_under(record, "failed", to, actor, now, data);
         Ok((outcome, entry))
     }
 
@@ -531,15 +361,8 @@ impl Item {
             "worker_digest": digest,
             "layout": layout,
         });
-        Ok(self.record(
-            "parked",
-            Some(ItemState::Leased),
-            ItemState::NeedsSubtool,
-            actor,
-            Some(record.fence.0),
-            now,
-            data,
-        ))
+        let to = ItemState::NeedsSubtool;
+        Ok(self.record_under(record, "parked", to, actor, now, data))
     }
 
     /// Whether an item parked with `parked_digest` is replayed when `deployed` is the digest
@@ -556,25 +379,14 @@ impl Item {
         deployed: &str,
         now: OffsetDateTime,
     ) -> Result<SealedEntry, TransitionError> {
-        if self.state != ItemState::NeedsSubtool {
-            return Err(TransitionError::InvalidTransition {
-                from: self.state,
-                action: "replayed (only parked items can be)",
-            });
-        }
-        let old = self.parked_digest.take();
-        self.state = ItemState::Queued;
-        self.not_before = None;
-        let data = json!({"old_digest": old, "new_digest": deployed});
-        Ok(self.record(
+        self.requeue(
+            ItemState::NeedsSubtool,
+            "replayed (only parked items can be)",
             "replayed",
-            Some(ItemState::NeedsSubtool),
-            ItemState::Queued,
             actor,
-            None,
             now,
-            data,
-        ))
+            |item| json!({"old_digest": item.parked_digest.take(), "new_digest": deployed}),
+        )
     }
 
     /// An operator's retry of a failed item: back to `queued` with its attempts reset.
@@ -583,26 +395,51 @@ impl Item {
         actor: Principal,
         now: OffsetDateTime,
     ) -> Result<SealedEntry, TransitionError> {
-        if self.state != ItemState::Failed {
+        self.requeue(
+            ItemState::Failed,
+            "retried (only failed items can be)",
+            "retried",
+            actor,
+            now,
+            |item| json!({"previous_attempts": std::mem::take(&mut item.attempt)}),
+        )
+    }
+
+    /// Sends an item in state `from` back to `queued` (a replay, an operator's retry): `change`
+    /// makes the rest of the transition's changes and answers the ledger entry's data.
+    fn requeue(
+        &mut self,
+        from: ItemState,
+        action: &'static str,
+        event: &str,
+        actor: Principal,
+        now: OffsetDateTime,
+        change: impl FnOnce(&mut Item) -> Value,
+    ) -> Result<SealedEntry, TransitionError> {
+        if self.state != from {
             return Err(TransitionError::InvalidTransition {
                 from: self.state,
-                action: "retried (only failed items can be)",
+                action,
             });
         }
-        let previous_attempts = self.attempt;
+        let data = change(self);
         self.state = ItemState::Queued;
-        self.attempt = 0;
         self.not_before = None;
-        let data = json!({"previous_attempts": previous_attempts});
-        Ok(self.record(
-            "retried",
-            Some(ItemState::Failed),
-            ItemState::Queued,
-            actor,
-            None,
-            now,
-            data,
-        ))
+        Ok(self.record(event, Some(from), ItemState::Queued, actor, None, now, data))
+    }
+
+    /// Records a transition out of `leased` made under the lease `record`.
+    fn record_under(
+        &mut self,
+        record: &LeaseRecord,
+        event: &str,
+        to: ItemState,
+        actor: Principal,
+        now: OffsetDateTime,
+        data: Value,
+    ) -> SealedEntry {
+        let fence = Some(record.fence.0);
+        self.record(event, Some(ItemState::Leased), to, actor, fence, now, data)
     }
 
     /// Workers may act only on items of their own kind; operators, Conn and Shipkeeper never
@@ -640,22 +477,6 @@ impl Item {
             data: data.to_string(),
         })
     }
-}
-
-/// Whether `s` is a worker image digest: `sha256:` and 64 lowercase hex digits.
-pub fn is_image_digest(s: &str) -> bool {
-    s.strip_prefix("sha256:")
-        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')))
-}
-
-/// BLAKE3 of a request's canonical JSON (keys sorted, no whitespace), used to recognise a
-/// retried delivery of the same request.
-pub fn request_digest(kind: OutcomeKind, body: &Value) -> [u8; 32] {
-    let mut h = blake3::Hasher::new();
-    h.update(kind.as_str().as_bytes());
-    h.update(&[0]);
-    h.update(body.to_string().as_bytes());
-    *h.finalize().as_bytes()
 }
 
 #[cfg(test)]

@@ -1,15 +1,24 @@
 //! The stateright model: workers, an unreliable network, a logical clock, and the properties.
 
+mod properties;
+mod symmetry;
+
+pub use properties::{
+    ACKNOWLEDGED_IS_APPLIED, ALL_DONE, EXHAUSTED, EXPIRED_LEASE_COMPLETES, FAILED_FOR_GOOD,
+    LATE_RESULT_REFUSED, LEASE_LOST_IS_NOT_APPLIED, NO_EFFECT_TWICE, NO_INTERNAL_ERROR,
+    NO_TWO_LIVE_LEASES, ONLY_NEWEST_LEASE_CHANGES, PARKED, RELEASED_AFTER_EXPIRY,
+    REQUEUED_AND_LEASED_AGAIN, RETRY_REPLAYED, SPOOL_SETTLES,
+};
+
 use std::collections::BTreeSet;
 
-use muster_domain::{Item, ItemState, Principal, Priority};
+use muster_domain::{Item, Principal, Priority};
 use stateright::{Model, Property};
 
 use crate::bridge::{KIND, at, item_id, ledger_row, project_item};
 use crate::server::forget_passed_promises;
-use crate::state::{
-    Event, Finish, Recorded, Reply, Request, Response, State, Tick, Witness, Worker, WorkerNo,
-};
+use crate::state::{Finish, Reply, Request, Response, State, Tick, Worker, WorkerNo};
+use symmetry::{rename_workers, sorting_permutations};
 
 /// A deliberately broken server rule, to show that the properties can fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,56 +109,6 @@ pub enum Action {
     /// a restart), as many times as answers are lost.
     DeliverAnswerLost(Request),
 }
-
-/// `always`: at most one lease of an item is live: unfinished (no transition recorded under
-/// it) and promised by Muster (at its grant or in a heartbeat's 200) past the current tick.
-pub const NO_TWO_LIVE_LEASES: &str = "no two live leases for one item";
-/// `always`: each item is completed at most once, has exactly as many `next` items as
-/// completions and a stored result exactly when completed, and no lease changes its item
-/// twice.
-pub const NO_EFFECT_TWICE: &str = "no effect is applied twice";
-/// `always`: a 200 to a finishing call means that call's transition is in the ledger (judged
-/// when the answer is given, whether or not it reaches the worker).
-pub const ACKNOWLEDGED_IS_APPLIED: &str = "an acknowledged result was applied";
-/// `always`: an `E_LEASE_LOST` to a finishing call means it was not applied and its lease was
-/// superseded (or the item left `leased` without it); an `E_CONFLICT` means the lease was
-/// finished by a different request.
-pub const LEASE_LOST_IS_NOT_APPLIED: &str = "a result refused as lease lost was not applied";
-/// `always`: every transition made by a lease was made by the item's newest lease; every late
-/// result was recorded without changing the item.
-pub const ONLY_NEWEST_LEASE_CHANGES: &str =
-    "only the newest lease changes an item; a late result changes nothing";
-/// `always`: a spooled result stays in flight until a final answer, and the worker drops it
-/// only when it was applied or can never be (its lease superseded without changing
-/// anything) — whatever was lost, duplicated or delayed before. With [`NO_INTERNAL_ERROR`]
-/// (a 500 is the only answer that is not final), the next delivery that gets through
-/// settles it.
-pub const SPOOL_SETTLES: &str =
-    "a spooled result is settled by the next delivery that gets through";
-
-/// `always`: no step ran into a 500 (see [`crate::Anomaly`]).
-pub const NO_INTERNAL_ERROR: &str = "the server never fails internally";
-
-/// `sometimes`: a lease expired and the item was leased again under a newer fence.
-pub const RELEASED_AFTER_EXPIRY: &str = "an item is re-leased after its lease expired";
-/// `sometimes`: a retried completion is answered `replayed: true`.
-pub const RETRY_REPLAYED: &str = "a retried completion is answered replayed";
-/// `sometimes`: a completion under a superseded lease is refused and recorded as late.
-pub const LATE_RESULT_REFUSED: &str = "a late completion after a re-lease is refused and recorded";
-/// `sometimes`: a lease whose expiry passed, but which nobody superseded, still completes.
-pub const EXPIRED_LEASE_COMPLETES: &str =
-    "an expired lease that was not superseded still completes";
-/// `sometimes`: a retryable failure requeues the item, and it is leased again.
-pub const REQUEUED_AND_LEASED_AGAIN: &str =
-    "a retryable failure requeues the item and it is leased again";
-/// `sometimes`: `needs_subtool` parks an item.
-pub const PARKED: &str = "an item is parked by needs_subtool";
-/// `sometimes`: an expired lease had used the last attempt, so a lease request fails the item.
-pub const EXHAUSTED: &str = "an expired lease with no attempts left fails the item";
-/// `sometimes`: a failure fails the item for good.
-pub const FAILED_FOR_GOOD: &str = "a failure fails the item for good";
-/// `sometimes`: every item is done, each with its `next` item.
-pub const ALL_DONE: &str = "every item is done with its next item";
 
 impl LeaseModel {
     pub fn new(config: Config) -> Self {
@@ -264,109 +223,6 @@ impl LeaseModel {
     }
 }
 
-/// Every renaming `perm` (worker `w` becomes `perm[w]`) that sorts `workers`.
-fn sorting_permutations(workers: &[Worker]) -> Vec<Vec<WorkerNo>> {
-    let n = workers.len();
-    let mut by_state: Vec<usize> = (0..n).collect();
-    by_state.sort_by_key(|w| workers[*w]);
-    if by_state.windows(2).all(|p| workers[p[0]] != workers[p[1]]) {
-        // No ties (the common case): one renaming sorts them.
-        let mut perm = vec![0; n];
-        for (k, w) in by_state.into_iter().enumerate() {
-            perm[w] = WorkerNo::try_from(k).expect("at most 255 workers");
-        }
-        return vec![perm];
-    }
-    // Positions of the sorted order, grouped by equal worker state.
-    let mut groups: Vec<Vec<usize>> = Vec::new();
-    for k in 0..n {
-        match groups.last_mut() {
-            Some(g) if workers[by_state[g[0]]] == workers[by_state[k]] => g.push(k),
-            _ => groups.push(vec![k]),
-        }
-    }
-    // Within a group any order of its workers is sorted: take every combination.
-    let mut orders: Vec<Vec<usize>> = vec![Vec::new()];
-    for g in &groups {
-        let members: Vec<usize> = g.iter().map(|k| by_state[*k]).collect();
-        let mut next = Vec::new();
-        for prefix in &orders {
-            for arrangement in arrangements(&members) {
-                let mut o = prefix.clone();
-                o.extend(arrangement);
-                next.push(o);
-            }
-        }
-        orders = next;
-    }
-    orders
-        .into_iter()
-        .map(|order| {
-            // order[k] is the worker that goes to position k.
-            let mut perm = vec![0; n];
-            for (k, w) in order.into_iter().enumerate() {
-                perm[w] = WorkerNo::try_from(k).expect("at most 255 workers");
-            }
-            perm
-        })
-        .collect()
-}
-
-/// Every ordering of `items`.
-fn arrangements(items: &[usize]) -> Vec<Vec<usize>> {
-    if items.len() <= 1 {
-        return vec![items.to_vec()];
-    }
-    let mut out = Vec::new();
-    for (i, first) in items.iter().enumerate() {
-        let mut rest = items.to_vec();
-        rest.remove(i);
-        for mut tail in arrangements(&rest) {
-            tail.insert(0, *first);
-            out.push(tail);
-        }
-    }
-    out
-}
-
-/// `s` with worker `w` renamed to `perm[w]` everywhere.
-fn rename_workers(s: &State, perm: &[WorkerNo]) -> State {
-    let to = |w: WorkerNo| perm[usize::from(w)];
-    let mut t = s.clone();
-    for item in &mut t.items {
-        if let Some(g) = item.lease.as_mut() {
-            g.worker = to(g.worker);
-        }
-    }
-    for lease in &mut t.leases {
-        lease.worker = to(lease.worker);
-    }
-    for (w, worker) in s.workers.iter().enumerate() {
-        t.workers[usize::from(perm[w])] = *worker;
-    }
-    t.requests = s
-        .requests
-        .iter()
-        .map(|r| match *r {
-            Request::Lease { worker } => Request::Lease { worker: to(worker) },
-            Request::Heartbeat { worker, lease } => Request::Heartbeat {
-                worker: to(worker),
-                lease,
-            },
-            Request::Finish {
-                worker,
-                lease,
-                finish,
-            } => Request::Finish {
-                worker: to(worker),
-                lease,
-                finish,
-            },
-        })
-        .collect();
-    t
-}
-
 /// Whether worker `w` has a heartbeat in flight.
 fn heartbeat_in_flight(s: &State, w: WorkerNo) -> bool {
     s.requests
@@ -468,255 +324,9 @@ impl Model for LeaseModel {
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
-        vec![
-            Property::always(NO_TWO_LIVE_LEASES, no_two_live_leases),
-            Property::always(NO_EFFECT_TWICE, no_effect_twice),
-            Property::always(ACKNOWLEDGED_IS_APPLIED, acknowledged_is_applied),
-            Property::always(LEASE_LOST_IS_NOT_APPLIED, lease_lost_is_not_applied),
-            Property::always(ONLY_NEWEST_LEASE_CHANGES, only_newest_lease_changes),
-            Property::always(SPOOL_SETTLES, spool_settles),
-            Property::always(NO_INTERNAL_ERROR, |_, s: &State| s.anomalies.is_empty()),
-            Property::sometimes(RELEASED_AFTER_EXPIRY, |_, s: &State| {
-                s.ledger
-                    .iter()
-                    .flatten()
-                    .any(|r| r.event == Event::Leased && r.from == Some(ItemState::Leased))
-            }),
-            Property::sometimes(RETRY_REPLAYED, |_, s: &State| {
-                s.witness == Some(Witness::ReplayedCompletion)
-            }),
-            Property::sometimes(LATE_RESULT_REFUSED, |_, s: &State| {
-                s.leases.iter().any(|l| {
-                    l.outcome.is_some_and(|o| o.kind == Recorded::Late)
-                        && l.fence < s.items[usize::from(l.item)].fence
-                })
-            }),
-            Property::sometimes(EXPIRED_LEASE_COMPLETES, |_, s: &State| {
-                s.witness == Some(Witness::CompletionAfterExpiry)
-            }),
-            Property::sometimes(REQUEUED_AND_LEASED_AGAIN, |_, s: &State| {
-                s.ledger.iter().any(|rows| {
-                    rows.iter()
-                        .position(|r| r.event == Event::Failed && r.to == ItemState::Queued)
-                        .is_some_and(|p| rows[p..].iter().any(|r| r.event == Event::Leased))
-                })
-            }),
-            Property::sometimes(PARKED, |_, s: &State| {
-                s.items.iter().any(|i| i.state == ItemState::NeedsSubtool)
-            }),
-            Property::sometimes(EXHAUSTED, |_, s: &State| {
-                s.ledger.iter().flatten().any(|r| r.event == Event::Expired)
-            }),
-            Property::sometimes(FAILED_FOR_GOOD, |_, s: &State| {
-                s.ledger
-                    .iter()
-                    .flatten()
-                    .any(|r| r.event == Event::Failed && r.to == ItemState::Failed)
-            }),
-            Property::sometimes(ALL_DONE, |_, s: &State| {
-                s.items.iter().all(|i| i.state == ItemState::Done)
-                    && s.children.iter().all(|c| *c == 1)
-            }),
-        ]
+        properties::all()
     }
-}
-
-fn no_two_live_leases(_: &LeaseModel, s: &State) -> bool {
-    (0..s.items.len()).all(|i| {
-        let live = s
-            .leases
-            .iter()
-            .enumerate()
-            .filter(|(l, row)| {
-                usize::from(row.item) == i
-                    && row.promised_until > s.now
-                    && s.effects_of(lease(*l)).next().is_none()
-            })
-            .count();
-        live <= 1
-    })
-}
-
-fn no_effect_twice(_: &LeaseModel, s: &State) -> bool {
-    let per_item = s.ledger.iter().enumerate().all(|(i, rows)| {
-        let completed = rows.iter().filter(|r| r.event == Event::Completed).count();
-        completed <= 1
-            && usize::from(s.children[i]) == completed
-            && s.items[i].has_result == (completed == 1)
-    });
-    let per_lease = (0..s.leases.len()).all(|l| s.effects_of(lease(l)).count() <= 1);
-    per_item && per_lease
-}
-
-/// Every 200 is judged by [`State::is_truthful`] in the state its transaction left.
-fn acknowledged_is_applied(_: &LeaseModel, s: &State) -> bool {
-    !s.false_answers
-        .iter()
-        .any(|a| matches!(a.reply, Reply::Ok { .. }))
-}
-
-/// Every refusal is judged by [`State::is_truthful`] in the state its transaction left. That a
-/// superseded lease stays without effect afterwards is [`ONLY_NEWEST_LEASE_CHANGES`].
-fn lease_lost_is_not_applied(_: &LeaseModel, s: &State) -> bool {
-    !s.false_answers
-        .iter()
-        .any(|a| matches!(a.reply, Reply::LeaseLost | Reply::Conflict))
-}
-
-fn only_newest_lease_changes(_: &LeaseModel, s: &State) -> bool {
-    s.ledger.iter().all(|rows| {
-        let mut newest = None;
-        for r in rows {
-            let ok = match r.event {
-                Event::Leased => {
-                    newest = r.lease;
-                    true
-                }
-                e if e.is_effect() => r.lease.is_some() && r.lease == newest,
-                Event::LateResult => {
-                    r.lease.is_some()
-                        && r.from == Some(r.to)
-                        && (r.lease != newest || r.to != ItemState::Leased)
-                }
-                _ => true,
-            };
-            if !ok {
-                return false;
-            }
-        }
-        true
-    })
-}
-
-/// Every spooled result is in flight (so the next delivery that gets through reaches
-/// Muster), and no worker removed a spooled result that was neither applied nor refused
-/// because its lease was superseded.
-fn spool_settles(_: &LeaseModel, s: &State) -> bool {
-    s.dropped_results.is_empty()
-        && s.workers
-            .iter()
-            .enumerate()
-            .all(|(w, worker)| match *worker {
-                Worker::Delivering { lease, finish } => s.requests.contains(&Request::Finish {
-                    worker: WorkerNo::try_from(w).expect("at most 255 workers"),
-                    lease,
-                    finish,
-                }),
-                _ => true,
-            })
-}
-
-fn lease(l: usize) -> crate::state::LeaseNo {
-    crate::state::LeaseNo::try_from(l).expect("at most 255 leases")
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn model() -> LeaseModel {
-        LeaseModel::new(Config::default())
-    }
-
-    fn step(m: &LeaseModel, s: &State, action: Action) -> State {
-        m.next_state(s, action).expect("the step is within bounds")
-    }
-
-    #[test]
-    fn states_that_differ_only_in_worker_numbering_have_one_representative() {
-        let m = model();
-        let s = m.initial_state();
-        let first = step(&m, &s, Action::RequestLease(0));
-        let second = step(&m, &s, Action::RequestLease(1));
-        assert_eq!(first, second);
-        assert_eq!(first.workers, vec![Worker::Idle, Worker::AwaitingLease]);
-        assert_eq!(
-            first.requests.iter().copied().collect::<Vec<_>>(),
-            vec![Request::Lease { worker: 1 }]
-        );
-    }
-
-    #[test]
-    fn without_symmetry_the_workers_keep_their_numbers() {
-        let m = LeaseModel::new(Config {
-            symmetry: false,
-            ..Config::default()
-        });
-        let s = step(&m, &m.initial_state(), Action::RequestLease(0));
-        assert_eq!(s.workers, vec![Worker::AwaitingLease, Worker::Idle]);
-    }
-
-    #[test]
-    fn a_lease_whose_answer_is_lost_is_orphaned_and_its_worker_idle_again() {
-        let m = model();
-        let s = step(&m, &m.initial_state(), Action::RequestLease(0));
-        let lease = Request::Lease { worker: 1 };
-        let s = step(&m, &s, Action::DeliverAnswerLost(lease));
-        assert_eq!(s.workers, vec![Worker::Idle, Worker::Idle]);
-        assert_eq!(s.items[0].state, ItemState::Leased);
-        assert_eq!(s.leases.len(), 1);
-        assert!(s.requests.is_empty());
-    }
-
-    #[test]
-    fn a_lost_answer_to_a_finishing_call_puts_the_spooled_result_back_in_flight() {
-        let m = LeaseModel::new(Config {
-            symmetry: false,
-            ..Config::default()
-        });
-        let mut s = m.initial_state();
-        for action in [
-            Action::RequestLease(0),
-            Action::Deliver(Request::Lease { worker: 0 }),
-            Action::Finish(0, Finish::Complete),
-        ] {
-            s = step(&m, &s, action);
-        }
-        let complete = Request::Finish {
-            worker: 0,
-            lease: 0,
-            finish: Finish::Complete,
-        };
-        let lost = step(&m, &s, Action::DeliverAnswerLost(complete));
-        assert_eq!(lost.items[0].state, ItemState::Done);
-        assert_eq!(
-            lost.workers[0],
-            Worker::Delivering {
-                lease: 0,
-                finish: Finish::Complete
-            }
-        );
-        assert!(lost.requests.contains(&complete));
-        let replayed = step(&m, &lost, Action::Deliver(complete));
-        assert_eq!(replayed.witness, Some(Witness::ReplayedCompletion));
-        assert_eq!(replayed.workers[0], Worker::Idle);
-        assert_eq!(replayed.children, vec![1, 0]);
-        assert!(replayed.requests.is_empty());
-    }
-
-    #[test]
-    fn a_heartbeat_is_offered_only_when_it_could_move_the_expiry() {
-        let m = LeaseModel::new(Config {
-            symmetry: false,
-            ..Config::default()
-        });
-        let mut s = m.initial_state();
-        for action in [
-            Action::RequestLease(0),
-            Action::Deliver(Request::Lease { worker: 0 }),
-        ] {
-            s = step(&m, &s, action);
-        }
-        let offered = |s: &State| {
-            let mut actions = Vec::new();
-            m.actions(s, &mut actions);
-            actions.contains(&Action::Heartbeat(0))
-        };
-        assert!(
-            !offered(&s),
-            "granted at tick 0, the lease runs to tick 1 already"
-        );
-        let s = step(&m, &s, Action::Tick);
-        assert!(offered(&s));
-    }
-}
+mod tests;

@@ -18,53 +18,28 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
+/// `Migration`s of `migrations/V<version>__<name>.sql`, embedded.
+macro_rules! migrations {
+    ($($version:literal $name:literal,)*) => {
+        &[$(Migration {
+            version: $version,
+            name: $name,
+            sql: include_str!(concat!("../../../migrations/V", $version, "__", $name, ".sql")),
+        },)*]
+    };
+}
+
 /// Every migration this binary knows, in version order.
-pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "core",
-        sql: include_str!("../../../migrations/V1__core.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "worker_digests",
-        sql: include_str!("../../../migrations/V2__worker_digests.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "worker_health",
-        sql: include_str!("../../../migrations/V3__worker_health.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "ledger_feed",
-        sql: include_str!("../../../migrations/V4__ledger_feed.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "edit_intake",
-        sql: include_str!("../../../migrations/V5__edit_intake.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "pipelined_writes",
-        sql: include_str!("../../../migrations/V6__pipelined_writes.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "autovacuum",
-        sql: include_str!("../../../migrations/V7__autovacuum.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "lease_indexes",
-        sql: include_str!("../../../migrations/V8__lease_indexes.sql"),
-    },
-    Migration {
-        version: 9,
-        name: "drop_lease_order",
-        sql: include_str!("../../../migrations/V9__drop_lease_order.sql"),
-    },
+pub const MIGRATIONS: &[Migration] = migrations![
+    1 "core",
+    2 "worker_digests",
+    3 "worker_health",
+    4 "ledger_feed",
+    5 "edit_intake",
+    6 "pipelined_writes",
+    7 "autovacuum",
+    8 "lease_indexes",
+    9 "drop_lease_order",
 ];
 
 /// The newest migration this binary knows.

@@ -132,13 +132,7 @@ pub struct Muster {
     nodes: Arc<crate::nodes::NodeDirectory>,
 }
 
-impl std::fmt::Debug for Muster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Muster")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+debug_showing!(Muster, config = config);
 
 impl Muster {
     pub fn new(
