@@ -44,24 +44,14 @@ fn spans(text: &str) -> Vec<&str> {
     out
 }
 
-/// The text of every `.rs` file of the workspace (target/ and node_modules/ left out).
-fn sources(dir: &Path, out: &mut String) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || name == "target" || name == "node_modules" {
-            continue;
-        }
-        if path.is_dir() {
-            sources(&path, out);
-        } else if name.ends_with(".rs") {
-            out.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
-            out.push('\n');
-        }
-    }
+/// The text of every `.rs` file of the workspace, one after the other.
+fn sources(dir: &Path) -> String {
+    let mut files = Vec::new();
+    crate::tidy::rust_files(dir, &mut files);
+    files
+        .iter()
+        .map(|path| std::fs::read_to_string(path).unwrap_or_default() + "\n")
+        .collect()
 }
 
 fn words(text: &str, prefix: &str, ok: impl Fn(char) -> bool) -> BTreeSet<String> {
@@ -138,8 +128,7 @@ struct Code {
 }
 
 fn code(root: &Path) -> Code {
-    let mut text = String::new();
-    sources(root, &mut text);
+    let text = sources(root);
     let routes_rs =
         std::fs::read_to_string(root.join("crates/muster-http/src/routes.rs")).expect("routes.rs");
     let routes = routes_rs

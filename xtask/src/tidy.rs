@@ -517,8 +517,8 @@ fn named_tests(doc: &str) -> Vec<String> {
     names
 }
 
-/// Every `.rs` file below `dir`, `target/` and hidden folders left out.
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+/// Every `.rs` file below `dir`, `target/`, `node_modules/` and hidden folders left out.
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };

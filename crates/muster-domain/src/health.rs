@@ -144,61 +144,11 @@ mod tests {
         }
     }
 
-    fn events_of(kinds: &[KindHealth]) -> Vec<(String, String)> {
-        kinds
-            .iter()
-            .flat_map(|k| {
-                k.events
-                    .iter()
-                    .map(|e| (e.reason.clone(), e.message.clone()))
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_known_node_name_is_redacted_in_a_message() {
-        let nodes = NodeNames::new(["tidewater"]);
-        let (kinds, redacted) = sanitize_with(
-            &[],
-            &[event("pod trawl-0 lost tidewater")],
-            NodeKnowledge::Names(&nodes),
-        );
-        assert_eq!(
-            (events_of(&kinds), redacted),
-            (
-                vec![("NodeNotReady".into(), "pod trawl-0 lost [redacted]".into())],
-                1
-            )
-        );
-    }
-
-    #[test]
-    fn while_node_names_are_unknown_a_message_is_withheld_and_counted_once() {
-        let (kinds, redacted) = sanitize_with(
-            &[],
-            &[event("pod trawl-0 lost tidewater at 10.0.0.1")],
-            NodeKnowledge::Unknown,
-        );
-        assert_eq!(
-            (events_of(&kinds), redacted),
-            (vec![("NodeNotReady".into(), String::new())], 1)
-        );
-    }
-
-    #[test]
-    fn form_only_redaction_misses_a_name_of_no_known_form() {
-        let (kinds, redacted) = sanitize_with(
-            &[],
-            &[event("pod trawl-0 lost tidewater")],
-            NodeKnowledge::FormOnly,
-        );
-        assert_eq!(
-            (events_of(&kinds), redacted),
-            (
-                vec![("NodeNotReady".into(), "pod trawl-0 lost tidewater".into())],
-                0
-            )
-        );
+    /// One trawl event with `message` sanitised: its (reason, message) and the count.
+    fn sanitized(message: &str, knowledge: NodeKnowledge<'_>) -> ((String, String), usize) {
+        let (kinds, redacted) = sanitize_with(&[], &[event(message)], knowledge);
+        let e = &kinds[0].events[0];
+        ((e.reason.clone(), e.message.clone()), redacted)
     }
 
     fn pod(kind: Kind, ready: bool, restarts: u32, phase: &str) -> PodHealth {
@@ -208,6 +158,40 @@ mod tests {
             restarts,
             phase: phase.into(),
         }
+    }
+
+    #[test]
+    fn a_known_node_name_is_redacted_in_a_message() {
+        let nodes = NodeNames::new(["tidewater"]);
+        assert_eq!(
+            sanitized("pod trawl-0 lost tidewater", NodeKnowledge::Names(&nodes)),
+            (
+                ("NodeNotReady".into(), "pod trawl-0 lost [redacted]".into()),
+                1
+            )
+        );
+    }
+
+    #[test]
+    fn while_node_names_are_unknown_a_message_is_withheld_and_counted_once() {
+        assert_eq!(
+            sanitized(
+                "pod trawl-0 lost tidewater at 10.0.0.1",
+                NodeKnowledge::Unknown
+            ),
+            (("NodeNotReady".into(), String::new()), 1)
+        );
+    }
+
+    #[test]
+    fn form_only_redaction_misses_a_name_of_no_known_form() {
+        assert_eq!(
+            sanitized("pod trawl-0 lost tidewater", NodeKnowledge::FormOnly),
+            (
+                ("NodeNotReady".into(), "pod trawl-0 lost tidewater".into()),
+                0
+            )
+        );
     }
 
     #[test]

@@ -188,12 +188,43 @@ pub(crate) enum ConnectFailure {
     Http(hyper::Error),
 }
 
+/// Why a call to the API server got no usable answer; for logs only (never holds a token).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ApiFailure {
+    #[error("timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("{0}")]
+    Connect(#[from] ConnectFailure),
+    #[error("HTTP: {0}")]
+    Http(hyper::Error),
+    #[error("the API server answered {0}")]
+    Status(hyper::StatusCode),
+    #[error("reading the answer: {0}")]
+    Body(String),
+    #[error("the answer is not {0}: {1}")]
+    Shape(&'static str, serde_json::Error),
+    #[error("building the request: {0}")]
+    Request(String),
+    #[error("the watch ended with an error event: {0}")]
+    Event(String),
+    #[error("the watch ended after {0:?}, long before its time")]
+    Ended(Duration),
+}
+
 /// The API server as a client meets it: where it is, which CAs vouch for it, and the pod's own
 /// token to show it.
 pub(crate) struct ApiServer {
     pub(crate) endpoint: Endpoint,
     tls: TlsConnector,
     own_token: Mutex<OwnToken>,
+}
+
+impl std::fmt::Debug for ApiServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServer")
+            .field("authority", &self.endpoint.authority)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ApiServer {

@@ -18,7 +18,7 @@ use muster_app::nodes::NodeDirectory;
 use muster_domain::redact::NodeNames;
 use serde::Deserialize;
 
-use crate::client::{ApiServer, ConnectFailure, api_server_url};
+use crate::client::{ApiFailure, ApiServer, api_server_url};
 use crate::{DEFAULT_CA_PATH, DEFAULT_TOKEN_PATH, KubeError};
 
 /// Where nodes are listed and watched.
@@ -67,6 +67,16 @@ impl NodeWatchSettings {
         }
     }
 
+    /// The API server these settings name, with its trust and the pod's own token.
+    pub(crate) fn api_server(&self) -> Result<ApiServer, KubeError> {
+        ApiServer::new(
+            &self.api_server,
+            &self.ca_path,
+            self.token_path.clone(),
+            self.token_refresh,
+        )
+    }
+
     /// The in-cluster defaults, as [`crate::TokenReviewSettings::in_cluster`].
     pub fn in_cluster() -> Self {
         let host = std::env::var("KUBERNETES_SERVICE_HOST").ok();
@@ -104,51 +114,20 @@ struct WatchEvent {
     object: serde_json::Value,
 }
 
-/// Why the list or the watch failed; for logs only.
-#[derive(Debug, thiserror::Error)]
-enum WatchFailure {
-    #[error("{0}")]
-    Connect(#[from] ConnectFailure),
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
-    #[error("the API server answered {0}")]
-    Status(hyper::StatusCode),
-    #[error("reading the answer: {0}")]
-    Body(String),
-    #[error("the answer is not a node list: {0}")]
-    Shape(serde_json::Error),
-    #[error("building the request: {0}")]
-    Request(String),
-    #[error("the watch ended with an error event: {0}")]
-    Event(String),
-    #[error("the watch ended after {0:?}, long before its time")]
-    Ended(Duration),
-}
-
 /// Lists and watches the cluster's nodes into a [`NodeDirectory`]; see the module docs.
+#[derive(Debug)]
 pub struct NodeWatcher {
     api: ApiServer,
     settings: NodeWatchSettings,
 }
 
-impl std::fmt::Debug for NodeWatcher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeWatcher")
-            .field("api_server", &self.api.endpoint.authority)
-            .finish_non_exhaustive()
-    }
-}
-
 impl NodeWatcher {
     /// Reads the CA bundle and the pod's own token; fails when either is missing or unusable.
     pub fn new(settings: NodeWatchSettings) -> Result<Self, KubeError> {
-        let api = ApiServer::new(
-            &settings.api_server,
-            &settings.ca_path,
-            settings.token_path.clone(),
-            settings.token_refresh,
-        )?;
-        Ok(NodeWatcher { api, settings })
+        Ok(NodeWatcher {
+            api: settings.api_server()?,
+            settings,
+        })
     }
 
     /// Keeps `directory` up to date until the task is dropped. A watch that ran less than half
@@ -174,7 +153,7 @@ impl NodeWatcher {
                         .await;
                     match watched {
                         Ok(()) if started.elapsed() < full_watch / 2 => {
-                            Err(WatchFailure::Ended(started.elapsed()))
+                            Err(ApiFailure::Ended(started.elapsed()))
                         }
                         other => other,
                     }
@@ -201,16 +180,16 @@ impl NodeWatcher {
         }
     }
 
-    fn get(&self, path: &str, accept: &str) -> Result<hyper::Request<Empty<Bytes>>, WatchFailure> {
+    fn get(&self, path: &str, accept: &str) -> Result<hyper::Request<Empty<Bytes>>, ApiFailure> {
         self.api
             .request(hyper::Method::GET, path, accept)
             .body(Empty::new())
             // The message would quote the header value: the own token. Keep only the kind.
-            .map_err(|_| WatchFailure::Request("invalid request".into()))
+            .map_err(|_| ApiFailure::Request("invalid request".into()))
     }
 
     /// Every node's name, page by page, and the list's resourceVersion.
-    async fn list(&self) -> Result<(BTreeSet<String>, String), WatchFailure> {
+    async fn list(&self) -> Result<(BTreeSet<String>, String), ApiFailure> {
         let mut names = BTreeSet::new();
         let mut next = String::new();
         loop {
@@ -222,7 +201,7 @@ impl NodeWatcher {
             let request = self.get(&path, LIST_ACCEPT)?;
             let page = tokio::time::timeout(self.settings.timeout, self.read_list(request))
                 .await
-                .map_err(|_| WatchFailure::Timeout(self.settings.timeout))??;
+                .map_err(|_| ApiFailure::Timeout(self.settings.timeout))??;
             names.extend(
                 page.items
                     .into_iter()
@@ -236,17 +215,17 @@ impl NodeWatcher {
         }
     }
 
-    async fn read_list(&self, request: hyper::Request<Empty<Bytes>>) -> Result<List, WatchFailure> {
+    async fn read_list(&self, request: hyper::Request<Empty<Bytes>>) -> Result<List, ApiFailure> {
         let (response, _driver) = self.api.send(request).await?;
         if !response.status().is_success() {
-            return Err(WatchFailure::Status(response.status()));
+            return Err(ApiFailure::Status(response.status()));
         }
         let bytes = http_body_util::Limited::new(response.into_body(), MAX_MESSAGE_BYTES)
             .collect()
             .await
-            .map_err(|e| WatchFailure::Body(e.to_string()))?
+            .map_err(|e| ApiFailure::Body(e.to_string()))?
             .to_bytes();
-        serde_json::from_slice(&bytes).map_err(WatchFailure::Shape)
+        serde_json::from_slice(&bytes).map_err(|e| ApiFailure::Shape("a node list", e))
     }
 
     /// Applies the watch's events to `names` (and the directory) until the watch ends: `Ok` when
@@ -258,7 +237,7 @@ impl NodeWatcher {
         names: &mut BTreeSet<String>,
         directory: &NodeDirectory,
         last_answer: &mut Option<Instant>,
-    ) -> Result<(), WatchFailure> {
+    ) -> Result<(), ApiFailure> {
         let path = format!(
             "{NODES_PATH}?watch=1&allowWatchBookmarks=true&timeoutSeconds={}&resourceVersion={}",
             self.settings.watch_seconds,
@@ -268,9 +247,9 @@ impl NodeWatcher {
         let (response, _driver) =
             tokio::time::timeout(self.settings.timeout, self.api.send(request))
                 .await
-                .map_err(|_| WatchFailure::Timeout(self.settings.timeout))??;
+                .map_err(|_| ApiFailure::Timeout(self.settings.timeout))??;
         if !response.status().is_success() {
-            return Err(WatchFailure::Status(response.status()));
+            return Err(ApiFailure::Status(response.status()));
         }
         let mut lines = Lines::new(response.into_body());
         let limit =
@@ -285,7 +264,8 @@ impl NodeWatcher {
                 return Ok(());
             };
             *last_answer = Some(Instant::now());
-            let event: WatchEvent = serde_json::from_slice(&line).map_err(WatchFailure::Shape)?;
+            let event: WatchEvent =
+                serde_json::from_slice(&line).map_err(|e| ApiFailure::Shape("a node list", e))?;
             let name = event.object["metadata"]["name"]
                 .as_str()
                 .unwrap_or_default();
@@ -294,7 +274,7 @@ impl NodeWatcher {
                 "DELETED" => names.remove(name),
                 "ERROR" => {
                     let message = event.object["message"].as_str().unwrap_or_default();
-                    return Err(WatchFailure::Event(message.to_owned()));
+                    return Err(ApiFailure::Event(message.to_owned()));
                 }
                 _ => false, // BOOKMARK
             };
@@ -324,7 +304,7 @@ impl Lines {
         }
     }
 
-    async fn next(&mut self) -> Result<Option<Vec<u8>>, WatchFailure> {
+    async fn next(&mut self) -> Result<Option<Vec<u8>>, ApiFailure> {
         loop {
             if let Some(at) = self.buffer[self.scanned..]
                 .iter()
@@ -344,11 +324,11 @@ impl Lines {
             }
             self.scanned = self.buffer.len();
             if self.buffer.len() > MAX_MESSAGE_BYTES {
-                return Err(WatchFailure::Body("a watch event over 4 MiB".into()));
+                return Err(ApiFailure::Body("a watch event over 4 MiB".into()));
             }
             match self.body.frame().await {
                 None => self.done = true,
-                Some(Err(e)) => return Err(WatchFailure::Body(e.to_string())),
+                Some(Err(e)) => return Err(ApiFailure::Body(e.to_string())),
                 Some(Ok(frame)) => {
                     if let Ok(data) = frame.into_data() {
                         self.buffer.extend_from_slice(&data);

@@ -18,30 +18,18 @@ use crate::nodes::NodeWatchSettings;
 pub const VERSION_PATH: &str = "/version";
 
 /// Probes the API server the node watch and TokenReview use.
+#[derive(Debug)]
 pub struct ApiServerProbe {
     api: ApiServer,
     timeout: Duration,
     interval: Duration,
 }
 
-impl std::fmt::Debug for ApiServerProbe {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiServerProbe")
-            .field("api_server", &self.api.endpoint.authority)
-            .finish_non_exhaustive()
-    }
-}
-
 impl ApiServerProbe {
     /// The API server, CA bundle and token of `settings`; asks every `interval`.
     pub fn new(settings: &NodeWatchSettings, interval: Duration) -> Result<Self, KubeError> {
         Ok(ApiServerProbe {
-            api: ApiServer::new(
-                &settings.api_server,
-                &settings.ca_path,
-                settings.token_path.clone(),
-                settings.token_refresh,
-            )?,
+            api: settings.api_server()?,
             timeout: Duration::from_secs(2),
             interval,
         })

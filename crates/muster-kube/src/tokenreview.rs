@@ -13,7 +13,7 @@ use muster_app::auth::{AuthError, Authenticator};
 use muster_domain::Principal;
 use serde::Deserialize;
 
-use crate::client::{ApiServer, ConnectFailure, api_server_url};
+use crate::client::{ApiFailure, ApiServer, api_server_url};
 use crate::{DEFAULT_CA_PATH, DEFAULT_TOKEN_PATH, KubeError, ServiceAccountMap, TOKENREVIEW_PATH};
 
 /// Largest TokenReview answer read; a larger one counts as the API server being unavailable.
@@ -126,25 +126,6 @@ struct ReviewUser {
     username: String,
 }
 
-/// Why a review got no answer; for logs only (never holds the token).
-#[derive(Debug, thiserror::Error)]
-enum ReviewFailure {
-    #[error("timed out after {0:?}")]
-    Timeout(Duration),
-    #[error("{0}")]
-    Connect(#[from] ConnectFailure),
-    #[error("HTTP: {0}")]
-    Http(hyper::Error),
-    #[error("the API server answered {0}")]
-    Status(hyper::StatusCode),
-    #[error("reading the answer: {0}")]
-    Body(String),
-    #[error("the answer is not a TokenReview: {0}")]
-    Shape(serde_json::Error),
-    #[error("building the request: {0}")]
-    Request(String),
-}
-
 /// Checks bearer tokens with the Kubernetes TokenReview API; see the crate documentation.
 pub struct TokenReviewAuthenticator {
     api: ApiServer,
@@ -198,44 +179,45 @@ impl TokenReviewAuthenticator {
         self.cache.lock().map(|c| c.entries.len()).unwrap_or(0)
     }
 
-    async fn review(&self, token: &str) -> Result<ReviewStatus, ReviewFailure> {
+    async fn review(&self, token: &str) -> Result<ReviewStatus, ApiFailure> {
         match tokio::time::timeout(self.timeout, self.exchange(token)).await {
             Ok(r) => r,
-            Err(_) => Err(ReviewFailure::Timeout(self.timeout)),
+            Err(_) => Err(ApiFailure::Timeout(self.timeout)),
         }
     }
 
-    async fn exchange(&self, token: &str) -> Result<ReviewStatus, ReviewFailure> {
+    async fn exchange(&self, token: &str) -> Result<ReviewStatus, ApiFailure> {
         let body = serde_json::json!({
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
             "spec": {"token": token},
         });
-        let body = serde_json::to_vec(&body).map_err(|e| ReviewFailure::Request(e.to_string()))?;
+        let body = serde_json::to_vec(&body).map_err(|e| ApiFailure::Request(e.to_string()))?;
         let request = self
             .api
             .request(hyper::Method::POST, TOKENREVIEW_PATH, "application/json")
             .header(hyper::header::CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body)))
             // The message would quote the header value: the own token. Keep only the kind.
-            .map_err(|_| ReviewFailure::Request("invalid request header".into()))?;
+            .map_err(|_| ApiFailure::Request("invalid request header".into()))?;
 
         let (mut sender, conn) = self.api.connect().await?;
         let exchange = async {
             let response = sender
                 .send_request(request)
                 .await
-                .map_err(ReviewFailure::Http)?;
+                .map_err(ApiFailure::Http)?;
             let status = response.status();
             if !status.is_success() {
-                return Err(ReviewFailure::Status(status));
+                return Err(ApiFailure::Status(status));
             }
             let bytes = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
                 .collect()
                 .await
-                .map_err(|e| ReviewFailure::Body(e.to_string()))?
+                .map_err(|e| ApiFailure::Body(e.to_string()))?
                 .to_bytes();
-            let review: Review = serde_json::from_slice(&bytes).map_err(ReviewFailure::Shape)?;
+            let review: Review = serde_json::from_slice(&bytes)
+                .map_err(|e| ApiFailure::Shape("a TokenReview", e))?;
             Ok(review.status)
         };
         // Drive the connection alongside the exchange, in this task: nothing outlives the timeout.
@@ -247,7 +229,7 @@ impl TokenReviewAuthenticator {
                 result = &mut exchange => return result,
                 result = &mut conn, if !conn_done => {
                     conn_done = true;
-                    result.map_err(ReviewFailure::Http)?;
+                    result.map_err(ApiFailure::Http)?;
                 }
             }
         }

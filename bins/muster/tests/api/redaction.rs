@@ -12,6 +12,21 @@ fn report(message: &str) -> serde_json::Value {
     json!({"pods": [], "events": [{"kind": "trawl", "reason": "NodeNotReady", "message": message}]})
 }
 
+/// A server whose `--node-names` file holds `names`, and that file (kept while the app lives).
+async fn with_node_file(names: &str) -> (TestApp, TempDir, std::path::PathBuf) {
+    let dir = TempDir::new("muster-nodes");
+    let file = dir.0.join("nodes.txt");
+    std::fs::write(&file, names).unwrap();
+    let app = TestApp::spawn_with(|s| s.node_names = Some(file.clone())).await;
+    (app, dir, file)
+}
+
+/// Reports one trawl event with `message`: the answer's status and body.
+async fn report_event(app: &TestApp, message: &str) -> (StatusCode, serde_json::Value) {
+    let r = app.post("/v1/health", "shipkeeper", report(message)).await;
+    (r.status, r.body)
+}
+
 async fn stored_message(app: &TestApp) -> String {
     let events: serde_json::Value = app
         .db
@@ -29,19 +44,9 @@ async fn stored_message(app: &TestApp) -> String {
 
 #[tokio::test]
 async fn a_node_named_in_the_node_names_file_is_redacted_wherever_it_stands() {
-    let dir = TempDir::new("muster-nodes");
-    let file = dir.0.join("nodes.txt");
-    std::fs::write(&file, "# rack 3\nTidewater\n").unwrap();
-    let app = TestApp::spawn_with(|s| s.node_names = Some(file.clone())).await;
-    let r = app
-        .post(
-            "/v1/health",
-            "shipkeeper",
-            report("trawl-0 lost tidewater at https://TIDEWATER:10250"),
-        )
-        .await;
+    let (app, _dir, _file) = with_node_file("# rack 3\nTidewater\n").await;
     assert_eq!(
-        (r.status, r.body),
+        report_event(&app, "trawl-0 lost tidewater at https://TIDEWATER:10250").await,
         (StatusCode::ACCEPTED, json!({"accepted": 1, "redacted": 2}))
     );
     assert_eq!(
@@ -52,19 +57,16 @@ async fn a_node_named_in_the_node_names_file_is_redacted_wherever_it_stands() {
 
 #[tokio::test]
 async fn a_changed_node_names_file_is_picked_up_while_serving() {
-    let dir = TempDir::new("muster-nodes");
-    let file = dir.0.join("nodes.txt");
-    std::fs::write(&file, "tidewater\n").unwrap();
-    let app = TestApp::spawn_with(|s| s.node_names = Some(file.clone())).await;
+    let (app, _dir, file) = with_node_file("tidewater\n").await;
     // A modification time the watcher can tell apart on every filesystem.
     tokio::time::sleep(Duration::from_millis(1100)).await;
     std::fs::write(&file, "tidewater\nbigiron\n").unwrap();
     let mut message = String::new();
     for _ in 0..50 {
-        let r = app
-            .post("/v1/health", "shipkeeper", report("bigiron rebooted"))
-            .await;
-        assert_eq!(r.status, StatusCode::ACCEPTED);
+        assert_eq!(
+            report_event(&app, "bigiron rebooted").await.0,
+            StatusCode::ACCEPTED
+        );
         message = stored_message(&app).await;
         if message == "[redacted] rebooted" {
             break;
@@ -77,15 +79,8 @@ async fn a_changed_node_names_file_is_picked_up_while_serving() {
 #[tokio::test]
 async fn without_a_source_of_names_a_node_is_still_redacted_by_its_position() {
     let app = TestApp::spawn().await;
-    let r = app
-        .post(
-            "/v1/health",
-            "shipkeeper",
-            report("Node rack3-blade12 status is now: NodeNotReady"),
-        )
-        .await;
     assert_eq!(
-        (r.status, r.body),
+        report_event(&app, "Node rack3-blade12 status is now: NodeNotReady").await,
         (StatusCode::ACCEPTED, json!({"accepted": 1, "redacted": 1}))
     );
     assert_eq!(
@@ -121,17 +116,14 @@ fn a_node_names_file_without_a_name_fails_the_start() {
 
 #[tokio::test]
 async fn a_node_names_file_emptied_while_serving_keeps_the_last_names() {
-    let dir = TempDir::new("muster-nodes");
-    let file = dir.0.join("nodes.txt");
-    std::fs::write(&file, "tidewater\n").unwrap();
-    let app = TestApp::spawn_with(|s| s.node_names = Some(file.clone())).await;
+    let (app, _dir, file) = with_node_file("tidewater\n").await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     std::fs::write(&file, "").unwrap();
     // Two housekeeping ticks: the empty file has been looked at.
     tokio::time::sleep(Duration::from_millis(4500)).await;
-    let r = app
-        .post("/v1/health", "shipkeeper", report("tidewater rebooted"))
-        .await;
-    assert_eq!(r.status, StatusCode::ACCEPTED);
+    assert_eq!(
+        report_event(&app, "tidewater rebooted").await.0,
+        StatusCode::ACCEPTED
+    );
     assert_eq!(stored_message(&app).await, "[redacted] rebooted");
 }
