@@ -71,11 +71,8 @@ async fn an_api_server_that_is_down_is_unavailable_within_the_timeout() {
         auth.authenticate(TRAWL_TOKEN).await,
         Err(AuthError::Unavailable)
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "took {:?}",
-        started.elapsed()
-    );
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "took {took:?}");
 }
 
 #[tokio::test]

@@ -23,6 +23,17 @@ impl Resp {
     pub fn code(&self) -> &str {
         self.body["error"]["code"].as_str().unwrap_or("")
     }
+
+    /// Asserts that this is the error answer `status` with the error code `code`.
+    #[track_caller]
+    pub fn assert_error(&self, status: StatusCode, code: &str) {
+        assert_eq!(
+            (self.status, self.code()),
+            (status, code),
+            "{:?}",
+            self.body
+        );
+    }
 }
 
 /// The path of `action` (`complete`, `fail`, `heartbeat`, `needs_subtool`) on a lease answer.
@@ -126,6 +137,15 @@ impl TestApp {
         r.body
     }
 
+    /// Enqueues one `normal` item of `kind` with an empty payload and leases it as worker `w`;
+    /// the lease answer.
+    pub async fn enqueue_and_lease(&self, kind: &str) -> Value {
+        self.enqueue(kind, "normal", json!({})).await;
+        self.lease(kind, "w")
+            .await
+            .expect("the item just enqueued is leasable")
+    }
+
     /// `POST /v1/leases` as a worker of `kind`, waiting up to `wait_ms` for work: the answer
     /// as it came (200 with a lease, or 204).
     pub async fn lease_waiting(&self, kind: &str, worker_id: &str, wait_ms: u64) -> Resp {
@@ -192,6 +212,11 @@ impl TestApp {
     pub async fn heartbeat(&self, lease: &Value, worker_id: &str) -> Resp {
         self.on_lease(lease, "heartbeat", json!({"worker_id": worker_id}))
             .await
+    }
+
+    /// `POST /v1/health` as shipkeeper with the report `body` (`{"pods": […], "events": […]}`).
+    pub async fn report_health(&self, body: Value) -> Resp {
+        self.post("/v1/health", "shipkeeper", body).await
     }
 
     /// The `/metrics` exposition text (no token needed).

@@ -231,7 +231,7 @@ async fn retrying_an_item_that_has_not_failed_is_a_conflict() {
     let r = app
         .post(&format!("/v1/items/{item}/retry"), "operator", json!({}))
         .await;
-    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "E_CONFLICT"));
+    r.assert_error(StatusCode::CONFLICT, "E_CONFLICT");
 }
 
 #[tokio::test]
