@@ -10,18 +10,15 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use common::{OWN_TOKEN, Pki, TempDir, pki};
+use common::{OWN_TOKEN, Pki, TempDir, dead_url, pki, serve_tls};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use muster_app::nodes::{NodeDirectory, NodeSnapshot};
 use muster_domain::redact::NodeNames;
 use muster_kube::nodes::{NODES_PATH, NodeWatchSettings, NodeWatcher};
-use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tokio_rustls::TlsAcceptor;
 
 /// A watch's body: whatever the test sends, as it sends it.
 struct Stream(mpsc::UnboundedReceiver<Bytes>);
@@ -145,37 +142,19 @@ fn answer(
 }
 
 async fn fake_nodes(pki: &Pki, nodes: &[&str]) -> FakeNodes {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let state = Arc::new(Mutex::new(State {
         nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
         ..State::default()
     }));
     let failing = Arc::new(AtomicBool::new(false));
-    let acceptor = TlsAcceptor::from(pki.server.clone());
     let (st, fl) = (state.clone(), failing.clone());
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (acceptor, st, fl) = (acceptor.clone(), st.clone(), fl.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(move |req| {
-                    let response = answer(&req, &st, fl.load(Ordering::SeqCst));
-                    async move { Ok::<_, Infallible>(response) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
+    let (url, task) = serve_tls(pki, move |req| {
+        let response = answer(&req, &st, fl.load(Ordering::SeqCst));
+        async move { Ok::<_, Infallible>(response) }
+    })
+    .await;
     FakeNodes {
-        url: format!("https://127.0.0.1:{port}"),
+        url,
         state,
         failing,
         task,
@@ -274,11 +253,7 @@ async fn a_node_the_watch_adds_is_known_at_once_and_a_deleted_one_is_forgotten()
 #[tokio::test]
 async fn the_names_stay_unknown_while_the_api_server_cannot_be_reached() {
     let (pki, dir) = (pki(), TempDir::new());
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let (directory, task) = start(settings(&dir, &format!("https://127.0.0.1:{port}"), &pki));
+    let (directory, task) = start(settings(&dir, &dead_url(), &pki));
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(directory.snapshot(), NodeSnapshot::Unknown);
     task.abort();

@@ -217,7 +217,7 @@ async fn a_subscriber_on_one_replica_sees_transitions_made_through_another_withi
 
 #[tokio::test]
 async fn a_quiet_stream_carries_a_heartbeat_at_least_every_five_seconds() {
-    let (app, mut s) = subscribed("conn").await;
+    let (_app, mut s) = subscribed("conn").await;
     s.next_named("queues", WAIT).await.unwrap();
     let mut last = Instant::now();
     for _ in 0..2 {
