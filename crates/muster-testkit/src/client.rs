@@ -146,6 +146,12 @@ impl TestApp {
             .expect("the item just enqueued is leasable")
     }
 
+    /// `POST /v1/items/{id}/retry` as `principal`.
+    pub async fn retry(&self, id: &str, principal: &str) -> Resp {
+        self.post(&format!("/v1/items/{id}/retry"), principal, json!({}))
+            .await
+    }
+
     /// `POST /v1/leases` as a worker of `kind`, waiting up to `wait_ms` for work: the answer
     /// as it came (200 with a lease, or 204).
     pub async fn lease_waiting(&self, kind: &str, worker_id: &str, wait_ms: u64) -> Resp {

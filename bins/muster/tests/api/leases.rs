@@ -263,9 +263,7 @@ async fn a_final_failure_fails_the_item_and_an_operator_retry_requeues_it_with_a
         )
         .await;
     assert_eq!(r.body["state"], "failed");
-    let retry = app
-        .post(&format!("/v1/items/{item}/retry"), "operator", json!({}))
-        .await;
+    let retry = app.retry(&item, "operator").await;
     assert_eq!(
         (retry.status, retry.body["state"].as_str()),
         (StatusCode::OK, Some("queued"))
