@@ -130,6 +130,13 @@ impl TestApp {
         r.body["item_id"].as_str().expect("an item_id").to_owned()
     }
 
+    /// Enqueues `n` items of `kind` and `priority` with empty payloads, one after the other.
+    pub async fn enqueue_many(&self, kind: &str, priority: &str, n: usize) {
+        for _ in 0..n {
+            self.enqueue(kind, priority, json!({})).await;
+        }
+    }
+
     /// `GET /v1/items/{id}` as the operator; the item's view.
     pub async fn item(&self, id: &str) -> Value {
         let r = self.get(&format!("/v1/items/{id}"), "operator").await;

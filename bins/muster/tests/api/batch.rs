@@ -390,9 +390,7 @@ async fn a_refused_completion_with_lease_next_leases_nothing() {
 #[tokio::test]
 async fn a_replayed_completion_with_lease_next_leases_afresh() {
     let app = TestApp::spawn().await;
-    for _ in 0..3 {
-        app.enqueue("trawl", "normal", json!({})).await;
-    }
+    app.enqueue_many("trawl", "normal", 3).await;
     let l = app.lease("trawl", "w").await.unwrap();
     let body = json!({"result": {"r": 1}, "lease_next": true});
     let first = app.complete(&l, body.clone()).await;

@@ -244,9 +244,7 @@ async fn an_unknown_last_event_id_gets_a_reset() {
 #[tokio::test]
 async fn queue_depths_are_counted_per_kind_priority_and_state() {
     let app = TestApp::spawn().await;
-    for _ in 0..3 {
-        app.enqueue("trawl", "normal", json!({})).await;
-    }
+    app.enqueue_many("trawl", "normal", 3).await;
     app.enqueue("assay", "urgent", json!({})).await;
     app.lease("trawl", "w").await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -265,9 +263,7 @@ async fn queue_depths_are_counted_per_kind_priority_and_state() {
 #[tokio::test]
 async fn a_restarted_server_counts_the_depths_it_did_not_see_happen() {
     let app = TestApp::spawn().await;
-    for _ in 0..2 {
-        app.enqueue("trawl", "backfill", json!({})).await;
-    }
+    app.enqueue_many("trawl", "backfill", 2).await;
     app.stop().await;
     let again = TestApp::spawn_on(app.db.clone(), |_| {}).await;
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -17,9 +17,7 @@ fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
 #[tokio::test]
 async fn metrics_count_the_work_and_the_answers_without_a_token() {
     let app = TestApp::spawn().await;
-    for _ in 0..2 {
-        app.enqueue("trawl", "urgent", json!({})).await;
-    }
+    app.enqueue_many("trawl", "urgent", 2).await;
     let l = app.lease("trawl", "w").await.unwrap();
     app.complete(&l, json!({"result": {}})).await;
     app.heartbeat(&l, "w").await;
