@@ -70,13 +70,18 @@ fn endpoints_are_parsed_from_https_urls_only() {
     assert!(parse_endpoint("https://host:port").is_err());
 }
 
+/// An empty cache of `capacity` answers that keeps each for 30 s.
+fn cache_of(capacity: usize) -> Cache {
+    Cache {
+        ttl: Duration::from_secs(30),
+        capacity,
+        entries: HashMap::new(),
+    }
+}
+
 #[test]
 fn the_cache_evicts_the_oldest_answer_when_full() {
-    let mut cache = Cache {
-        ttl: Duration::from_secs(30),
-        capacity: 2,
-        entries: HashMap::new(),
-    };
+    let mut cache = cache_of(2);
     let t0 = Instant::now();
     cache.insert([1; 32], Some(Principal::Conn), t0);
     cache.insert([2; 32], None, t0 + Duration::from_millis(1));
@@ -94,11 +99,7 @@ fn the_cache_evicts_the_oldest_answer_when_full() {
 
 #[test]
 fn cached_answers_expire_after_the_ttl() {
-    let mut cache = Cache {
-        ttl: Duration::from_secs(30),
-        capacity: 10,
-        entries: HashMap::new(),
-    };
+    let mut cache = cache_of(10);
     let t0 = Instant::now();
     cache.insert([1; 32], Some(Principal::Conn), t0);
     assert_eq!(

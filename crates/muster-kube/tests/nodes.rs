@@ -10,19 +10,17 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use common::{OWN_TOKEN, Pki, TempDir, pki};
+use common::{OWN_TOKEN, Pki, TempDir, dead_url, pki, serve_tls};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Frame, Incoming};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use muster_app::nodes::{NodeDirectory, NodeSnapshot};
 use muster_domain::redact::NodeNames;
 use muster_kube::nodes::{NODES_PATH, NodeWatchSettings, NodeWatcher};
 use muster_kube::probe::{ApiServerProbe, VERSION_PATH};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tokio_rustls::TlsAcceptor;
 
 /// A watch's body: whatever the test sends, as it sends it.
 struct Stream(mpsc::UnboundedReceiver<Bytes>);
@@ -157,37 +155,19 @@ fn answer(
 }
 
 async fn fake_nodes(pki: &Pki, nodes: &[&str]) -> FakeNodes {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
     let state = Arc::new(Mutex::new(State {
         nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
         ..State::default()
     }));
     let failing = Arc::new(AtomicBool::new(false));
-    let acceptor = TlsAcceptor::from(pki.server.clone());
     let (st, fl) = (state.clone(), failing.clone());
-    let task = tokio::spawn(async move {
-        loop {
-            let Ok((tcp, _)) = listener.accept().await else {
-                return;
-            };
-            let (acceptor, st, fl) = (acceptor.clone(), st.clone(), fl.clone());
-            tokio::spawn(async move {
-                let Ok(tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                let service = hyper::service::service_fn(move |req| {
-                    let response = answer(&req, &st, fl.load(Ordering::SeqCst));
-                    async move { Ok::<_, Infallible>(response) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), service)
-                    .await;
-            });
-        }
-    });
+    let (url, task) = serve_tls(pki, move |req| {
+        let response = answer(&req, &st, fl.load(Ordering::SeqCst));
+        async move { Ok::<_, Infallible>(response) }
+    })
+    .await;
     FakeNodes {
-        url: format!("https://127.0.0.1:{port}"),
+        url,
         state,
         failing,
         task,
@@ -388,13 +368,7 @@ async fn the_probe_reports_an_api_server_answering_an_error_with_its_status() {
 #[tokio::test]
 async fn the_probe_reports_an_api_server_nobody_listens_for_as_a_connect_failure() {
     let (pki, dir) = (pki(), TempDir::new());
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let answer = probe(&settings(&dir, &format!("https://127.0.0.1:{port}"), &pki))
-        .ask()
-        .await;
+    let answer = probe(&settings(&dir, &dead_url(), &pki)).ask().await;
     assert!(
         answer.as_ref().is_err_and(|e| e.starts_with("connect: ")),
         "{answer:?}"

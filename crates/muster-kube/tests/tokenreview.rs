@@ -10,11 +10,30 @@ use muster_app::auth::{AuthError, Authenticator};
 use muster_domain::{Kind, Principal};
 use muster_kube::{KubeError, TokenReviewAuthenticator};
 
+/// An authenticator with the test's settings in front of a fake API server in one mode, and the
+/// directory of its files (kept as long as the authenticator).
+struct Reviewed {
+    server: FakeApiServer,
+    auth: TokenReviewAuthenticator,
+    _dir: TempDir,
+}
+
+impl Reviewed {
+    async fn against(mode: Mode) -> Reviewed {
+        let (pki, dir) = (pki(), TempDir::new());
+        let server = fake_api_server(&pki, mode).await;
+        let auth = authenticator_for(&server, &pki, &dir).await;
+        Reviewed {
+            server,
+            auth,
+            _dir: dir,
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_valid_mapped_token_resolves_to_its_principal() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Review).await;
-    let auth = authenticator_for(&server, &pki, &dir).await;
+    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
     assert_eq!(
         auth.authenticate(TRAWL_TOKEN).await,
         Ok(Some(Principal::Worker(Kind::Trawl)))
@@ -28,26 +47,24 @@ async fn a_valid_mapped_token_resolves_to_its_principal() {
 
 #[tokio::test]
 async fn an_invalid_token_resolves_to_nobody() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Review).await;
-    let auth = authenticator_for(&server, &pki, &dir).await;
+    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
     assert_eq!(auth.authenticate(BOGUS_TOKEN).await, Ok(None));
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
 async fn an_expired_token_resolves_to_nobody() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Review).await;
-    let auth = authenticator_for(&server, &pki, &dir).await;
+    let Reviewed {
+        server: _server,
+        auth,
+        _dir,
+    } = Reviewed::against(Mode::Review).await;
     assert_eq!(auth.authenticate(EXPIRED_TOKEN).await, Ok(None));
 }
 
 #[tokio::test]
 async fn a_valid_token_of_an_unmapped_serviceaccount_resolves_to_nobody() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Review).await;
-    let auth = authenticator_for(&server, &pki, &dir).await;
+    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
     assert_eq!(auth.authenticate(UNMAPPED_TOKEN).await, Ok(None));
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
 }
@@ -55,27 +72,14 @@ async fn a_valid_token_of_an_unmapped_serviceaccount_resolves_to_nobody() {
 #[tokio::test]
 async fn an_api_server_that_is_down_is_unavailable_within_the_timeout() {
     let (pki, dir) = (pki(), TempDir::new());
-    // A port that was just free: nothing listens there.
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let auth = TokenReviewAuthenticator::new(settings(
-        &dir,
-        &format!("https://127.0.0.1:{port}"),
-        &pki.ca_pem,
-    ))
-    .unwrap();
+    let auth = TokenReviewAuthenticator::new(settings(&dir, &dead_url(), &pki.ca_pem)).unwrap();
     let started = Instant::now();
     assert_eq!(
         auth.authenticate(TRAWL_TOKEN).await,
         Err(AuthError::Unavailable)
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(2),
-        "took {:?}",
-        started.elapsed()
-    );
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(2), "took {took:?}");
 }
 
 #[tokio::test]
@@ -100,9 +104,7 @@ async fn an_api_server_that_never_answers_is_unavailable_after_the_timeout() {
 
 #[tokio::test]
 async fn an_api_server_answering_500_is_unavailable_and_not_cached() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Status500).await;
-    let auth = authenticator_for(&server, &pki, &dir).await;
+    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Status500).await;
     assert_eq!(
         auth.authenticate(TRAWL_TOKEN).await,
         Err(AuthError::Unavailable)
@@ -117,9 +119,11 @@ async fn an_api_server_answering_500_is_unavailable_and_not_cached() {
 
 #[tokio::test]
 async fn every_review_without_an_answer_is_counted_as_a_failure() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Status500).await;
-    let auth = authenticator_for(&server, &pki, &dir).await;
+    let Reviewed {
+        server: _server,
+        auth,
+        _dir,
+    } = Reviewed::against(Mode::Status500).await;
     let failures = auth.failure_counter();
     let _ = auth.authenticate(TRAWL_TOKEN).await;
     let _ = auth.authenticate(CONN_TOKEN).await;
@@ -128,9 +132,11 @@ async fn every_review_without_an_answer_is_counted_as_a_failure() {
 
 #[tokio::test]
 async fn answered_reviews_count_no_failure_whatever_they_say() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Review).await;
-    let auth = authenticator_for(&server, &pki, &dir).await;
+    let Reviewed {
+        server: _server,
+        auth,
+        _dir,
+    } = Reviewed::against(Mode::Review).await;
     let _ = auth.authenticate(TRAWL_TOKEN).await;
     let _ = auth.authenticate(BOGUS_TOKEN).await;
     assert_eq!(auth.failure_counter().load(Ordering::SeqCst), 0);
@@ -150,9 +156,7 @@ async fn an_api_server_the_ca_bundle_does_not_vouch_for_is_unavailable() {
 
 #[tokio::test]
 async fn a_second_call_within_the_ttl_is_answered_from_the_cache() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Review).await;
-    let auth = authenticator_for(&server, &pki, &dir).await;
+    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
     for _ in 0..2 {
         assert_eq!(
             auth.authenticate(TRAWL_TOKEN).await,

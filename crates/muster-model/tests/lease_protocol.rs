@@ -119,6 +119,18 @@ fn small() -> Config {
     }
 }
 
+/// The small configuration's verdict with `flaw` built into the protocol, asserted to violate
+/// exactly the properties `violated`.
+#[track_caller]
+fn check_violates(flaw: Flaw, violated: &[&'static str]) -> Verdict {
+    let v = check(Config {
+        flaw: Some(flaw),
+        ..small()
+    });
+    assert_eq!(v.violated, set(violated), "{flaw:?}");
+    v
+}
+
 #[test]
 fn two_items_and_two_workers_keep_every_property_through_two_expiries() {
     let v = check(Config::default());
@@ -150,23 +162,15 @@ fn the_small_configuration_keeps_every_property_with_the_server_as_built() {
 
 #[test]
 fn without_fencing_a_superseded_lease_is_revived_and_changes_its_item() {
-    let v = check(Config {
-        flaw: Some(Flaw::NoFencing),
-        ..small()
-    });
-    assert_eq!(
-        v.violated,
-        set(&[NO_TWO_LIVE_LEASES, ONLY_NEWEST_LEASE_CHANGES])
+    check_violates(
+        Flaw::NoFencing,
+        &[NO_TWO_LIVE_LEASES, ONLY_NEWEST_LEASE_CHANGES],
     );
 }
 
 #[test]
 fn without_outcome_records_a_retried_completion_is_told_its_applied_result_was_lost() {
-    let v = check(Config {
-        flaw: Some(Flaw::NoOutcomeRecords),
-        ..small()
-    });
-    assert_eq!(v.violated, set(&[LEASE_LOST_IS_NOT_APPLIED]));
+    let v = check_violates(Flaw::NoOutcomeRecords, &[LEASE_LOST_IS_NOT_APPLIED]);
     // Nothing is ever answered from a record, and a late result is not told from a retry.
     assert!(!v.reached.contains(RETRY_REPLAYED));
     assert!(!v.reached.contains(LATE_RESULT_REFUSED));
@@ -174,40 +178,28 @@ fn without_outcome_records_a_retried_completion_is_told_its_applied_result_was_l
 
 #[test]
 fn trusting_the_fence_alone_applies_a_retried_result_twice() {
-    let v = check(Config {
-        flaw: Some(Flaw::FenceOnly),
-        ..small()
-    });
-    assert_eq!(
-        v.violated,
-        set(&[NO_EFFECT_TWICE, LEASE_LOST_IS_NOT_APPLIED])
+    check_violates(
+        Flaw::FenceOnly,
+        &[NO_EFFECT_TWICE, LEASE_LOST_IS_NOT_APPLIED],
     );
 }
 
 #[test]
 fn treating_expired_leases_as_lost_throws_away_a_spooled_result_nobody_superseded() {
-    let v = check(Config {
-        flaw: Some(Flaw::ExpiredLeasesAreLost),
-        ..small()
-    });
-    assert_eq!(
-        v.violated,
-        set(&[
+    let v = check_violates(
+        Flaw::ExpiredLeasesAreLost,
+        &[
             LEASE_LOST_IS_NOT_APPLIED,
             ONLY_NEWEST_LEASE_CHANGES,
-            SPOOL_SETTLES
-        ])
+            SPOOL_SETTLES,
+        ],
     );
     assert!(!v.reached.contains(EXPIRED_LEASE_COMPLETES));
 }
 
 #[test]
 fn acknowledging_a_late_result_tells_the_worker_it_was_applied_when_it_was_not() {
-    let v = check(Config {
-        flaw: Some(Flaw::AcknowledgeLateResults),
-        ..small()
-    });
-    assert_eq!(v.violated, set(&[ACKNOWLEDGED_IS_APPLIED]));
+    check_violates(Flaw::AcknowledgeLateResults, &[ACKNOWLEDGED_IS_APPLIED]);
 }
 
 #[test]

@@ -23,6 +23,17 @@ impl Resp {
     pub fn code(&self) -> &str {
         self.body["error"]["code"].as_str().unwrap_or("")
     }
+
+    /// Asserts that this is the error answer `status` with the error code `code`.
+    #[track_caller]
+    pub fn assert_error(&self, status: StatusCode, code: &str) {
+        assert_eq!(
+            (self.status, self.code()),
+            (status, code),
+            "{:?}",
+            self.body
+        );
+    }
 }
 
 /// The path of `action` (`complete`, `fail`, `heartbeat`, `needs_subtool`) on a lease answer.
@@ -119,11 +130,33 @@ impl TestApp {
         r.body["item_id"].as_str().expect("an item_id").to_owned()
     }
 
+    /// Enqueues `n` items of `kind` and `priority` with empty payloads, one after the other.
+    pub async fn enqueue_many(&self, kind: &str, priority: &str, n: usize) {
+        for _ in 0..n {
+            self.enqueue(kind, priority, json!({})).await;
+        }
+    }
+
     /// `GET /v1/items/{id}` as the operator; the item's view.
     pub async fn item(&self, id: &str) -> Value {
         let r = self.get(&format!("/v1/items/{id}"), "operator").await;
         assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
         r.body
+    }
+
+    /// Enqueues one `normal` item of `kind` with an empty payload and leases it as worker `w`;
+    /// the lease answer.
+    pub async fn enqueue_and_lease(&self, kind: &str) -> Value {
+        self.enqueue(kind, "normal", json!({})).await;
+        self.lease(kind, "w")
+            .await
+            .expect("the item just enqueued is leasable")
+    }
+
+    /// `POST /v1/items/{id}/retry` as `principal`.
+    pub async fn retry(&self, id: &str, principal: &str) -> Resp {
+        self.post(&format!("/v1/items/{id}/retry"), principal, json!({}))
+            .await
     }
 
     /// `POST /v1/leases` as a worker of `kind`, waiting up to `wait_ms` for work: the answer
@@ -192,6 +225,11 @@ impl TestApp {
     pub async fn heartbeat(&self, lease: &Value, worker_id: &str) -> Resp {
         self.on_lease(lease, "heartbeat", json!({"worker_id": worker_id}))
             .await
+    }
+
+    /// `POST /v1/health` as shipkeeper with the report `body` (`{"pods": […], "events": […]}`).
+    pub async fn report_health(&self, body: Value) -> Resp {
+        self.post("/v1/health", "shipkeeper", body).await
     }
 
     /// The `/metrics` exposition text (no token needed).

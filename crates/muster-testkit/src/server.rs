@@ -192,6 +192,15 @@ impl TestApp {
 
     /// A single value from the test's database.
     pub async fn scalar_i64(&self, sql: &str) -> i64 {
+        self.scalar(sql).await
+    }
+
+    /// A single text value from the test's database.
+    pub async fn scalar_text(&self, sql: &str) -> String {
+        self.scalar(sql).await
+    }
+
+    async fn scalar<T: for<'a> tokio_postgres::types::FromSql<'a>>(&self, sql: &str) -> T {
         self.db
             .client()
             .await
@@ -209,6 +218,16 @@ impl TestApp {
             .batch_execute(sql)
             .await
             .expect("the SQL runs");
+    }
+
+    /// A connection of its own with a transaction left open after running `sql` (the test
+    /// commits or rolls it back later through the connection).
+    pub async fn open_transaction(&self, sql: &str) -> tokio_postgres::Client {
+        let c = self.db.client().await;
+        c.batch_execute(&format!("BEGIN; {sql};"))
+            .await
+            .expect("the transaction's SQL runs");
+        c
     }
 
     /// Verifies every ledger chain of the test's database.

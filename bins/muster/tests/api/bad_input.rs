@@ -228,19 +228,15 @@ async fn each_bad_request_gets_its_contract_error_and_changes_nothing() {
 async fn retrying_an_item_that_has_not_failed_is_a_conflict() {
     let app = TestApp::spawn().await;
     let item = app.enqueue("trawl", "normal", json!({})).await;
-    let r = app
-        .post(&format!("/v1/items/{item}/retry"), "operator", json!({}))
-        .await;
-    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "E_CONFLICT"));
+    let r = app.retry(&item, "operator").await;
+    r.assert_error(StatusCode::CONFLICT, "E_CONFLICT");
 }
 
 #[tokio::test]
 async fn only_operators_retry_and_only_operators_and_conn_read_items() {
     let app = TestApp::spawn().await;
     let item = app.enqueue("trawl", "normal", json!({})).await;
-    let r = app
-        .post(&format!("/v1/items/{item}/retry"), "conn", json!({}))
-        .await;
+    let r = app.retry(&item, "conn").await;
     let g = app.get(&format!("/v1/items/{item}"), "worker:trawl").await;
     assert_eq!(
         (r.status, g.status),

@@ -302,10 +302,7 @@ async fn a_batch_whose_every_entry_the_database_refuses_writes_none_of_them() {
 async fn an_empty_batch_is_a_bad_request() {
     let app = TestApp::spawn().await;
     let r = post_completions(&app, json!({"completions": []})).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
-    );
+    r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
 }
 
 #[tokio::test]
@@ -355,8 +352,7 @@ async fn a_completion_with_lease_next_answers_the_next_item_leased_to_the_same_w
 #[tokio::test]
 async fn a_completion_with_lease_next_on_an_empty_queue_answers_a_null_next_lease() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let r = app
         .complete(&l, json!({"result": {}, "lease_next": true}))
         .await;
@@ -370,8 +366,7 @@ async fn a_completion_with_lease_next_on_an_empty_queue_answers_a_null_next_leas
 async fn a_completion_without_lease_next_has_no_next_lease_field() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let r = app.complete(&l, json!({"result": {}})).await;
     assert_eq!((r.status, r.body.get("next_lease")), (StatusCode::OK, None));
     assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 1);
@@ -381,27 +376,21 @@ async fn a_completion_without_lease_next_has_no_next_lease_field() {
 async fn a_refused_completion_with_lease_next_leases_nothing() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let r = app
         .complete(
             &l,
             json!({"result": {}, "next": [{"kind": "waybill", "payload": {}}], "lease_next": true}),
         )
         .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE")
-    );
+    r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE");
     assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 1);
 }
 
 #[tokio::test]
 async fn a_replayed_completion_with_lease_next_leases_afresh() {
     let app = TestApp::spawn().await;
-    for _ in 0..3 {
-        app.enqueue("trawl", "normal", json!({})).await;
-    }
+    app.enqueue_many("trawl", "normal", 3).await;
     let l = app.lease("trawl", "w").await.unwrap();
     let body = json!({"result": {"r": 1}, "lease_next": true});
     let first = app.complete(&l, body.clone()).await;
@@ -459,14 +448,7 @@ async fn a_batch_lease_fails_an_expired_item_without_attempts_left_and_hands_out
     let (app, poison, body) = expired_last_attempt_then(Some(1)).await;
     assert_eq!(body["leases"].as_array().map(Vec::len), Some(1));
     let sql = format!("SELECT state FROM core.items WHERE id = '{poison}'");
-    let state: String = app
-        .db
-        .client()
-        .await
-        .query_one(&sql, &[])
-        .await
-        .unwrap()
-        .get(0);
+    let state = app.scalar_text(&sql).await;
     assert_eq!(state, "failed");
     app.verify_ledger().await;
 }
@@ -493,15 +475,11 @@ async fn a_completion_with_lease_next_leases_to_the_worker_it_names() {
 #[tokio::test]
 async fn a_worker_id_without_lease_next_is_a_bad_request() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let r = app
         .complete(&l, json!({"result": {}, "worker_id": "w"}))
         .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
-    );
+    r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
 }
 
 #[tokio::test]
@@ -511,10 +489,7 @@ async fn a_batch_of_more_than_256_entries_is_a_bad_request_even_with_malformed_i
         .map(|_| json!({"lease_id": "not-a-lease", "result": {}}))
         .collect();
     let r = post_completions(&app, json!({ "completions": entries })).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
-    );
+    r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
 }
 
 /// Two leases completed in one batch whose first result the database refuses; the second

@@ -188,36 +188,21 @@ async fn each_bad_submission_gets_its_contract_error() {
     let (app, _map) = intake_app(10).await;
     let big = json!({"target": "docs/intro", "body": "x".repeat(5000), "website": "", "pow": {"challenge": "c", "nonce": "1"}});
     let r = submit(&app, Some("203.0.113.7"), big).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::PAYLOAD_TOO_LARGE, "E_TOO_LARGE")
-    );
+    r.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "E_TOO_LARGE");
     let r = submit(&app, None, proposal(&app, "t").await).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
-    );
+    r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
     let r = submit(&app, Some("not-an-ip"), proposal(&app, "t").await).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
-    );
+    r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
     let mut wrong = proposal(&app, "t").await;
     wrong["target"] = json!("docs/nowhere");
     let r = submit(&app, Some("203.0.113.7"), wrong).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "E_TARGET")
-    );
+    r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "E_TARGET");
     let mut lazy = proposal(&app, "t").await;
     lazy["pow"]["nonce"] = json!("99999999999999999999");
     let r = submit(&app, Some("203.0.113.7"), lazy).await;
-    assert_eq!((r.status, r.code()), (StatusCode::BAD_REQUEST, "E_POW"));
+    r.assert_error(StatusCode::BAD_REQUEST, "E_POW");
     let r = submit(&app, Some("203.0.113.7"), json!({"target": "docs/intro", "body": "t", "pow": {"challenge": "c", "nonce": "1"}, "extra": 1})).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
-    );
+    r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
     assert_eq!(app.scalar_i64("SELECT count(*) FROM core.edits").await, 0);
 }
 
@@ -279,10 +264,7 @@ async fn only_the_targets_owner_decides_and_nothing_changes_without_a_decision()
             json!({"decision": "approve", "owner": "bob"}),
         )
         .await;
-    assert_eq!(
-        (wrong.status, wrong.code()),
-        (StatusCode::FORBIDDEN, "E_FORBIDDEN")
-    );
+    wrong.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
     let not_countersign = app
         .post(
             &path,
@@ -310,10 +292,7 @@ async fn only_the_targets_owner_decides_and_nothing_changes_without_a_decision()
             json!({"decision": "reject", "owner": "alice"}),
         )
         .await;
-    assert_eq!(
-        (again.status, again.code()),
-        (StatusCode::CONFLICT, "E_CONFLICT")
-    );
+    again.assert_error(StatusCode::CONFLICT, "E_CONFLICT");
     let approved = app.get("/v1/edits?state=approved", "operator").await;
     assert_eq!(approved.body["edits"][0]["edit_id"], json!(id));
     app.verify_ledger().await;
@@ -470,8 +449,5 @@ async fn a_restart_does_not_reset_the_daily_cap() {
     })
     .await;
     let r = submit(&again, Some("192.0.2.44"), proposal(&again, "t").await).await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::TOO_MANY_REQUESTS, "E_RATE_LIMITED")
-    );
+    r.assert_error(StatusCode::TOO_MANY_REQUESTS, "E_RATE_LIMITED");
 }

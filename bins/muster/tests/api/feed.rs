@@ -22,6 +22,40 @@ async fn transitions(s: &mut SseStream, n: usize) -> Vec<crate::harness::SseEven
     out
 }
 
+/// A server with a subscription of `principal` to its live feed.
+async fn subscribed(principal: &str) -> (TestApp, SseStream) {
+    let app = TestApp::spawn().await;
+    let s = app.events(principal, None).await;
+    (app, s)
+}
+
+/// Each transition's ledger sequence and subject id, for the next `n` transitions.
+async fn sequenced_subjects(s: &mut SseStream, n: usize) -> Vec<(i64, String)> {
+    transitions(s, n)
+        .await
+        .iter()
+        .map(|e| (e.id.unwrap(), e.data["id"].as_str().unwrap().to_owned()))
+        .collect()
+}
+
+/// SQL inserting a bare ledger row for item `subject` (a transaction's write the feed must
+/// wait for, or skip once it is rolled back).
+fn ledger_row(subject: &str) -> String {
+    format!(
+        "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+         VALUES ('item', '{subject}', 1, 'test', 'operator', now(), '{{}}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))"
+    )
+}
+
+/// Asserts that no transition is delivered within 800 ms; `why` says what that would mean.
+async fn assert_no_transition_yet(s: &mut SseStream, why: &str) {
+    assert_eq!(
+        s.next_named("transition", Duration::from_millis(800)).await,
+        None,
+        "{why}"
+    );
+}
+
 #[tokio::test]
 async fn the_stream_has_the_contracts_headers_a_jittered_retry_and_starts_with_queue_depths() {
     let app = TestApp::spawn().await;
@@ -55,8 +89,7 @@ async fn the_stream_has_the_contracts_headers_a_jittered_retry_and_starts_with_q
 
 #[tokio::test]
 async fn transitions_arrive_in_ledger_order_with_their_sequence_as_id() {
-    let app = TestApp::spawn().await;
-    let mut s = app.events("operator", None).await;
+    let (app, mut s) = subscribed("operator").await;
     let item = app.enqueue("trawl", "urgent", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
     app.complete(&l, json!({"result": {}})).await;
@@ -96,8 +129,7 @@ async fn transitions_arrive_in_ledger_order_with_their_sequence_as_id() {
 
 #[tokio::test]
 async fn a_client_that_resumes_with_last_event_id_gets_every_later_transition_exactly_once() {
-    let app = TestApp::spawn().await;
-    let mut s = app.events("conn", None).await;
+    let (app, mut s) = subscribed("conn").await;
     for i in 0..3 {
         app.enqueue("trawl", "normal", json!({ "i": i })).await;
     }
@@ -123,30 +155,14 @@ async fn a_client_that_resumes_with_last_event_id_gets_every_later_transition_ex
 
 #[tokio::test]
 async fn a_transaction_that_commits_late_is_not_skipped_and_keeps_the_order() {
-    let app = TestApp::spawn().await;
-    let mut s = app.events("conn", None).await;
+    let (app, mut s) = subscribed("conn").await;
     // A transaction takes ledger sequence 1 and stays open.
-    let held = app.db.client().await;
-    held.batch_execute(
-        "BEGIN;
-         INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
-         VALUES ('item', 'held-open', 1, 'test', 'operator', now(), '{}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'));",
-    )
-    .await
-    .unwrap();
+    let held = app.open_transaction(&ledger_row("held-open")).await;
     // Sequence 2 commits first.
     app.enqueue("trawl", "normal", json!({})).await;
-    assert_eq!(
-        s.next_named("transition", Duration::from_millis(800)).await,
-        None,
-        "2 was delivered while 1 could still commit"
-    );
+    assert_no_transition_yet(&mut s, "2 was delivered while 1 could still commit").await;
     held.batch_execute("COMMIT").await.unwrap();
-    let got: Vec<(i64, String)> = transitions(&mut s, 2)
-        .await
-        .iter()
-        .map(|e| (e.id.unwrap(), e.data["id"].as_str().unwrap().to_owned()))
-        .collect();
+    let got = sequenced_subjects(&mut s, 2).await;
     assert_eq!(got[0], (1, "held-open".to_owned()));
     assert_eq!(got[1].0, 2);
 }
@@ -155,56 +171,29 @@ async fn a_transaction_that_commits_late_is_not_skipped_and_keeps_the_order() {
 /// that trusted the snapshot's xmax would pass the gap while it is still running.
 #[tokio::test]
 async fn a_late_commit_by_a_younger_transaction_is_not_skipped() {
-    let app = TestApp::spawn().await;
-    let mut s = app.events("conn", None).await;
+    let (app, mut s) = subscribed("conn").await;
     s.next_named("queues", WAIT).await.unwrap();
-    let insert = |subject: &str| {
-        format!(
-            "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
-             VALUES ('item', '{subject}', 1, 'test', 'operator', now(), '{{}}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))"
-        )
-    };
-    let older = app.db.client().await;
-    let younger = app.db.client().await;
+    let older = app.open_transaction("SELECT pg_current_xact_id()").await;
+    let younger = app.open_transaction(&ledger_row("younger")).await;
     older
-        .batch_execute("BEGIN; SELECT pg_current_xact_id();")
+        .batch_execute(&format!("{}; COMMIT;", ledger_row("older")))
         .await
         .unwrap();
-    younger
-        .batch_execute(&format!("BEGIN; {};", insert("younger")))
-        .await
-        .unwrap();
-    older
-        .batch_execute(&format!("{}; COMMIT;", insert("older")))
-        .await
-        .unwrap();
-    assert_eq!(
-        s.next_named("transition", Duration::from_millis(800)).await,
-        None,
-        "2 was delivered while the younger transaction holding 1 was still running"
-    );
+    assert_no_transition_yet(
+        &mut s,
+        "2 was delivered while the younger transaction holding 1 was still running",
+    )
+    .await;
     younger.batch_execute("COMMIT").await.unwrap();
-    let got: Vec<(i64, String)> = transitions(&mut s, 2)
-        .await
-        .iter()
-        .map(|e| (e.id.unwrap(), e.data["id"].as_str().unwrap().to_owned()))
-        .collect();
+    let got = sequenced_subjects(&mut s, 2).await;
     assert_eq!(got, [(1, "younger".to_owned()), (2, "older".to_owned())]);
 }
 
 #[tokio::test]
 async fn a_gap_left_by_a_rolled_back_transaction_does_not_stall_the_feed() {
-    let app = TestApp::spawn().await;
-    let mut s = app.events("conn", None).await;
-    let c = app.db.client().await;
-    c.batch_execute(
-        "BEGIN;
-         INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
-         VALUES ('item', 'rolled-back', 1, 'test', 'operator', now(), '{}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'));
-         ROLLBACK;",
-    )
-    .await
-    .unwrap();
+    let (app, mut s) = subscribed("conn").await;
+    let c = app.open_transaction(&ledger_row("rolled-back")).await;
+    c.batch_execute("ROLLBACK").await.unwrap();
     app.enqueue("trawl", "normal", json!({})).await;
     assert_eq!(s.next_named("transition", WAIT).await.unwrap().id, Some(2));
 }
@@ -222,17 +211,13 @@ async fn a_subscriber_on_one_replica_sees_transitions_made_through_another_withi
         .await
         .expect("replica A publishes B's transition");
     assert_eq!(e.data["id"], json!(item));
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "took {:?}",
-        started.elapsed()
-    );
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(1), "took {took:?}");
 }
 
 #[tokio::test]
 async fn a_quiet_stream_carries_a_heartbeat_at_least_every_five_seconds() {
-    let app = TestApp::spawn().await;
-    let mut s = app.events("conn", None).await;
+    let (_app, mut s) = subscribed("conn").await;
     s.next_named("queues", WAIT).await.unwrap();
     let mut last = Instant::now();
     for _ in 0..2 {
@@ -240,11 +225,8 @@ async fn a_quiet_stream_carries_a_heartbeat_at_least_every_five_seconds() {
             .next_named("heartbeat", Duration::from_secs(6))
             .await
             .expect("a heartbeat");
-        assert!(
-            last.elapsed() <= Duration::from_millis(5200),
-            "gap {:?}",
-            last.elapsed()
-        );
+        let gap = last.elapsed();
+        assert!(gap <= Duration::from_millis(5200), "gap {gap:?}");
         assert_eq!(hb.data["seq"], 0);
         assert!(hb.data["at"].as_str().unwrap().ends_with('Z'));
         last = Instant::now();
@@ -262,9 +244,7 @@ async fn an_unknown_last_event_id_gets_a_reset() {
 #[tokio::test]
 async fn queue_depths_are_counted_per_kind_priority_and_state() {
     let app = TestApp::spawn().await;
-    for _ in 0..3 {
-        app.enqueue("trawl", "normal", json!({})).await;
-    }
+    app.enqueue_many("trawl", "normal", 3).await;
     app.enqueue("assay", "urgent", json!({})).await;
     app.lease("trawl", "w").await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -283,9 +263,7 @@ async fn queue_depths_are_counted_per_kind_priority_and_state() {
 #[tokio::test]
 async fn a_restarted_server_counts_the_depths_it_did_not_see_happen() {
     let app = TestApp::spawn().await;
-    for _ in 0..2 {
-        app.enqueue("trawl", "backfill", json!({})).await;
-    }
+    app.enqueue_many("trawl", "backfill", 2).await;
     app.stop().await;
     let again = TestApp::spawn_on(app.db.clone(), |_| {}).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -298,12 +276,8 @@ async fn a_restarted_server_counts_the_depths_it_did_not_see_happen() {
 
 #[tokio::test]
 async fn health_reaches_the_feed_without_addresses_and_no_event_carries_a_token() {
-    let app = TestApp::spawn().await;
-    let mut s = app.events("conn", None).await;
-    app.post(
-        "/v1/health",
-        "shipkeeper",
-        json!({"pods": [{"kind": "trawl", "ready": true, "restarts": 0, "phase": "Running"}],
+    let (app, mut s) = subscribed("conn").await;
+    app.report_health(json!({"pods": [{"kind": "trawl", "ready": true, "restarts": 0, "phase": "Running"}],
                "events": [{"kind": "trawl", "reason": "Unhealthy", "message": "probe to 10.244.1.7:8080 on node-7 failed"}]}),
     )
     .await;
@@ -327,8 +301,7 @@ async fn health_reaches_the_feed_without_addresses_and_no_event_carries_a_token(
 
 #[tokio::test]
 async fn only_conn_and_operators_watch_the_feed() {
-    let app = TestApp::spawn().await;
-    let s = app.events("worker:trawl", None).await;
+    let (app, s) = subscribed("worker:trawl").await;
     let q = app.get("/v1/queues", "shipkeeper").await;
     assert_eq!(
         (s.status, q.status),

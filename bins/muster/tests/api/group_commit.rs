@@ -49,9 +49,7 @@ async fn leased_by_n_workers(n: usize) -> (Arc<TestApp>, Vec<Value>) {
 #[tokio::test]
 async fn concurrent_single_leases_each_get_an_item_of_their_own() {
     let app = Arc::new(TestApp::spawn().await);
-    for _ in 0..24 {
-        app.enqueue("trawl", "normal", json!({})).await;
-    }
+    app.enqueue_many("trawl", "normal", 24).await;
     let answers = all_at_once(&app, 24, |app, i| lease_as(app, format!("w{i}"))).await;
     let mut items: Vec<&str> = answers
         .iter()
@@ -65,9 +63,7 @@ async fn concurrent_single_leases_each_get_an_item_of_their_own() {
 #[tokio::test]
 async fn concurrent_single_leases_are_recorded_for_the_worker_that_asked() {
     let app = Arc::new(TestApp::spawn().await);
-    for _ in 0..24 {
-        app.enqueue("trawl", "normal", json!({})).await;
-    }
+    app.enqueue_many("trawl", "normal", 24).await;
     let answers = all_at_once(&app, 24, |app, i| lease_as(app, format!("w{i}"))).await;
     let mut mismatched = 0;
     for (i, r) in answers.iter().enumerate() {
@@ -83,9 +79,7 @@ async fn concurrent_single_leases_are_recorded_for_the_worker_that_asked() {
 #[tokio::test]
 async fn concurrent_single_leases_beyond_the_queue_answer_no_content() {
     let app = Arc::new(TestApp::spawn().await);
-    for _ in 0..3 {
-        app.enqueue("trawl", "normal", json!({})).await;
-    }
+    app.enqueue_many("trawl", "normal", 3).await;
     let answers = all_at_once(&app, 12, |app, i| lease_as(app, format!("w{i}"))).await;
     let mut statuses: Vec<u16> = answers.iter().map(|r| r.status.as_u16()).collect();
     statuses.sort_unstable();

@@ -9,10 +9,7 @@ use crate::harness::TestApp;
 async fn a_health_report_is_accepted_with_its_addresses_redacted_and_counted() {
     let app = TestApp::spawn().await;
     let r = app
-        .post(
-            "/v1/health",
-            "shipkeeper",
-            json!({
+        .report_health(json!({
                 "pods": [{"kind": "trawl", "ready": false, "restarts": 3, "phase": "CrashLoopBackOff"}],
                 "events": [{"kind": "trawl", "reason": "BackOff",
                             "message": "dial tcp 10.0.3.7:5432 from ip-10-0-1-23.eu-west-1.compute.internal via [fe80::1]:80"}]
@@ -23,17 +20,9 @@ async fn a_health_report_is_accepted_with_its_addresses_redacted_and_counted() {
         (r.status, r.body.clone()),
         (StatusCode::ACCEPTED, json!({"accepted": 2, "redacted": 3}))
     );
-    let stored: String = app
-        .db
-        .client()
-        .await
-        .query_one(
-            "SELECT events::text FROM core.worker_health WHERE kind = 'trawl'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let stored = app
+        .scalar_text("SELECT events::text FROM core.worker_health WHERE kind = 'trawl'")
+        .await;
     for raw in ["10.0.3.7", "ip-10-0-1-23", "compute.internal", "fe80"] {
         assert!(!stored.contains(raw), "{raw} stored in {stored}");
     }
@@ -45,10 +34,7 @@ async fn health_storage_keeps_one_record_per_kind_and_the_newest_events() {
     let app = TestApp::spawn().await;
     for i in 0..30 {
         let r = app
-            .post(
-                "/v1/health",
-                "shipkeeper",
-                json!({"pods": [{"kind": "assay", "ready": true, "restarts": i, "phase": "Running"}],
+            .report_health(json!({"pods": [{"kind": "assay", "ready": true, "restarts": i, "phase": "Running"}],
                        "events": [{"kind": "assay", "reason": format!("r{i}"), "message": "m"}]}),
             )
             .await;
@@ -81,29 +67,23 @@ async fn only_shipkeeper_reports_health() {
     let r = app
         .post("/v1/health", "conn", json!({"pods": [], "events": []}))
         .await;
-    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "E_FORBIDDEN"));
+    r.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
 }
 
 #[tokio::test]
 async fn a_health_report_naming_an_unknown_kind_is_refused() {
     let app = TestApp::spawn().await;
     let r = app
-        .post("/v1/health", "shipkeeper", json!({"pods": [{"kind": "plainforge", "ready": true, "restarts": 0, "phase": "Running"}]}))
+        .report_health(json!({"pods": [{"kind": "plainforge", "ready": true, "restarts": 0, "phase": "Running"}]}))
         .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::BAD_REQUEST, "E_BAD_REQUEST")
-    );
+    r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
 }
 
 #[tokio::test]
 async fn the_latest_health_per_kind_is_available_to_the_live_feed_port() {
     use muster_app::ports::HealthLog;
     let app = TestApp::spawn().await;
-    app.post(
-        "/v1/health",
-        "shipkeeper",
-        json!({"pods": [{"kind": "sextant", "ready": true, "restarts": 1, "phase": "Running"}],
+    app.report_health(json!({"pods": [{"kind": "sextant", "ready": true, "restarts": 1, "phase": "Running"}],
                "events": [{"kind": "sextant", "reason": "Pulled", "message": "on node gke-prod-pool-1-abcd"}]}),
     )
     .await;
@@ -140,10 +120,7 @@ async fn an_oversized_health_report_is_refused_and_nothing_is_stored() {
     let r = app
         .raw(hyper::Method::POST, "/v1/health", Some("shipkeeper"), body)
         .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::PAYLOAD_TOO_LARGE, "E_TOO_LARGE")
-    );
+    r.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "E_TOO_LARGE");
     assert_eq!(
         app.scalar_i64("SELECT count(*) FROM core.worker_health")
             .await,

@@ -104,8 +104,7 @@ async fn a_lease_request_with_no_work_answers_204_after_its_wait() {
 #[tokio::test]
 async fn an_item_retried_with_backoff_is_not_leasable_before_not_before() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let r = app
         .fail(
             &l,
@@ -144,18 +143,18 @@ async fn a_superseded_lease_is_fenced_off_and_its_late_result_is_only_recorded()
     );
 
     let c = app.complete(&old, json!({"result": {"late": true}})).await;
-    assert_eq!((c.status, c.code()), (StatusCode::CONFLICT, "E_LEASE_LOST"));
+    c.assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
     let h = app.heartbeat(&old, "w-old").await;
-    assert_eq!((h.status, h.code()), (StatusCode::CONFLICT, "E_LEASE_LOST"));
+    h.assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
     let f = app
         .fail(
             &old,
             json!({"error": {"code": "E", "message": "m"}, "retryable": true}),
         )
         .await;
-    assert_eq!((f.status, f.code()), (StatusCode::CONFLICT, "E_LEASE_LOST"));
+    f.assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
 
-    let view = app.get(&format!("/v1/items/{item}"), "operator").await.body;
+    let view = app.item(&item).await;
     assert_eq!(
         (view["state"].as_str(), view["result"].is_null()),
         (Some("leased"), true)
@@ -175,8 +174,7 @@ async fn a_superseded_lease_is_fenced_off_and_its_late_result_is_only_recorded()
 #[tokio::test]
 async fn an_expired_lease_that_nobody_superseded_can_still_complete() {
     let app = TestApp::spawn_with(|s| s.lease_ttl_ms = 200).await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     let r = app.complete(&l, json!({"result": {}})).await;
     assert_eq!(
@@ -188,8 +186,7 @@ async fn an_expired_lease_that_nobody_superseded_can_still_complete() {
 #[tokio::test]
 async fn a_heartbeat_extends_the_lease_so_it_is_not_re_leased() {
     let app = TestApp::spawn_with(|s| s.lease_ttl_ms = 600).await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     for _ in 0..3 {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let h = app.heartbeat(&l, "w").await;
@@ -231,29 +228,25 @@ async fn the_same_completion_twice_is_replayed_and_enqueues_next_once() {
 #[tokio::test]
 async fn a_different_body_for_a_finished_lease_is_a_conflict() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     app.complete(&l, json!({"result": {"v": 1}})).await;
     let r = app.complete(&l, json!({"result": {"v": 2}})).await;
-    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "E_CONFLICT"));
+    r.assert_error(StatusCode::CONFLICT, "E_CONFLICT");
 }
 
 #[tokio::test]
 async fn a_next_step_the_routes_do_not_allow_is_refused_and_nothing_changes() {
     let app = TestApp::spawn().await;
-    let item = app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
+    let item = id_of(&l);
     let r = app
         .complete(
             &l,
             json!({"result": {}, "next": [{"kind": "assay", "payload": {}}]}),
         )
         .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE")
-    );
-    let view = app.get(&format!("/v1/items/{item}"), "operator").await.body;
+    r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE");
+    let view = app.item(&item).await;
     assert_eq!(view["state"], "leased");
     assert_eq!(app.scalar_i64("SELECT count(*) FROM core.items").await, 1);
 }
@@ -261,8 +254,8 @@ async fn a_next_step_the_routes_do_not_allow_is_refused_and_nothing_changes() {
 #[tokio::test]
 async fn a_final_failure_fails_the_item_and_an_operator_retry_requeues_it_with_attempts_reset() {
     let app = TestApp::spawn().await;
-    let item = app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
+    let item = id_of(&l);
     let r = app
         .fail(
             &l,
@@ -270,14 +263,12 @@ async fn a_final_failure_fails_the_item_and_an_operator_retry_requeues_it_with_a
         )
         .await;
     assert_eq!(r.body["state"], "failed");
-    let retry = app
-        .post(&format!("/v1/items/{item}/retry"), "operator", json!({}))
-        .await;
+    let retry = app.retry(&item, "operator").await;
     assert_eq!(
         (retry.status, retry.body["state"].as_str()),
         (StatusCode::OK, Some("queued"))
     );
-    let view = app.get(&format!("/v1/items/{item}"), "operator").await.body;
+    let view = app.item(&item).await;
     assert_eq!(
         (view["state"].as_str(), view["attempt"].as_i64()),
         (Some("queued"), Some(0))
@@ -300,8 +291,8 @@ async fn attempts_exhausted_by_retryable_failures_end_in_failed() {
 #[tokio::test]
 async fn needs_subtool_parks_the_item_with_the_digest() {
     let app = TestApp::spawn().await;
-    let item = app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
+    let item = id_of(&l);
     let digest = format!("sha256:{}", "a".repeat(64));
     let r = app
         .needs_subtool(
@@ -311,22 +302,16 @@ async fn needs_subtool_parks_the_item_with_the_digest() {
         .await;
     assert_eq!(r.body, json!({"item_id": item, "state": "needs_subtool"}));
     assert!(app.lease("trawl", "w").await.is_none());
-    let parked: String = app
-        .db
-        .client()
-        .await
-        .query_one("SELECT parked_digest FROM core.items", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let parked = app
+        .scalar_text("SELECT parked_digest FROM core.items")
+        .await;
     assert_eq!(parked, digest);
 }
 
 #[tokio::test]
 async fn a_worker_of_another_kind_may_not_touch_a_lease() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let r = app
         .post(
             &lease_path(&l, "complete"),
@@ -334,7 +319,7 @@ async fn a_worker_of_another_kind_may_not_touch_a_lease() {
             json!({"result": {}}),
         )
         .await;
-    assert_eq!((r.status, r.code()), (StatusCode::FORBIDDEN, "E_FORBIDDEN"));
+    r.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
 }
 
 #[tokio::test]
@@ -405,20 +390,15 @@ async fn an_items_history_lists_every_transition_with_actor_and_fence() {
 #[tokio::test]
 async fn a_worker_may_enqueue_only_the_kinds_its_routes_allow() {
     let app = TestApp::spawn().await;
-    let ok = app
-        .post(
+    let enqueue_as_trawl = |kind: &str| {
+        app.post(
             "/v1/items",
             "worker:trawl",
-            json!({"kind": "sextant", "payload": {}}),
+            json!({"kind": kind, "payload": {}}),
         )
-        .await;
-    let no = app
-        .post(
-            "/v1/items",
-            "worker:trawl",
-            json!({"kind": "assay", "payload": {}}),
-        )
-        .await;
+    };
+    let ok = enqueue_as_trawl("sextant").await;
+    let no = enqueue_as_trawl("assay").await;
     assert_eq!(
         (ok.status, no.status, no.code()),
         (StatusCode::CREATED, StatusCode::FORBIDDEN, "E_FORBIDDEN")

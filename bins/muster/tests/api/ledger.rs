@@ -75,8 +75,8 @@ async fn a_ledger_row_altered_behind_muster_fails_verification() {
 #[tokio::test]
 async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
     let app = TestApp::spawn().await;
-    let item = app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
+    let item = l["item"]["id"].as_str().unwrap().to_owned();
     let before = (
         app.scalar_i64("SELECT count(*) FROM core.items").await,
         app.scalar_i64("SELECT count(*) FROM core.ledger").await,
@@ -90,7 +90,7 @@ async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
         app.scalar_i64("SELECT count(*) FROM core.ledger").await,
     );
     assert_eq!(after, before, "a half-written completion is visible");
-    let view = app.get(&format!("/v1/items/{item}"), "operator").await.body;
+    let view = app.item(&item).await;
     assert_eq!(
         (view["state"].as_str(), view["result"].is_null()),
         (Some("leased"), true)

@@ -17,9 +17,7 @@ fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
 #[tokio::test]
 async fn metrics_count_the_work_and_the_answers_without_a_token() {
     let app = TestApp::spawn().await;
-    for _ in 0..2 {
-        app.enqueue("trawl", "urgent", json!({})).await;
-    }
+    app.enqueue_many("trawl", "urgent", 2).await;
     let l = app.lease("trawl", "w").await.unwrap();
     app.complete(&l, json!({"result": {}})).await;
     app.heartbeat(&l, "w").await;
@@ -64,8 +62,7 @@ async fn metrics_count_the_work_and_the_answers_without_a_token() {
 #[tokio::test]
 async fn metrics_count_group_commit_transactions_and_the_requests_in_them() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     app.complete(&l, json!({"result": {}})).await;
     let m = scrape(&app).await;
     let wanted = [

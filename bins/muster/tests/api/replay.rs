@@ -45,6 +45,11 @@ async fn put_digest(app: &TestApp, kind: &str, who: &str, digest: &str) -> crate
     .await
 }
 
+/// Shipkeeper reports `digest` as the deployed trawl image: how many parked items that replayed.
+async fn deploy_trawl(app: &TestApp, digest: &str) -> serde_json::Value {
+    put_digest(app, "trawl", "shipkeeper", digest).await.body["replayed"].clone()
+}
+
 async fn count(app: &TestApp, sql: &str) -> i64 {
     app.scalar_i64(sql).await
 }
@@ -138,19 +143,9 @@ async fn a_new_digest_replays_exactly_that_kinds_parked_items_once_while_other_w
 async fn reporting_the_same_digest_again_replays_nothing() {
     let app = TestApp::spawn().await;
     park(&app, "trawl", "normal", 2, &digest('a')).await;
-    assert_eq!(
-        put_digest(&app, "trawl", "shipkeeper", &digest('b'))
-            .await
-            .body["replayed"],
-        2
-    );
+    assert_eq!(deploy_trawl(&app, &digest('b')).await, 2);
     park(&app, "trawl", "normal", 1, &digest('b')).await;
-    assert_eq!(
-        put_digest(&app, "trawl", "shipkeeper", &digest('b'))
-            .await
-            .body["replayed"],
-        0
-    );
+    assert_eq!(deploy_trawl(&app, &digest('b')).await, 0);
     assert_eq!(
         count(
             &app,
@@ -167,12 +162,7 @@ async fn an_item_parked_by_the_image_already_reported_waits_for_the_next_digest(
     put_digest(&app, "trawl", "shipkeeper", &digest('a')).await;
     park(&app, "trawl", "normal", 1, &digest('a')).await;
     assert!(app.lease("trawl", "w").await.is_none());
-    assert_eq!(
-        put_digest(&app, "trawl", "shipkeeper", &digest('c'))
-            .await
-            .body["replayed"],
-        1
-    );
+    assert_eq!(deploy_trawl(&app, &digest('c')).await, 1);
 }
 
 #[tokio::test]
@@ -286,12 +276,7 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
         0
     );
     app.execute("DROP TRIGGER inject ON core.ledger").await;
-    assert_eq!(
-        put_digest(&app, "trawl", "shipkeeper", &digest('b'))
-            .await
-            .body["replayed"],
-        20
-    );
+    assert_eq!(deploy_trawl(&app, &digest('b')).await, 20);
 }
 
 #[tokio::test]

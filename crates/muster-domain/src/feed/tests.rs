@@ -11,6 +11,18 @@ fn seqs(rows: &[FeedRow<()>]) -> Vec<i64> {
 
 const H: ReadHorizon = ReadHorizon { xmin: 10, xmax: 12 };
 
+/// The rows `c` delivers of `read`, read under the horizon `xmin`..`xmax`.
+fn delivered(c: &mut Cursor, read: &[i64], xmin: u64, xmax: u64) -> Vec<i64> {
+    seqs(&c.advance(rows(read), ReadHorizon { xmin, xmax }))
+}
+
+/// A cursor that read 1 and 3 under `H`: it delivered 1 and waits on the gap at 2.
+fn waiting_on_2() -> Cursor {
+    let mut c = Cursor::after(0);
+    c.advance(rows(&[1, 3]), H);
+    c
+}
+
 #[test]
 fn contiguous_rows_are_delivered_in_order() {
     let mut c = Cursor::after(0);
@@ -24,51 +36,30 @@ fn a_row_after_a_gap_is_held_back_while_the_gap_may_still_commit() {
     assert_eq!(seqs(&c.advance(rows(&[1, 3]), H)), [1]);
     assert!(c.is_waiting());
     // Transactions that were running are still running (xmin did not pass 12).
-    assert_eq!(
-        seqs(&c.advance(rows(&[3]), ReadHorizon { xmin: 11, xmax: 13 })),
-        Vec::<i64>::new()
-    );
+    assert_eq!(delivered(&mut c, &[3], 11, 13), Vec::<i64>::new());
 }
 
 #[test]
 fn a_late_commit_fills_the_gap_and_is_delivered_before_what_follows() {
-    let mut c = Cursor::after(0);
-    c.advance(rows(&[1, 3]), H);
-    assert_eq!(
-        seqs(&c.advance(rows(&[2, 3]), ReadHorizon { xmin: 11, xmax: 13 })),
-        [2, 3]
-    );
+    let mut c = waiting_on_2();
+    assert_eq!(delivered(&mut c, &[2, 3], 11, 13), [2, 3]);
     assert!(!c.is_waiting());
 }
 
 #[test]
 fn a_gap_left_by_an_aborted_transaction_is_passed_once_its_era_has_ended() {
-    let mut c = Cursor::after(0);
-    c.advance(rows(&[1, 3]), H);
-    assert_eq!(
-        seqs(&c.advance(rows(&[3, 4]), ReadHorizon { xmin: 12, xmax: 14 })),
-        [3, 4]
-    );
+    let mut c = waiting_on_2();
+    assert_eq!(delivered(&mut c, &[3, 4], 12, 14), [3, 4]);
     assert_eq!(c.position(), 4);
 }
 
 #[test]
 fn a_new_gap_beyond_the_first_one_waits_for_its_own_era() {
-    let mut c = Cursor::after(0);
-    c.advance(rows(&[1, 3]), H);
+    let mut c = waiting_on_2();
     // Era of the first gap over; 5 is missing too, seen only now.
-    assert_eq!(
-        seqs(&c.advance(rows(&[3, 6]), ReadHorizon { xmin: 12, xmax: 20 })),
-        [3]
-    );
-    assert_eq!(
-        seqs(&c.advance(rows(&[6]), ReadHorizon { xmin: 19, xmax: 21 })),
-        Vec::<i64>::new()
-    );
-    assert_eq!(
-        seqs(&c.advance(rows(&[6]), ReadHorizon { xmin: 20, xmax: 21 })),
-        [6]
-    );
+    assert_eq!(delivered(&mut c, &[3, 6], 12, 20), [3]);
+    assert_eq!(delivered(&mut c, &[6], 19, 21), Vec::<i64>::new());
+    assert_eq!(delivered(&mut c, &[6], 20, 21), [6]);
 }
 
 #[test]

@@ -184,35 +184,52 @@ pub async fn answer(
 }
 
 pub async fn fake_api_server(pki: &Pki, mode: Mode) -> FakeApiServer {
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counter = requests.clone();
+    let (url, task) = serve_tls(pki, move |req| answer(req, mode, counter.clone())).await;
+    FakeApiServer {
+        url,
+        requests,
+        task,
+    }
+}
+
+/// Serves HTTPS on a free loopback port with `pki`'s server certificate, answering every
+/// request with `handle`: the server's URL and the task that accepts its connections.
+pub async fn serve_tls<F, Fut, B>(pki: &Pki, handle: F) -> (String, tokio::task::JoinHandle<()>)
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let requests = Arc::new(AtomicUsize::new(0));
     let acceptor = TlsAcceptor::from(pki.server.clone());
-    let counter = requests.clone();
     let task = tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
-            let acceptor = acceptor.clone();
-            let counter = counter.clone();
+            let (acceptor, handle) = (acceptor.clone(), handle.clone());
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else {
                     return;
                 };
-                let service =
-                    hyper::service::service_fn(move |req| answer(req, mode, counter.clone()));
                 let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tls), service)
+                    .serve_connection(TokioIo::new(tls), hyper::service::service_fn(handle))
                     .await;
             });
         }
     });
-    FakeApiServer {
-        url: format!("https://127.0.0.1:{port}"),
-        requests,
-        task,
-    }
+    (format!("https://127.0.0.1:{port}"), task)
+}
+
+/// The URL of a loopback port that was just free: nothing listens there.
+pub fn dead_url() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("https://127.0.0.1:{}", l.local_addr().unwrap().port())
 }
 
 /// Settings pointing at `url`, trusting `ca_pem`, with the test's own token and map.

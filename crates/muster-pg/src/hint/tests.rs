@@ -22,6 +22,14 @@ fn recorded(found: Found) -> LeaseHints {
     hints
 }
 
+/// Where a scan at `at` starts after a scan at `at` that started where `hints` said and found
+/// `found`.
+fn starts_after_rescan(hints: &LeaseHints, at: OffsetDateTime, found: Found) -> Scan {
+    let scan = hints.starts(Kind::Trawl, at);
+    hints.record(Kind::Trawl, at, scan, found);
+    hints.starts(Kind::Trawl, at)
+}
+
 #[test]
 fn a_kind_without_a_hint_is_scanned_from_the_start() {
     let hints = LeaseHints::default();
@@ -43,9 +51,10 @@ fn a_full_scan_from_the_start_leaves_each_prioritys_first_place() {
 #[test]
 fn a_short_scan_leaves_no_queued_hint() {
     let hints = recorded(found(true, [None, Some(place(7)), None], false));
-    let scan = hints.starts(Kind::Trawl, T0);
-    hints.record(Kind::Trawl, T0, scan, found(false, [None; 3], false));
-    assert_eq!(hints.starts(Kind::Trawl, T0), Scan::FROM_START);
+    assert_eq!(
+        starts_after_rescan(&hints, T0, found(false, [None; 3], false)),
+        Scan::FROM_START
+    );
 }
 
 #[test]
@@ -64,15 +73,13 @@ fn a_hint_is_not_used_when_the_clock_went_back() {
 fn a_full_bounded_scan_moves_the_starts_but_keeps_the_hints_age() {
     let hints = recorded(found(true, [None, Some(place(7)), Some(place(9))], false));
     let later = T0 + 50 * MS;
-    let scan = hints.starts(Kind::Trawl, later);
-    hints.record(
-        Kind::Trawl,
-        later,
-        scan,
-        found(true, [None, Some(place(8)), None], false),
-    );
     assert_eq!(
-        hints.starts(Kind::Trawl, later).queued,
+        starts_after_rescan(
+            &hints,
+            later,
+            found(true, [None, Some(place(8)), None], false)
+        )
+        .queued,
         Some(Live {
             at: [None, Some(place(8)), Some(place(9))],
             since: T0,
@@ -93,10 +100,8 @@ fn a_scan_that_took_every_expired_lease_it_found_bounds_the_next_at_its_time() {
 fn a_bounded_scan_that_took_every_expired_lease_moves_the_bound_but_keeps_its_age() {
     let hints = recorded(found(false, [None; 3], true));
     let later = T0 + 50 * MS;
-    let scan = hints.starts(Kind::Trawl, later);
-    hints.record(Kind::Trawl, later, scan, found(false, [None; 3], true));
     assert_eq!(
-        hints.starts(Kind::Trawl, later).expired,
+        starts_after_rescan(&hints, later, found(false, [None; 3], true)).expired,
         Some(Live {
             at: later,
             since: T0
@@ -108,10 +113,8 @@ fn a_bounded_scan_that_took_every_expired_lease_moves_the_bound_but_keeps_its_ag
 fn a_scan_that_left_expired_leases_keeps_the_bound_where_it_was() {
     let hints = recorded(found(false, [None; 3], true));
     let later = T0 + 50 * MS;
-    let scan = hints.starts(Kind::Trawl, later);
-    hints.record(Kind::Trawl, later, scan, found(true, [None; 3], false));
     assert_eq!(
-        hints.starts(Kind::Trawl, later).expired,
+        starts_after_rescan(&hints, later, found(true, [None; 3], false)).expired,
         Some(Live { at: T0, since: T0 })
     );
 }
