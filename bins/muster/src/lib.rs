@@ -5,11 +5,11 @@ pub mod pipeline;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use anyhow::Context;
 use muster_antispam::OwnershipMap;
 use muster_app::auth::{Authenticator, TokenTable};
+use muster_app::dependency::CallCounts;
 use muster_app::feed::Feed;
 use muster_app::intake::{Intake, Ownership};
 use muster_app::nodes::NodeDirectory;
@@ -94,8 +94,10 @@ pub fn authenticator(settings: &Settings) -> anyhow::Result<Arc<dyn Authenticato
     Ok(authentication(settings)?.0)
 }
 
-/// The authenticator and its count of TokenReviews that got no answer (0 with a token file).
-fn authentication(settings: &Settings) -> anyhow::Result<(Arc<dyn Authenticator>, Arc<AtomicU64>)> {
+/// The authenticator and its counts of TokenReviews sent and unanswered (0 with a token file).
+fn authentication(
+    settings: &Settings,
+) -> anyhow::Result<(Arc<dyn Authenticator>, Arc<CallCounts>)> {
     match settings.auth.unwrap_or(AuthMode::TokenFile) {
         AuthMode::TokenFile => {
             if settings.serviceaccount_map.is_some() {
@@ -124,8 +126,8 @@ fn authentication(settings: &Settings) -> anyhow::Result<(Arc<dyn Authenticator>
             );
             let authenticator =
                 TokenReviewAuthenticator::new(kube).context("TokenReview authenticator")?;
-            let failures = authenticator.failure_counter();
-            Ok((Arc::new(authenticator), failures))
+            let counts = authenticator.counts();
+            Ok((Arc::new(authenticator), counts))
         }
     }
 }
@@ -153,7 +155,7 @@ fn token_file_authenticator(settings: &Settings) -> anyhow::Result<Arc<dyn Authe
 pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
     let logbook = PgLogbook::new(pool);
-    let (auth, tokenreview_failures) = authentication(settings)?;
+    let (auth, tokenreviews) = authentication(settings)?;
     let (nodes, node_source) = node_names(settings)?;
     let api_probe = match settings.auth {
         Some(AuthMode::Tokenreview) => Some(Box::new(
@@ -221,7 +223,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         logbook_metrics: Arc::new(logbook.clone()),
         http_metrics: muster_http::metrics::HttpMetrics::default(),
         auth,
-        tokenreview_failures,
+        tokenreviews,
         api_server: api_probe.as_ref().map(|_| Arc::default()),
         readiness: Arc::new(logbook.clone()),
         body_budget: muster_http::BodyBudget::new(

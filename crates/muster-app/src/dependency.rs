@@ -2,6 +2,32 @@
 //! the last time it was asked, for `/readyz`'s body and the metrics.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Calls made to a dependency and how many of them got no answer, for the metrics.
+#[derive(Debug, Default)]
+pub struct CallCounts {
+    calls: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl CallCounts {
+    /// Counts one call, and one failure when it got no answer.
+    pub fn count(&self, answered: bool) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if !answered {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// (calls, failures) so far.
+    pub fn get(&self) -> (u64, u64) {
+        (
+            self.calls.load(Ordering::Relaxed),
+            self.failures.load(Ordering::Relaxed),
+        )
+    }
+}
 
 /// What is known of the dependency.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +74,15 @@ impl Dependency {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_call_is_counted_and_only_the_unanswered_as_failures() {
+        let counts = CallCounts::default();
+        counts.count(true);
+        counts.count(false);
+        counts.count(true);
+        assert_eq!(counts.get(), (3, 1));
+    }
 
     #[test]
     fn a_dependency_is_unchecked_until_it_is_asked() {

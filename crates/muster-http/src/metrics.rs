@@ -268,8 +268,9 @@ pub(crate) struct Snapshot {
     pub(crate) ready: bool,
     /// Whether the Kubernetes API server answered its last probe (`None`: not used).
     pub(crate) api_server_reachable: Option<bool>,
-    /// TokenReviews that got no answer from the API server (0 with a token file).
-    pub(crate) tokenreview_failures: u64,
+    /// TokenReviews sent, and those that got no answer from the API server (0 with a token
+    /// file).
+    pub(crate) tokenreviews: (u64, u64),
 }
 
 fn kind_label(k: Kind) -> Labels {
@@ -358,13 +359,22 @@ impl Collector for Snapshot {
                 m.metric_type(),
             )?)?;
         }
-        let failures = ConstCounter::new(self.tokenreview_failures);
-        failures.encode(encoder.encode_descriptor(
-            "muster_tokenreview_failures",
-            "Calls refused with 503 because the Kubernetes API server gave no TokenReview answer",
-            None,
-            failures.metric_type(),
-        )?)?;
+        let (reviews, failures) = self.tokenreviews;
+        for (name, help, value) in [
+            (
+                "muster_tokenreview_reviews",
+                "TokenReviews sent to the Kubernetes API server (cache misses)",
+                reviews,
+            ),
+            (
+                "muster_tokenreview_failures",
+                "TokenReviews that got no answer: their calls were refused with 503",
+                failures,
+            ),
+        ] {
+            let m = ConstCounter::new(value);
+            m.encode(encoder.encode_descriptor(name, help, None, m.metric_type())?)?;
+        }
         let gauges: [(&str, &str, i64); 7] = [
             (
                 "muster_ready",

@@ -39,9 +39,9 @@ pub struct AppParts {
     pub http_metrics: HttpMetrics,
     pub auth: Arc<dyn Authenticator>,
     pub readiness: Arc<dyn Readiness>,
-    /// TokenReviews that got no answer (exported as `muster_tokenreview_failures_total`);
-    /// stays 0 with a token file.
-    pub tokenreview_failures: Arc<std::sync::atomic::AtomicU64>,
+    /// TokenReviews sent and those that got no answer (`muster_tokenreview_reviews_total`,
+    /// `muster_tokenreview_failures_total`); both stay 0 with a token file.
+    pub tokenreviews: Arc<muster_app::dependency::CallCounts>,
     /// The Kubernetes API server, where one is used (`--auth tokenreview`): reported in
     /// `/readyz`'s body and `muster_api_server_reachable`, never by failing readiness.
     pub api_server: Option<Arc<muster_app::dependency::Dependency>>,

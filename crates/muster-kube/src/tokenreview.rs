@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,6 +9,7 @@ use async_trait::async_trait;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use muster_app::auth::{AuthError, Authenticator};
+use muster_app::dependency::CallCounts;
 use muster_domain::Principal;
 use serde::Deserialize;
 
@@ -133,7 +133,7 @@ pub struct TokenReviewAuthenticator {
     timeout: Duration,
     cache: Mutex<Cache>,
     /// Reviews that got no answer (each refused a call with 503).
-    failures: Arc<AtomicU64>,
+    counts: Arc<CallCounts>,
 }
 
 impl std::fmt::Debug for TokenReviewAuthenticator {
@@ -159,7 +159,7 @@ impl TokenReviewAuthenticator {
             api,
             map: settings.map,
             timeout: settings.timeout,
-            failures: Arc::new(AtomicU64::new(0)),
+            counts: Arc::default(),
             cache: Mutex::new(Cache {
                 ttl: settings.cache_ttl,
                 capacity: settings.cache_capacity,
@@ -169,9 +169,10 @@ impl TokenReviewAuthenticator {
     }
 
     /// The count of reviews that got no answer from the API server (each refused its call with
-    /// 503), shared so that the metrics can export it as `muster_tokenreview_failures_total`.
-    pub fn failure_counter(&self) -> Arc<AtomicU64> {
-        Arc::clone(&self.failures)
+    /// 503) among all the reviews sent, shared so that the metrics can export them as
+    /// `muster_tokenreview_reviews_total` and `muster_tokenreview_failures_total`.
+    pub fn counts(&self) -> Arc<CallCounts> {
+        Arc::clone(&self.counts)
     }
 
     /// Number of answers currently cached.
@@ -251,7 +252,9 @@ impl Authenticator for TokenReviewAuthenticator {
         {
             return Ok(hit);
         }
-        let status = match self.review(token).await {
+        let review = self.review(token).await;
+        self.counts.count(review.is_ok());
+        let status = match review {
             Ok(status) => status,
             Err(failure) => {
                 tracing::warn!(
@@ -259,7 +262,6 @@ impl Authenticator for TokenReviewAuthenticator {
                     error = %failure,
                     "TokenReview failed: refusing with 503 (fail closed)"
                 );
-                self.failures.fetch_add(1, Ordering::Relaxed);
                 return Err(AuthError::Unavailable);
             }
         };

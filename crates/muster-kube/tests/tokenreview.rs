@@ -124,10 +124,10 @@ async fn every_review_without_an_answer_is_counted_as_a_failure() {
         auth,
         _dir,
     } = Reviewed::against(Mode::Status500).await;
-    let failures = auth.failure_counter();
+    let counts = auth.counts();
     let _ = auth.authenticate(TRAWL_TOKEN).await;
     let _ = auth.authenticate(CONN_TOKEN).await;
-    assert_eq!(failures.load(Ordering::SeqCst), 2);
+    assert_eq!(counts.get(), (2, 2));
 }
 
 #[tokio::test]
@@ -139,7 +139,7 @@ async fn answered_reviews_count_no_failure_whatever_they_say() {
     } = Reviewed::against(Mode::Review).await;
     let _ = auth.authenticate(TRAWL_TOKEN).await;
     let _ = auth.authenticate(BOGUS_TOKEN).await;
-    assert_eq!(auth.failure_counter().load(Ordering::SeqCst), 0);
+    assert_eq!(auth.counts().get(), (2, 0));
 }
 
 #[tokio::test]

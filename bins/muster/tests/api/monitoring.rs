@@ -45,6 +45,42 @@ fn exported(exposition: &str) -> BTreeSet<String> {
     names
 }
 
+/// Label names a text selects or groups by: the keys inside `{…}` and the names in `by (…)` and
+/// `on (…)`.
+fn label_names(text: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for part in text.split('{').skip(1) {
+        let inside = part.split('}').next().unwrap_or_default();
+        for matcher in inside.split(',') {
+            let key: String = matcher
+                .trim()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !key.is_empty() && matcher.contains('=') {
+                names.insert(key);
+            }
+        }
+    }
+    for keyword in ["by (", "on ("] {
+        for part in text.split(keyword).skip(1) {
+            let inside = part.split(')').next().unwrap_or_default();
+            names.extend(inside.split(',').map(|n| n.trim().to_owned()));
+        }
+    }
+    names.retain(|n| !n.is_empty());
+    names
+}
+
+/// The label names of a scrape's samples.
+fn exported_labels(exposition: &str) -> BTreeSet<String> {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .flat_map(|l| label_names(l.split(' ').next().unwrap_or_default()))
+        .collect()
+}
+
 fn deploy_file(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy/monitoring")
@@ -81,6 +117,27 @@ async fn every_metric_the_rules_and_the_dashboard_name_is_exported_by_a_real_ser
 }
 
 #[tokio::test]
+async fn every_label_the_rules_and_the_dashboard_use_is_one_muster_or_the_scrape_sets() {
+    let app = TestApp::spawn().await;
+    // One item queued and one answer given: the labelled families have samples.
+    app.enqueue("trawl", "normal", serde_json::json!({})).await;
+    let exported = exported_labels(&app.metrics().await);
+    let mut used = BTreeSet::new();
+    for file in ["muster-rules.yaml", "muster-dashboard.json"] {
+        used.extend(label_names(&deploy_file(file)));
+    }
+    // Set by the scrape (Kubernetes service discovery), or by PromQL itself.
+    for scrape in ["namespace", "instance", "job", "pod", "le"] {
+        used.remove(scrape);
+    }
+    let missing: Vec<&String> = used.difference(&exported).collect();
+    assert!(
+        missing.is_empty(),
+        "labels no sample of /metrics carries: {missing:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_replica_that_can_serve_reports_itself_ready() {
     let app = TestApp::spawn().await;
     let scrape = app.metrics().await;
@@ -96,6 +153,19 @@ async fn with_a_token_file_no_tokenreview_failure_is_counted() {
             .lines()
             .any(|l| l == "muster_tokenreview_failures_total 0"),
         "{scrape}"
+    );
+}
+
+#[test]
+fn label_names_are_read_from_selectors_and_groupings() {
+    assert_eq!(
+        label_names(
+            "sum by (namespace, kind) (rate(x{route=~\"/v1/.+\", code=\"E\"}[5m])) unless on (kind) y"
+        ),
+        ["code", "kind", "namespace", "route"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
     );
 }
 

@@ -152,9 +152,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
             .api_server
             .as_ref()
             .map(|api| api.state() == DependencyState::Reachable),
-        tokenreview_failures: s
-            .tokenreview_failures
-            .load(std::sync::atomic::Ordering::Relaxed),
+        tokenreviews: s.tokenreviews.get(),
     };
     metrics::exposition(&s.http_metrics, &s.body_budget.refused, snapshot)
 }
