@@ -40,6 +40,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     7 "autovacuum",
     8 "lease_indexes",
     9 "drop_lease_order",
+    10 "health_events_redacted_anew",
 ];
 
 /// The newest migration this binary knows.
@@ -220,6 +221,34 @@ mod tests {
     async fn an_unknown_migration_older_than_the_binarys_newest_is_refused() {
         let err = migrate_with_recorded(0).await.expect_err("refused");
         assert_eq!(err.code(), "E_MIGRATION_UNKNOWN");
+    }
+
+    #[tokio::test]
+    async fn v10_drops_the_health_events_stored_before_node_names_were_known() {
+        let db = muster_testkit::fresh_db().await;
+        let client = db.client().await;
+        client
+            .execute(
+                "INSERT INTO core.worker_health (kind, events, updated_at) \
+                 VALUES ('trawl', '[{\"reason\": \"NodeNotReady\", \"message\": \"rack3-blade12\"}]', now())",
+                &[],
+            )
+            .await
+            .expect("a health row from before");
+        let v10 = super::MIGRATIONS
+            .iter()
+            .find(|m| m.version == 10)
+            .expect("V10");
+        client.batch_execute(v10.sql).await.expect("V10 runs again");
+        let events: String = client
+            .query_one(
+                "SELECT events::text FROM core.worker_health WHERE kind = 'trawl'",
+                &[],
+            )
+            .await
+            .expect("the row")
+            .get(0);
+        assert_eq!(events, "[]");
     }
 
     #[tokio::test]
