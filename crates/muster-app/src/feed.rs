@@ -127,6 +127,18 @@ pub struct Feed {
 debug_showing!(Feed, settings = inner.settings);
 
 const READ_LIMIT: i64 = 500;
+/// While Logbook cannot be read, the wait between reads doubles from the poll interval up to
+/// this, so an outage costs neither a read nor a log line every 100 ms.
+const READ_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Failed reads between two log lines once the backoff is at its longest (about 30 s).
+const READ_FAILURES_PER_LOG: u32 = 6;
+
+/// The wait after `failures` failed reads in a row: `poll`, doubled for each failure after the
+/// first, at most [`READ_BACKOFF_MAX`].
+fn read_backoff(poll: Duration, failures: u32) -> Duration {
+    poll.saturating_mul(1 << failures.saturating_sub(1).min(16))
+        .min(READ_BACKOFF_MAX)
+}
 
 impl Feed {
     pub fn new(
@@ -275,6 +287,7 @@ impl Feed {
         let mut last_queues = self.current_queues().depths;
         let mut last_health: Vec<HealthView> = Vec::new();
         let mut next_tick = tokio::time::Instant::now();
+        let mut failed_reads: u32 = 0;
         while !s.signal.is_shut_down() {
             match s
                 .source
@@ -282,6 +295,10 @@ impl Feed {
                 .await
             {
                 Ok((rows, horizon)) => {
+                    if failed_reads > 0 {
+                        tracing::info!(failed_reads, "live feed reads again");
+                        failed_reads = 0;
+                    }
                     let full = rows.len() as i64 == READ_LIMIT;
                     let rows = rows
                         .into_iter()
@@ -294,7 +311,13 @@ impl Feed {
                         continue;
                     }
                 }
-                Err(e) => tracing::warn!(error = %e, "live feed read failed; retrying"),
+                Err(e) => {
+                    failed_reads = failed_reads.saturating_add(1);
+                    // One line when reads start failing, then one about every 30 s.
+                    if failed_reads == 1 || failed_reads.is_multiple_of(READ_FAILURES_PER_LOG) {
+                        tracing::warn!(error = %e, failed_reads, "live feed read failed; retrying with backoff");
+                    }
+                }
             }
             if tokio::time::Instant::now() >= next_tick {
                 next_tick = tokio::time::Instant::now() + s.settings.queues_every;
@@ -314,7 +337,9 @@ impl Feed {
                 }
             }
             self.note_waiting(cursor.is_waiting());
-            let wait = if cursor.is_waiting() {
+            let wait = if failed_reads > 0 {
+                read_backoff(s.settings.poll, failed_reads)
+            } else if cursor.is_waiting() {
                 Duration::from_millis(20)
             } else {
                 s.settings.poll

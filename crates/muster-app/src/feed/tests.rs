@@ -175,3 +175,20 @@ fn the_retry_hint_is_jittered_between_one_and_three_seconds() {
     let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
     assert_eq!(feed.retry_ms(), 2000);
 }
+
+#[test]
+fn a_failing_read_waits_the_poll_then_twice_as_long_each_time_up_to_five_seconds() {
+    let poll = Duration::from_millis(100);
+    let waits: Vec<u128> = (1..=8)
+        .map(|failures| super::read_backoff(poll, failures).as_millis())
+        .collect();
+    assert_eq!(waits, [100, 200, 400, 800, 1600, 3200, 5000, 5000]);
+}
+
+#[test]
+fn the_backoff_stays_at_five_seconds_however_long_reads_fail() {
+    assert_eq!(
+        super::read_backoff(Duration::from_millis(100), u32::MAX),
+        Duration::from_secs(5)
+    );
+}
