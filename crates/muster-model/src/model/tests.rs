@@ -19,11 +19,10 @@ fn numbered_model() -> LeaseModel {
     })
 }
 
-/// The state after taking `actions` in turn from the initial state.
-fn after(m: &LeaseModel, actions: impl IntoIterator<Item = Action>) -> State {
-    actions
-        .into_iter()
-        .fold(m.initial_state(), |s, action| step(m, &s, action))
+/// Worker 0 asked for a lease and its request was delivered: it holds the first item.
+fn worker_0_holds_a_lease(m: &LeaseModel) -> State {
+    let s = step(m, &m.initial_state(), Action::RequestLease(0));
+    step(m, &s, Action::Deliver(Request::Lease { worker: 0 }))
 }
 
 #[test]
@@ -62,13 +61,10 @@ fn a_lease_whose_answer_is_lost_is_orphaned_and_its_worker_idle_again() {
 #[test]
 fn a_lost_answer_to_a_finishing_call_puts_the_spooled_result_back_in_flight() {
     let m = numbered_model();
-    let s = after(
+    let s = step(
         &m,
-        [
-            Action::RequestLease(0),
-            Action::Deliver(Request::Lease { worker: 0 }),
-            Action::Finish(0, Finish::Complete),
-        ],
+        &worker_0_holds_a_lease(&m),
+        Action::Finish(0, Finish::Complete),
     );
     let complete = Request::Finish {
         worker: 0,
@@ -95,13 +91,7 @@ fn a_lost_answer_to_a_finishing_call_puts_the_spooled_result_back_in_flight() {
 #[test]
 fn a_heartbeat_is_offered_only_when_it_could_move_the_expiry() {
     let m = numbered_model();
-    let s = after(
-        &m,
-        [
-            Action::RequestLease(0),
-            Action::Deliver(Request::Lease { worker: 0 }),
-        ],
-    );
+    let s = worker_0_holds_a_lease(&m);
     let offered = |s: &State| {
         let mut actions = Vec::new();
         m.actions(s, &mut actions);
