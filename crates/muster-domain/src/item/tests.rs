@@ -482,7 +482,7 @@ fn image_digests_are_sha256_and_64_lowercase_hex_digits() {
 
 #[test]
 fn a_parked_item_replays_for_any_other_digest_but_not_its_own() {
-    let mut item = parked_on("sha256:old");
+    let item = parked_on("sha256:old");
     assert!(!item.replays_for("sha256:old"));
     assert!(item.replays_for("sha256:new"));
 }
