@@ -100,18 +100,14 @@ pub(crate) async fn spam(
     let http = Http::new(url);
     let (real, difficulty) = challenge(&http, token).await?;
 
+    // Every client sends the one body again and again.
+    let repeat = |body: Value| flood(&http, token, clients, length, Arc::new(vec![body]), true);
+
     // Honeypot: a filled-in `website` field; answered 202, nothing stored.
-    let honeypot = flood(
-        &http,
-        token,
-        clients,
-        length,
-        Arc::new(vec![json!({
-            "target": target, "body": "buy now", "website": "http://spam.example",
-            "pow": {"challenge": real, "nonce": "0"},
-        })]),
-        true,
-    )
+    let honeypot = repeat(json!({
+        "target": target, "body": "buy now", "website": "http://spam.example",
+        "pow": {"challenge": real, "nonce": "0"},
+    }))
     .await?;
 
     // Proof of work: a real challenge with a nonce that does not solve it.
@@ -122,17 +118,10 @@ pub(crate) async fn spam(
             muster_antispam::pow::leading_zero_bits(&d) < u32::from(difficulty)
         })
         .unwrap_or_else(|| "0".into());
-    let pow = flood(
-        &http,
-        token,
-        clients,
-        length,
-        Arc::new(vec![json!({
-            "target": target, "body": "buy now", "website": "",
-            "pow": {"challenge": real, "nonce": garbage},
-        })]),
-        true,
-    )
+    let pow = repeat(json!({
+        "target": target, "body": "buy now", "website": "",
+        "pow": {"challenge": real, "nonce": garbage},
+    }))
     .await?;
 
     // Accepted: challenges solved up front (not timed), each from its own client IP.

@@ -107,6 +107,7 @@ fn at(kind: Kind) -> Option<Kind> {
 
 /// Plans covering every event alone, together at one stage, and cut off by a failure.
 fn varied_plans() -> Vec<(u64, Plan)> {
+    use Kind::*;
     let p = |fail, flaky, subtool, crash| Plan {
         fail_at: fail,
         flaky_at: flaky,
@@ -115,34 +116,14 @@ fn varied_plans() -> Vec<(u64, Plan)> {
     };
     let plans = [
         p(None, None, None, None),
-        p(at(Kind::Assay), None, None, None),
-        p(None, at(Kind::Sextant), None, None),
-        p(None, None, at(Kind::Waybill), None),
-        p(None, None, None, at(Kind::Trawl)),
-        p(
-            None,
-            at(Kind::Shakedown),
-            at(Kind::Shakedown),
-            at(Kind::Shakedown),
-        ),
-        p(
-            at(Kind::Trawl),
-            at(Kind::Bellbuoy),
-            at(Kind::Assay),
-            at(Kind::Sextant),
-        ),
-        p(
-            None,
-            at(Kind::Bellbuoy),
-            at(Kind::Bellbuoy),
-            at(Kind::Tidegauge),
-        ),
-        p(
-            at(Kind::Chartroom),
-            at(Kind::Chartroom),
-            at(Kind::Chartroom),
-            None,
-        ),
+        p(at(Assay), None, None, None),
+        p(None, at(Sextant), None, None),
+        p(None, None, at(Waybill), None),
+        p(None, None, None, at(Trawl)),
+        p(None, at(Shakedown), at(Shakedown), at(Shakedown)),
+        p(at(Trawl), at(Bellbuoy), at(Assay), at(Sextant)),
+        p(None, at(Bellbuoy), at(Bellbuoy), at(Tidegauge)),
+        p(at(Chartroom), at(Chartroom), at(Chartroom), None),
         p(None, None, None, None),
     ];
     plans

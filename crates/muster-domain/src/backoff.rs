@@ -60,26 +60,38 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The default policy's delay for each `(attempt, jitter)`, in order.
+    fn default_delays<const N: usize>(cases: [(u32, f64); N]) -> [Duration; N] {
+        let p = RetryPolicy::default();
+        cases.map(|(attempt, jitter)| p.delay(attempt, jitter))
+    }
+
     #[test]
     fn the_first_retry_waits_between_one_and_two_seconds_by_default() {
-        let p = RetryPolicy::default();
-        assert_eq!(p.delay(1, 0.0), Duration::seconds(1));
-        assert_eq!(p.delay(1, 0.5), Duration::milliseconds(1500));
+        assert_eq!(
+            default_delays([(1, 0.0), (1, 0.5)]),
+            [Duration::seconds(1), Duration::milliseconds(1500)]
+        );
     }
 
     #[test]
     fn the_delay_doubles_per_attempt() {
-        let p = RetryPolicy::default();
-        assert_eq!(p.delay(2, 0.0), Duration::seconds(2));
-        assert_eq!(p.delay(3, 0.0), Duration::seconds(4));
-        assert_eq!(p.delay(4, 0.0), Duration::seconds(8));
+        assert_eq!(
+            default_delays([(2, 0.0), (3, 0.0), (4, 0.0)]),
+            [
+                Duration::seconds(2),
+                Duration::seconds(4),
+                Duration::seconds(8)
+            ]
+        );
     }
 
     #[test]
     fn the_delay_is_capped() {
-        let p = RetryPolicy::default();
-        assert_eq!(p.delay(30, 0.0), Duration::minutes(5));
-        assert_eq!(p.delay(u32::MAX, 0.0), Duration::minutes(5));
+        assert_eq!(
+            default_delays([(30, 0.0), (u32::MAX, 0.0)]),
+            [Duration::minutes(5); 2]
+        );
     }
 
     #[test]

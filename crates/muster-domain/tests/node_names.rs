@@ -83,6 +83,11 @@ const SURVIVORS: &[&str] = &[
     "Container image \"registry/trawl:1.4\" already present on machine",
 ];
 
+/// `message` redacted by a list that knows the one node `name`.
+fn knowing(name: &str, message: &str) -> (String, usize) {
+    redact_with(message, &NodeNames::new([name]))
+}
+
 fn fill(template: &str, node: &str) -> String {
     template.replace("{}", node)
 }
@@ -163,11 +168,10 @@ fn the_issues_examples_are_redacted_by_form_alone() {
 
 #[test]
 fn the_count_is_the_number_of_replaced_spans() {
-    let nodes = NodeNames::new(["rack3-blade12"]);
     assert_eq!(
-        redact_with(
-            "Node rack3-blade12 event: Registered Node rack3-blade12 in Controller",
-            &nodes
+        knowing(
+            "rack3-blade12",
+            "Node rack3-blade12 event: Registered Node rack3-blade12 in Controller"
         ),
         (
             format!("Node {REDACTED} event: Registered Node {REDACTED} in Controller"),
@@ -178,11 +182,10 @@ fn the_count_is_the_number_of_replaced_spans() {
 
 #[test]
 fn a_known_name_is_found_in_any_case_inside_an_fqdn_and_a_url() {
-    let nodes = NodeNames::new(["Bigiron"]);
     assert_eq!(
-        redact_with(
-            "BIGIRON bigiron.lab.example https://bigiron:10250/x",
-            &nodes
+        knowing(
+            "Bigiron",
+            "BIGIRON bigiron.lab.example https://bigiron:10250/x"
         ),
         (format!("{REDACTED} {REDACTED} https://{REDACTED}/x"), 3)
     );
@@ -190,9 +193,8 @@ fn a_known_name_is_found_in_any_case_inside_an_fqdn_and_a_url() {
 
 #[test]
 fn a_known_name_inside_a_longer_token_is_not_a_match() {
-    let nodes = NodeNames::new(["trawl"]);
     assert_eq!(
-        redact_with("trawl-0 ran trawl", &nodes),
+        knowing("trawl", "trawl-0 ran trawl"),
         (format!("trawl-0 ran {REDACTED}"), 1)
     );
 }
@@ -205,9 +207,8 @@ fn a_file_of_names_skips_blank_lines_and_comments() {
 
 #[test]
 fn the_short_host_name_of_a_dotted_node_name_is_known() {
-    let nodes = NodeNames::new(["bigiron.lab.example"]);
     assert_eq!(
-        redact_with("bigiron restarted", &nodes),
+        knowing("bigiron.lab.example", "bigiron restarted"),
         (format!("{REDACTED} restarted"), 1)
     );
 }

@@ -192,6 +192,31 @@ fn start(settings: NodeWatchSettings) -> (Arc<NodeDirectory>, tokio::task::JoinH
     (directory, task)
 }
 
+/// The folder of a watcher's token and CA (kept while the test runs), its fake API server, its
+/// directory and its task.
+type Watching = (
+    TempDir,
+    FakeNodes,
+    Arc<NodeDirectory>,
+    tokio::task::JoinHandle<()>,
+);
+
+/// A fake API server listing `names` and a watcher with the default settings started against
+/// it.
+async fn watching(names: &[&str]) -> Watching {
+    let (pki, dir) = (pki(), TempDir::new());
+    let server = fake_nodes(&pki, names).await;
+    let (directory, task) = start(settings(&dir, &server.url, &pki));
+    (dir, server, directory, task)
+}
+
+/// [`watching`] a server that lists `tidewater`, once the directory knows it.
+async fn tidewater_known() -> Watching {
+    let watched = watching(&["tidewater"]).await;
+    eventually(&watched.2, &known(&["tidewater"])).await;
+    watched
+}
+
 fn known(names: &[&str]) -> NodeSnapshot {
     NodeSnapshot::Known(Arc::new(NodeNames::new(names)))
 }
@@ -209,9 +234,8 @@ async fn eventually(directory: &NodeDirectory, expected: &NodeSnapshot) -> NodeS
 
 #[tokio::test]
 async fn every_page_of_the_first_list_makes_its_names_known() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_nodes(&pki, &["kind-worker", "rack3-blade12", "tidewater"]).await;
-    let (directory, task) = start(settings(&dir, &server.url, &pki));
+    let (_dir, _server, directory, task) =
+        watching(&["kind-worker", "rack3-blade12", "tidewater"]).await;
     let expected = known(&["kind-worker", "rack3-blade12", "tidewater"]);
     assert_eq!(eventually(&directory, &expected).await, expected);
     task.abort();
@@ -219,10 +243,7 @@ async fn every_page_of_the_first_list_makes_its_names_known() {
 
 #[tokio::test]
 async fn the_list_and_the_watch_ask_for_metadata_only_with_the_own_token() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_nodes(&pki, &["tidewater"]).await;
-    let (directory, task) = start(settings(&dir, &server.url, &pki));
-    eventually(&directory, &known(&["tidewater"])).await;
+    let (_dir, server, _directory, task) = tidewater_known().await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let seen = server.seen();
     task.abort();
@@ -243,10 +264,7 @@ async fn the_list_and_the_watch_ask_for_metadata_only_with_the_own_token() {
 
 #[tokio::test]
 async fn a_node_the_watch_adds_is_known_at_once_and_a_deleted_one_is_forgotten() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_nodes(&pki, &["tidewater"]).await;
-    let (directory, task) = start(settings(&dir, &server.url, &pki));
-    eventually(&directory, &known(&["tidewater"])).await;
+    let (_dir, server, directory, task) = tidewater_known().await;
     while server.state.lock().unwrap().watches.is_empty() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -328,10 +346,7 @@ async fn the_names_become_unknown_when_the_api_server_fails_for_longer_than_stal
 
 #[tokio::test]
 async fn a_short_failure_keeps_the_names_in_force() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_nodes(&pki, &["tidewater"]).await;
-    let (directory, task) = start(settings(&dir, &server.url, &pki));
-    eventually(&directory, &known(&["tidewater"])).await;
+    let (_dir, server, directory, task) = tidewater_known().await;
     server.failing.store(true, Ordering::SeqCst);
     server.end_watches();
     tokio::time::sleep(Duration::from_millis(300)).await;

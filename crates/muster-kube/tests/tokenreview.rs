@@ -8,7 +8,12 @@ use std::time::{Duration, Instant};
 use common::*;
 use muster_app::auth::{AuthError, Authenticator};
 use muster_domain::{Kind, Principal};
-use muster_kube::{KubeError, TokenReviewAuthenticator};
+use muster_kube::{KubeError, TokenReviewAuthenticator, TokenReviewSettings};
+
+/// What the trawl worker's and the conn's tokens resolve to.
+const AS_TRAWL: Result<Option<Principal>, AuthError> = Ok(Some(Principal::Worker(Kind::Trawl)));
+const AS_CONN: Result<Option<Principal>, AuthError> = Ok(Some(Principal::Conn));
+const UNAVAILABLE: Result<Option<Principal>, AuthError> = Err(AuthError::Unavailable);
 
 /// An authenticator with the test's settings in front of a fake API server in one mode, and the
 /// directory of its files (kept as long as the authenticator).
@@ -20,9 +25,16 @@ struct Reviewed {
 
 impl Reviewed {
     async fn against(mode: Mode) -> Reviewed {
+        Reviewed::with(mode, |_| {}).await
+    }
+
+    /// [`against`](Self::against), with the settings adjusted first.
+    async fn with(mode: Mode, adjust: impl FnOnce(&mut TokenReviewSettings)) -> Reviewed {
         let (pki, dir) = (pki(), TempDir::new());
         let server = fake_api_server(&pki, mode).await;
-        let auth = authenticator_for(&server, &pki, &dir).await;
+        let mut settings = settings(&dir, &server.url, &pki.ca_pem);
+        adjust(&mut settings);
+        let auth = TokenReviewAuthenticator::new(settings).unwrap();
         Reviewed {
             server,
             auth,
@@ -31,42 +43,60 @@ impl Reviewed {
     }
 }
 
+/// What `auth` answers for each of `tokens`, asked in turn.
+async fn answers<const N: usize>(
+    auth: &TokenReviewAuthenticator,
+    tokens: [&str; N],
+) -> Vec<Result<Option<Principal>, AuthError>> {
+    let mut answers = Vec::with_capacity(N);
+    for token in tokens {
+        answers.push(auth.authenticate(token).await);
+    }
+    answers
+}
+
+/// How many reviews a fresh authenticator in front of a server in `mode` counts as failures
+/// after asking about each of `tokens`.
+async fn counts_after<const N: usize>(mode: Mode, tokens: [&str; N]) -> (u64, u64) {
+    let Reviewed {
+        server: _server,
+        auth,
+        _dir,
+    } = Reviewed::against(mode).await;
+    answers(&auth, tokens).await;
+    auth.counts().get()
+}
+
+/// What a fresh authenticator answers for `token`, and how many reviews the API server saw.
+async fn reviewed_once(token: &str) -> (Result<Option<Principal>, AuthError>, usize) {
+    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
+    let answer = auth.authenticate(token).await;
+    (answer, server.requests.load(Ordering::SeqCst))
+}
+
 #[tokio::test]
 async fn a_valid_mapped_token_resolves_to_its_principal() {
     let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
     assert_eq!(
-        auth.authenticate(TRAWL_TOKEN).await,
-        Ok(Some(Principal::Worker(Kind::Trawl)))
-    );
-    assert_eq!(
-        auth.authenticate(CONN_TOKEN).await,
-        Ok(Some(Principal::Conn))
+        answers(&auth, [TRAWL_TOKEN, CONN_TOKEN]).await,
+        [AS_TRAWL, AS_CONN]
     );
     assert_eq!(server.requests.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
 async fn an_invalid_token_resolves_to_nobody() {
-    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
-    assert_eq!(auth.authenticate(BOGUS_TOKEN).await, Ok(None));
-    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(reviewed_once(BOGUS_TOKEN).await, (Ok(None), 1));
 }
 
 #[tokio::test]
 async fn an_expired_token_resolves_to_nobody() {
-    let Reviewed {
-        server: _server,
-        auth,
-        _dir,
-    } = Reviewed::against(Mode::Review).await;
-    assert_eq!(auth.authenticate(EXPIRED_TOKEN).await, Ok(None));
+    assert_eq!(reviewed_once(EXPIRED_TOKEN).await.0, Ok(None));
 }
 
 #[tokio::test]
 async fn a_valid_token_of_an_unmapped_serviceaccount_resolves_to_nobody() {
-    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
-    assert_eq!(auth.authenticate(UNMAPPED_TOKEN).await, Ok(None));
-    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(reviewed_once(UNMAPPED_TOKEN).await, (Ok(None), 1));
 }
 
 #[tokio::test]
@@ -74,26 +104,17 @@ async fn an_api_server_that_is_down_is_unavailable_within_the_timeout() {
     let (pki, dir) = (pki(), TempDir::new());
     let auth = TokenReviewAuthenticator::new(settings(&dir, &dead_url(), &pki.ca_pem)).unwrap();
     let started = Instant::now();
-    assert_eq!(
-        auth.authenticate(TRAWL_TOKEN).await,
-        Err(AuthError::Unavailable)
-    );
+    assert_eq!(auth.authenticate(TRAWL_TOKEN).await, UNAVAILABLE);
     let took = started.elapsed();
     assert!(took < Duration::from_secs(2), "took {took:?}");
 }
 
 #[tokio::test]
 async fn an_api_server_that_never_answers_is_unavailable_after_the_timeout() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Hang).await;
-    let mut s = settings(&dir, &server.url, &pki.ca_pem);
-    s.timeout = Duration::from_millis(300);
-    let auth = TokenReviewAuthenticator::new(s).unwrap();
+    let Reviewed { server, auth, _dir } =
+        Reviewed::with(Mode::Hang, |s| s.timeout = Duration::from_millis(300)).await;
     let started = Instant::now();
-    assert_eq!(
-        auth.authenticate(TRAWL_TOKEN).await,
-        Err(AuthError::Unavailable)
-    );
+    assert_eq!(auth.authenticate(TRAWL_TOKEN).await, UNAVAILABLE);
     let took = started.elapsed();
     assert!(
         took >= Duration::from_millis(300) && took < Duration::from_secs(2),
@@ -105,41 +126,25 @@ async fn an_api_server_that_never_answers_is_unavailable_after_the_timeout() {
 #[tokio::test]
 async fn an_api_server_answering_500_is_unavailable_and_not_cached() {
     let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Status500).await;
-    assert_eq!(
-        auth.authenticate(TRAWL_TOKEN).await,
-        Err(AuthError::Unavailable)
-    );
-    assert_eq!(
-        auth.authenticate(TRAWL_TOKEN).await,
-        Err(AuthError::Unavailable)
-    );
+    assert_eq!(answers(&auth, [TRAWL_TOKEN; 2]).await, [UNAVAILABLE; 2]);
     assert_eq!(server.requests.load(Ordering::SeqCst), 2);
     assert_eq!(auth.cached(), 0);
 }
 
 #[tokio::test]
 async fn every_review_without_an_answer_is_counted_as_a_failure() {
-    let Reviewed {
-        server: _server,
-        auth,
-        _dir,
-    } = Reviewed::against(Mode::Status500).await;
-    let counts = auth.counts();
-    let _ = auth.authenticate(TRAWL_TOKEN).await;
-    let _ = auth.authenticate(CONN_TOKEN).await;
-    assert_eq!(counts.get(), (2, 2));
+    assert_eq!(
+        counts_after(Mode::Status500, [TRAWL_TOKEN, CONN_TOKEN]).await,
+        (2, 2)
+    );
 }
 
 #[tokio::test]
 async fn answered_reviews_count_no_failure_whatever_they_say() {
-    let Reviewed {
-        server: _server,
-        auth,
-        _dir,
-    } = Reviewed::against(Mode::Review).await;
-    let _ = auth.authenticate(TRAWL_TOKEN).await;
-    let _ = auth.authenticate(BOGUS_TOKEN).await;
-    assert_eq!(auth.counts().get(), (2, 0));
+    assert_eq!(
+        counts_after(Mode::Review, [TRAWL_TOKEN, BOGUS_TOKEN]).await,
+        (2, 0)
+    );
 }
 
 #[tokio::test]
@@ -147,10 +152,7 @@ async fn an_api_server_the_ca_bundle_does_not_vouch_for_is_unavailable() {
     let (pki, other, dir) = (pki(), pki(), TempDir::new());
     let server = fake_api_server(&pki, Mode::Review).await;
     let auth = TokenReviewAuthenticator::new(settings(&dir, &server.url, &other.ca_pem)).unwrap();
-    assert_eq!(
-        auth.authenticate(TRAWL_TOKEN).await,
-        Err(AuthError::Unavailable)
-    );
+    assert_eq!(auth.authenticate(TRAWL_TOKEN).await, UNAVAILABLE);
     assert_eq!(server.requests.load(Ordering::SeqCst), 0);
 }
 
@@ -158,10 +160,7 @@ async fn an_api_server_the_ca_bundle_does_not_vouch_for_is_unavailable() {
 async fn a_second_call_within_the_ttl_is_answered_from_the_cache() {
     let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
     for _ in 0..2 {
-        assert_eq!(
-            auth.authenticate(TRAWL_TOKEN).await,
-            Ok(Some(Principal::Worker(Kind::Trawl)))
-        );
+        assert_eq!(auth.authenticate(TRAWL_TOKEN).await, AS_TRAWL);
         assert_eq!(auth.authenticate(BOGUS_TOKEN).await, Ok(None));
     }
     assert_eq!(server.requests.load(Ordering::SeqCst), 2);
@@ -170,20 +169,11 @@ async fn a_second_call_within_the_ttl_is_answered_from_the_cache() {
 
 #[tokio::test]
 async fn a_call_after_the_ttl_asks_the_api_server_again() {
-    let (pki, dir) = (pki(), TempDir::new());
-    let server = fake_api_server(&pki, Mode::Review).await;
-    let mut s = settings(&dir, &server.url, &pki.ca_pem);
-    s.cache_ttl = Duration::from_millis(100);
-    let auth = TokenReviewAuthenticator::new(s).unwrap();
-    assert_eq!(
-        auth.authenticate(CONN_TOKEN).await,
-        Ok(Some(Principal::Conn))
-    );
+    let Reviewed { server, auth, _dir } =
+        Reviewed::with(Mode::Review, |s| s.cache_ttl = Duration::from_millis(100)).await;
+    assert_eq!(auth.authenticate(CONN_TOKEN).await, AS_CONN);
     tokio::time::sleep(Duration::from_millis(150)).await;
-    assert_eq!(
-        auth.authenticate(CONN_TOKEN).await,
-        Ok(Some(Principal::Conn))
-    );
+    assert_eq!(auth.authenticate(CONN_TOKEN).await, AS_CONN);
     assert_eq!(server.requests.load(Ordering::SeqCst), 2);
 }
 
@@ -197,16 +187,10 @@ async fn a_rotated_own_token_is_read_again() {
     let token_path = s.token_path.clone();
     let auth = TokenReviewAuthenticator::new(s).unwrap();
     // The fake refuses the stale token with 401: fail closed.
-    assert_eq!(
-        auth.authenticate(TRAWL_TOKEN).await,
-        Err(AuthError::Unavailable)
-    );
+    assert_eq!(auth.authenticate(TRAWL_TOKEN).await, UNAVAILABLE);
     std::fs::write(&token_path, OWN_TOKEN).unwrap();
     tokio::time::sleep(Duration::from_millis(80)).await;
-    assert_eq!(
-        auth.authenticate(TRAWL_TOKEN).await,
-        Ok(Some(Principal::Worker(Kind::Trawl)))
-    );
+    assert_eq!(auth.authenticate(TRAWL_TOKEN).await, AS_TRAWL);
 }
 
 #[test]

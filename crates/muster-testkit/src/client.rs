@@ -207,13 +207,23 @@ impl TestApp {
         self.on_lease(lease, "fail", body).await
     }
 
+    /// Fails a lease with the worker error `code` and `message`.
+    pub async fn fail_with(
+        &self,
+        lease: &Value,
+        code: &str,
+        message: &str,
+        retryable: bool,
+    ) -> Resp {
+        let error = json!({"code": code, "message": message});
+        self.fail(lease, json!({"error": error, "retryable": retryable}))
+            .await
+    }
+
     /// Fails a lease with the error `E_TEST`, "failed on purpose".
     pub async fn fail_on_purpose(&self, lease: &Value, retryable: bool) -> Resp {
-        self.fail(
-            lease,
-            json!({"error": {"code": "E_TEST", "message": "failed on purpose"}, "retryable": retryable}),
-        )
-        .await
+        self.fail_with(lease, "E_TEST", "failed on purpose", retryable)
+            .await
     }
 
     /// `POST /v1/leases/{id}/needs_subtool` with `body` (`{"worker_digest": …, "layout": …}`).

@@ -3,7 +3,7 @@
 
 mod support;
 
-use muster_worker::{ClientError, Completion, Lease, NextStep, WorkerClient};
+use muster_worker::{Ack, ClientError, Completion, Lease, NextStep, WorkerClient};
 use serde_json::json;
 use support::{TempDir, TestApp, Workers, quick_retry, unreachable_trawl};
 
@@ -16,6 +16,34 @@ async fn queued(n: usize, spool: &TempDir) -> (TestApp, WorkerClient, Vec<String
         ids.push(server.enqueue("trawl", "normal", json!({ "n": i })).await);
     }
     (server, trawl, ids)
+}
+
+/// A server with `n` queued trawl items of which the trawl worker leased the first and
+/// completed it with `complete_and_lease`: the server, the items and the acknowledgement.
+async fn complete_and_lease_the_first_of(n: usize, spool: &TempDir) -> (TestApp, Vec<String>, Ack) {
+    let (server, trawl, ids) = queued(n, spool).await;
+    let first = trawl.lease(1_000).await.unwrap().unwrap();
+    let ack = trawl
+        .complete_and_lease(&first, json!({}), vec![])
+        .await
+        .unwrap();
+    (server, ids, ack)
+}
+
+/// A server with two queued trawl items, both leased in one call by the trawl worker
+/// spooling to `spool`.
+async fn two_leased(spool: &TempDir) -> (TestApp, WorkerClient, Vec<String>, Vec<Lease>) {
+    let (server, trawl, ids) = queued(2, spool).await;
+    let leases = trawl.lease_many(2, 1_000).await.unwrap();
+    (server, trawl, ids, leases)
+}
+
+/// One completion with `{"ok": true}` per lease.
+fn completed_ok(leases: &[Lease]) -> Vec<Completion> {
+    leases
+        .iter()
+        .map(|l| Completion::new(l, json!({"ok": true}), vec![]))
+        .collect()
 }
 
 fn item_ids(leases: &[Lease]) -> Vec<String> {
@@ -88,8 +116,7 @@ async fn complete_many_answers_every_entry_in_order_and_leaves_no_spool_file() {
 #[tokio::test]
 async fn a_refused_entry_is_its_own_final_error_and_the_others_complete() {
     let spool = TempDir::new("spool");
-    let (server, trawl, ids) = queued(2, &spool).await;
-    let leases = trawl.lease_many(2, 1_000).await.unwrap();
+    let (server, trawl, ids, leases) = two_leased(&spool).await;
     let batch = vec![
         Completion::new(&leases[0], json!({}), vec![]),
         Completion::new(
@@ -111,13 +138,9 @@ async fn a_refused_entry_is_its_own_final_error_and_the_others_complete() {
 #[tokio::test]
 async fn a_batch_that_cannot_be_delivered_stays_spooled_as_single_completions() {
     let spool = TempDir::new("spool");
-    let (server, live, ids) = queued(2, &spool).await;
-    let leases = live.lease_many(2, 1_000).await.unwrap();
+    let (server, _live, ids, leases) = two_leased(&spool).await;
     let down = unreachable_trawl(&spool, quick_retry(2)).await;
-    let batch: Vec<Completion> = leases
-        .iter()
-        .map(|l| Completion::new(l, json!({"ok": true}), vec![]))
-        .collect();
+    let batch = completed_ok(&leases);
     let err = down.complete_many(&batch).await.unwrap_err();
     assert_eq!(err.code(), "E_UNDELIVERED");
     let mut files: Vec<String> = leases
@@ -132,12 +155,8 @@ async fn a_batch_that_cannot_be_delivered_stays_spooled_as_single_completions() 
 #[tokio::test]
 async fn a_spooled_batch_entry_is_redelivered_alone_as_the_same_completion() {
     let spool = TempDir::new("spool");
-    let (_server, live, ids) = queued(2, &spool).await;
-    let leases = live.lease_many(2, 1_000).await.unwrap();
-    let batch: Vec<Completion> = leases
-        .iter()
-        .map(|l| Completion::new(l, json!({"ok": true}), vec![]))
-        .collect();
+    let (_server, live, ids, leases) = two_leased(&spool).await;
+    let batch = completed_ok(&leases);
     let down = unreachable_trawl(&spool, quick_retry(1)).await;
     // The first entry reached the server once already; then the whole batch failed to
     // reach it and stayed spooled.
@@ -169,12 +188,7 @@ async fn complete_many_refuses_an_empty_batch_before_sending_anything() {
 #[tokio::test]
 async fn complete_and_lease_answers_the_completion_and_the_next_lease() {
     let spool = TempDir::new("spool");
-    let (server, trawl, ids) = queued(2, &spool).await;
-    let first = trawl.lease(1_000).await.unwrap().unwrap();
-    let ack = trawl
-        .complete_and_lease(&first, json!({}), vec![])
-        .await
-        .unwrap();
+    let (server, ids, ack) = complete_and_lease_the_first_of(2, &spool).await;
     assert_eq!(
         (
             ack.state.as_str(),
@@ -189,12 +203,7 @@ async fn complete_and_lease_answers_the_completion_and_the_next_lease() {
 #[tokio::test]
 async fn complete_and_lease_answers_no_next_lease_when_nothing_is_queued() {
     let spool = TempDir::new("spool");
-    let (_server, trawl, _) = queued(1, &spool).await;
-    let only = trawl.lease(1_000).await.unwrap().unwrap();
-    let ack = trawl
-        .complete_and_lease(&only, json!({}), vec![])
-        .await
-        .unwrap();
+    let (_server, _, ack) = complete_and_lease_the_first_of(1, &spool).await;
     assert_eq!((ack.state.as_str(), ack.next_lease), ("done", None));
 }
 

@@ -4,6 +4,11 @@ use serde_json::Value;
 
 use super::run::ScenarioResult;
 
+/// The figures `keys` of the object `v`, as [`n`] shows each.
+fn ns<const N: usize>(v: &Value, keys: [&str; N]) -> [String; N] {
+    keys.map(|key| n(&v[key]))
+}
+
 fn n(v: &Value) -> String {
     match v {
         Value::Number(x) => x.to_string(),
@@ -63,13 +68,8 @@ pub(super) fn render(results: &[ScenarioResult]) -> String {
     };
     row("roots enqueued", &|r| r.roots.to_string());
     row("items (done / failed)", &|r| {
-        let s = &r.check["stats"];
-        format!(
-            "{} ({} / {})",
-            n(&s["items"]),
-            n(&s["done"]),
-            n(&s["failed"])
-        )
+        let [items, done, failed] = ns(&r.check["stats"], ["items", "done", "failed"]);
+        format!("{items} ({done} / {failed})")
     });
     row("chains done at bellbuoy / failed as planned", &|r| {
         let s = &r.check["stats"];
@@ -89,13 +89,7 @@ pub(super) fn render(results: &[ScenarioResult]) -> String {
         format!("{0} ({0})", r.sim_kills)
     });
     row("planned crashes / parks / flaky failures", &|r| {
-        let p = &r.check["planned"];
-        format!(
-            "{} / {} / {}",
-            n(&p["crashes"]),
-            n(&p["parks"]),
-            n(&p["flaky_failures"])
-        )
+        ns(&r.check["planned"], ["crashes", "parks", "flaky_failures"]).join(" / ")
     });
     row("retries (retryable failures in the ledger)", &|r| {
         n(&r.check["stats"]["retryable_failures"])

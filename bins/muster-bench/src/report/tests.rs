@@ -116,6 +116,13 @@ fn drain(items_per_s: f64) -> Value {
            "errors": 0, "items_per_s": items_per_s})
 }
 
+/// The issue target's rows for the document `target`.
+fn target_table(target: &Value) -> Vec<[String; 4]> {
+    let mut rows = Vec::new();
+    target_rows(&mut rows, &typed(target));
+    rows
+}
+
 /// The target rows of a phase whose scripts ran at `before` and `after` around a drain.
 fn issue_table(http_64: f64, before: f64, after: f64) -> Vec<[String; 4]> {
     let target = json!({
@@ -123,9 +130,7 @@ fn issue_table(http_64: f64, before: f64, after: f64) -> Vec<[String; 4]> {
         "drain": drain(http_64),
         "after": [issue_run("issue-single.sql", after)],
     });
-    let mut rows = Vec::new();
-    target_rows(&mut rows, &typed(&target));
-    rows
+    target_table(&target)
 }
 
 #[test]
@@ -141,34 +146,27 @@ fn the_issue_target_row_compares_the_drain_with_the_mean_of_the_scripts_around_i
     );
 }
 
+/// The first cell of the issue target's row.
+fn target_label(http_64: f64, before: f64, after: f64) -> String {
+    issue_table(http_64, before, after)[0][0].clone()
+}
+
 #[test]
 fn the_issue_target_row_names_both_script_rates() {
-    let rows = issue_table(3900.0, 1800.0, 2200.0);
-    assert!(
-        rows[0][0].contains("1800 before, 2200 after"),
-        "{}",
-        rows[0][0]
-    );
+    let label = target_label(3900.0, 1800.0, 2200.0);
+    assert!(label.contains("1800 before, 2200 after"), "{label}");
 }
 
 #[test]
 fn the_issue_target_is_met_at_4000_over_3100_of_the_scripts_around_the_drain() {
-    let rows = issue_table(3100.0 * 1.3, 3000.0, 3200.0);
-    assert!(
-        rows[0][0].ends_with("at least 1.2903× — met"),
-        "{}",
-        rows[0][0]
-    );
+    let label = target_label(3100.0 * 1.3, 3000.0, 3200.0);
+    assert!(label.ends_with("at least 1.2903× — met"), "{label}");
 }
 
 #[test]
 fn the_issue_target_is_not_met_below_4000_over_3100_of_the_scripts_around_the_drain() {
-    let rows = issue_table(3100.0 * 1.28, 3000.0, 3200.0);
-    assert!(
-        rows[0][0].ends_with("at least 1.2903× — not met"),
-        "{}",
-        rows[0][0]
-    );
+    let label = target_label(3100.0 * 1.28, 3000.0, 3200.0);
+    assert!(label.ends_with("at least 1.2903× — not met"), "{label}");
 }
 
 #[test]
@@ -180,8 +178,7 @@ fn the_issue_script_on_minimal_tables_gets_a_target_row_of_its_own() {
         "after": [issue_run("issue-minimal.sql", 3200.0),
                   issue_run("issue-single.sql", 2000.0)],
     });
-    let mut rows = Vec::new();
-    target_rows(&mut rows, &typed(&target));
+    let rows = target_table(&target);
     let got: Vec<_> = rows
         .iter()
         .map(|r| (r[0].contains("on minimal tables"), r[3].clone()))
@@ -196,8 +193,7 @@ fn a_script_measured_on_one_side_of_the_drain_only_leaves_the_target_not_measure
         "drain": drain(4000.0),
         "after": [],
     });
-    let mut rows = Vec::new();
-    target_rows(&mut rows, &typed(&target));
+    let rows = target_table(&target);
     assert_eq!(
         figures(&rows),
         [[
@@ -212,8 +208,7 @@ fn a_script_measured_on_one_side_of_the_drain_only_leaves_the_target_not_measure
 fn without_pgbench_the_target_row_shows_the_drain_and_says_the_script_was_not_measured() {
     let skipped = json!({"name": "issue-16", "skipped": "pgbench not found"});
     let target = json!({"before": [skipped], "drain": drain(4000.0), "after": [skipped]});
-    let mut rows = Vec::new();
-    target_rows(&mut rows, &typed(&target));
+    let rows = target_table(&target);
     assert_eq!(
         figures(&rows),
         [[
@@ -234,8 +229,7 @@ fn the_target_row_names_the_drains_errors() {
         "drain": failing,
         "after": [issue_run("issue-single.sql", 2000.0)],
     });
-    let mut rows = Vec::new();
-    target_rows(&mut rows, &typed(&target));
+    let rows = target_table(&target);
     assert!(
         rows[0][0].contains("(3 errors: \"503 at_capacity\")"),
         "{}",

@@ -18,9 +18,8 @@ fn image_digests_are_valid_and_differ_by_kind_and_generation() {
 
 #[test]
 fn generations_advance_once_per_period() {
-    assert_eq!(generation(0, 2_000), 0);
-    assert_eq!(generation(1_999, 2_000), 0);
-    assert_eq!(generation(2_000, 2_000), 1);
+    let at_2_s = [0, 1_999, 2_000].map(|ms| generation(ms, 2_000));
+    assert_eq!(at_2_s, [0, 0, 1]);
     assert_eq!(generation(7_000, 0), 7_000);
 }
 
@@ -52,9 +51,15 @@ fn spool_directory_names_round_trip() {
 
 #[test]
 fn spool_files_name_their_operation() {
-    assert_eq!(spool_file_op("0192-a.complete.json"), "complete");
-    assert_eq!(spool_file_op("0192-a.fail.json"), "fail");
-    assert_eq!(spool_file_op("0192-a.needs_subtool.json"), "needs_subtool");
+    let files = [
+        "0192-a.complete.json",
+        "0192-a.fail.json",
+        "0192-a.needs_subtool.json",
+    ];
+    assert_eq!(
+        files.map(spool_file_op),
+        ["complete", "fail", "needs_subtool"]
+    );
 }
 
 #[test]

@@ -263,10 +263,7 @@ impl Worker {
         };
         let mut mine = None;
         for Redelivery { file, outcome } in files {
-            let name = file
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let name = spool_file_name(&file);
             if lease_id.is_some_and(|id| name.starts_with(&format!("{id}."))) {
                 mine = Some(outcome);
                 continue;
@@ -301,10 +298,7 @@ impl Worker {
             }
             let mut pending = false;
             for Redelivery { file, outcome } in files {
-                let name = file
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
+                let name = spool_file_name(&file);
                 let op = spool_file_op(&name);
                 match outcome {
                     Ok(ack) => {
@@ -331,6 +325,13 @@ impl Worker {
             }
         }
     }
+}
+
+/// The name of a spool file, without its folder.
+fn spool_file_name(file: &std::path::Path) -> String {
+    file.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The operation of a spool file `<lease>.<action>.json`.

@@ -64,6 +64,14 @@ fn statuses(results: &Value) -> Vec<u64> {
         .collect()
 }
 
+/// How many items of `kind` are in `state`.
+async fn items_in(app: &TestApp, kind: &str, state: &str) -> i64 {
+    app.scalar_i64(&format!(
+        "SELECT count(*) FROM core.items WHERE kind = '{kind}' AND state = '{state}'"
+    ))
+    .await
+}
+
 #[tokio::test]
 async fn a_lease_request_with_max_hands_out_up_to_max_items_in_lease_order() {
     let app = TestApp::spawn().await;
@@ -135,18 +143,8 @@ async fn a_batch_completes_every_lease_and_enqueues_each_next_step() {
             Some(false)
         )
     );
-    assert_eq!(
-        app.scalar_i64(
-            "SELECT count(*) FROM core.items WHERE kind = 'sextant' AND state = 'queued'"
-        )
-        .await,
-        3
-    );
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'trawl' AND state = 'done'")
-            .await,
-        3
-    );
+    assert_eq!(items_in(&app, "sextant", "queued").await, 3);
+    assert_eq!(items_in(&app, "trawl", "done").await, 3);
     app.verify_ledger().await;
 }
 

@@ -37,14 +37,19 @@ impl Drop for MapFile {
 async fn intake_app(cap: u32) -> (TestApp, MapFile) {
     let map = std::env::temp_dir().join(format!("muster-map-{}.json", uuid::Uuid::now_v7()));
     std::fs::write(&map, MAP).unwrap();
-    let path = map.clone();
-    let app = TestApp::spawn_with(move |s| {
-        s.ownership_map = Some(path);
+    let app = TestApp::spawn_with(intake_settings(&map, cap)).await;
+    (app, MapFile(map))
+}
+
+/// An intake with the ownership map at `map`, proofs of work of difficulty 8 and a daily cap
+/// of `cap` edits per client.
+fn intake_settings(map: &std::path::Path, cap: u32) -> impl FnOnce(&mut muster::Settings) {
+    let map = map.to_path_buf();
+    move |s| {
+        s.ownership_map = Some(map);
         s.pow_difficulty = 8;
         s.edit_daily_limit = cap;
-    })
-    .await;
-    (app, MapFile(map))
+    }
 }
 
 async fn solved_pow(app: &TestApp) -> Value {
@@ -209,13 +214,7 @@ async fn each_bad_submission_gets_its_contract_error() {
 #[tokio::test]
 async fn the_daily_cap_holds_across_two_processes_and_an_ipv6_64_counts_as_one_client() {
     let (a, map) = intake_app(3).await;
-    let path = map.clone();
-    let b = TestApp::spawn_on(a.db.clone(), move |s| {
-        s.ownership_map = Some(path);
-        s.pow_difficulty = 8;
-        s.edit_daily_limit = 3;
-    })
-    .await;
+    let b = TestApp::spawn_on(a.db.clone(), intake_settings(&map, 3)).await;
     let mut statuses = Vec::new();
     for (i, app) in [&a, &b, &a, &b].into_iter().enumerate() {
         let ip = format!("2001:db8:1:2::{}", i + 1);
@@ -257,41 +256,24 @@ async fn only_the_targets_owner_decides_and_nothing_changes_without_a_decision()
     let r = submit(&app, Some("203.0.113.7"), proposal(&app, "t").await).await;
     let id = r.body["edit_id"].as_str().unwrap().to_owned();
     let path = format!("/v1/edits/{id}/decision");
-    let wrong = app
-        .post(
+    let decide = |principal, decision, owner| {
+        app.post(
             &path,
-            "worker:countersign",
-            json!({"decision": "approve", "owner": "bob"}),
+            principal,
+            json!({"decision": decision, "owner": owner}),
         )
-        .await;
+    };
+    let wrong = decide("worker:countersign", "approve", "bob").await;
     wrong.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
-    let not_countersign = app
-        .post(
-            &path,
-            "operator",
-            json!({"decision": "approve", "owner": "alice"}),
-        )
-        .await;
+    let not_countersign = decide("operator", "approve", "alice").await;
     assert_eq!(not_countersign.status, StatusCode::FORBIDDEN);
     let pending = app
         .get("/v1/edits?state=pending_approval", "operator")
         .await;
     assert_eq!(pending.body["edits"].as_array().unwrap().len(), 1);
-    let ok = app
-        .post(
-            &path,
-            "worker:countersign",
-            json!({"decision": "approve", "owner": "alice"}),
-        )
-        .await;
+    let ok = decide("worker:countersign", "approve", "alice").await;
     assert_eq!(ok.body, json!({"edit_id": id, "state": "approved"}));
-    let again = app
-        .post(
-            &path,
-            "worker:countersign",
-            json!({"decision": "reject", "owner": "alice"}),
-        )
-        .await;
+    let again = decide("worker:countersign", "reject", "alice").await;
     again.assert_error(StatusCode::CONFLICT, "E_CONFLICT");
     let approved = app.get("/v1/edits?state=approved", "operator").await;
     assert_eq!(approved.body["edits"][0]["edit_id"], json!(id));
@@ -441,13 +423,7 @@ async fn a_restart_does_not_reset_the_daily_cap() {
     let r = submit(&first, Some("192.0.2.44"), proposal(&first, "t").await).await;
     assert_eq!(r.status, StatusCode::ACCEPTED);
     first.stop().await;
-    let path = map.clone();
-    let again = TestApp::spawn_on(first.db.clone(), move |s| {
-        s.ownership_map = Some(path);
-        s.pow_difficulty = 8;
-        s.edit_daily_limit = 1;
-    })
-    .await;
+    let again = TestApp::spawn_on(first.db.clone(), intake_settings(&map, 1)).await;
     let r = submit(&again, Some("192.0.2.44"), proposal(&again, "t").await).await;
     r.assert_error(StatusCode::TOO_MANY_REQUESTS, "E_RATE_LIMITED");
 }

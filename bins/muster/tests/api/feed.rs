@@ -56,6 +56,11 @@ async fn assert_no_transition_yet(s: &mut SseStream, why: &str) {
     );
 }
 
+/// The depths of a queue holding only `count` queued trawl items of `priority`.
+fn queued_trawls(priority: &str, count: i64) -> serde_json::Value {
+    json!([{"kind": "trawl", "priority": priority, "state": "queued", "count": count}])
+}
+
 #[tokio::test]
 async fn the_stream_has_the_contracts_headers_a_jittered_retry_and_starts_with_queue_depths() {
     let app = TestApp::spawn().await;
@@ -81,10 +86,7 @@ async fn the_stream_has_the_contracts_headers_a_jittered_retry_and_starts_with_q
     let first = s.next_within(WAIT).await.unwrap();
     assert!((1000..=3000).contains(&s.retry_ms.unwrap()));
     assert_eq!(first.event, "queues");
-    assert_eq!(
-        first.data["depths"],
-        json!([{"kind": "trawl", "priority": "normal", "state": "queued", "count": 1}])
-    );
+    assert_eq!(first.data["depths"], queued_trawls("normal", 1));
 }
 
 #[tokio::test]
@@ -268,10 +270,7 @@ async fn a_restarted_server_counts_the_depths_it_did_not_see_happen() {
     let again = TestApp::spawn_on(app.db.clone(), |_| {}).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let q = again.get("/v1/queues", "operator").await;
-    assert_eq!(
-        q.body["depths"],
-        json!([{"kind": "trawl", "priority": "backfill", "state": "queued", "count": 2}])
-    );
+    assert_eq!(q.body["depths"], queued_trawls("backfill", 2));
 }
 
 #[tokio::test]

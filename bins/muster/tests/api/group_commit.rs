@@ -46,6 +46,31 @@ async fn leased_by_n_workers(n: usize) -> (Arc<TestApp>, Vec<Value>) {
     (app, leases)
 }
 
+/// `n` leases, each of its own worker, completed all at once, lease `i` with `{"n": i}`:
+/// the app, the leases and the answers (in lease order).
+async fn completed_all_at_once(n: usize) -> (Arc<TestApp>, Vec<Value>, Vec<Resp>) {
+    let (app, leases) = leased_by_n_workers(n).await;
+    let answers = all_at_once(&app, n, |app, i| {
+        complete(app, leases[i].clone(), json!({ "n": i }))
+    })
+    .await;
+    (app, leases, answers)
+}
+
+/// A query counting the lease `lease_id` if worker `w{i}` holds it.
+fn held_by_worker(i: usize, lease_id: &str) -> String {
+    format!("SELECT count(*) FROM core.leases WHERE id = '{lease_id}' AND worker_id = 'w{i}'")
+}
+
+/// How many of the `count(*)` `queries`, each expecting one row, find none.
+async fn rows_missing(app: &TestApp, queries: impl IntoIterator<Item = String>) -> i64 {
+    let mut missing = 0;
+    for sql in queries {
+        missing += 1 - app.scalar_i64(&sql).await;
+    }
+    missing
+}
+
 #[tokio::test]
 async fn concurrent_single_leases_each_get_an_item_of_their_own() {
     let app = Arc::new(TestApp::spawn().await);
@@ -65,15 +90,11 @@ async fn concurrent_single_leases_are_recorded_for_the_worker_that_asked() {
     let app = Arc::new(TestApp::spawn().await);
     app.enqueue_many("trawl", "normal", 24).await;
     let answers = all_at_once(&app, 24, |app, i| lease_as(app, format!("w{i}"))).await;
-    let mut mismatched = 0;
-    for (i, r) in answers.iter().enumerate() {
-        let sql = format!(
-            "SELECT count(*) FROM core.leases WHERE id = '{}' AND worker_id = 'w{i}'",
-            r.body["lease_id"].as_str().unwrap()
-        );
-        mismatched += 1 - app.scalar_i64(&sql).await;
-    }
-    assert_eq!(mismatched, 0);
+    let held = answers
+        .iter()
+        .enumerate()
+        .map(|(i, r)| held_by_worker(i, r.body["lease_id"].as_str().unwrap()));
+    assert_eq!(rows_missing(&app, held).await, 0);
 }
 
 #[tokio::test]
@@ -91,40 +112,26 @@ async fn concurrent_single_leases_beyond_the_queue_answer_no_content() {
 
 #[tokio::test]
 async fn concurrent_single_completions_all_answer_ok() {
-    let (app, leases) = leased_by_n_workers(24).await;
-    let answers = all_at_once(&app, 24, |app, i| {
-        complete(app, leases[i].clone(), json!({ "n": i }))
-    })
-    .await;
+    let (_app, _leases, answers) = completed_all_at_once(24).await;
     let statuses: Vec<StatusCode> = answers.iter().map(|r| r.status).collect();
     assert_eq!(statuses, vec![StatusCode::OK; 24]);
 }
 
 #[tokio::test]
 async fn concurrent_single_completions_store_each_result_on_its_own_item() {
-    let (app, leases) = leased_by_n_workers(24).await;
-    all_at_once(&app, 24, |app, i| {
-        complete(app, leases[i].clone(), json!({ "n": i }))
-    })
-    .await;
-    let mut misplaced = 0;
-    for (i, lease) in leases.iter().enumerate() {
-        let sql = format!(
+    let (app, leases, _) = completed_all_at_once(24).await;
+    let placed = leases.iter().enumerate().map(|(i, lease)| {
+        format!(
             "SELECT count(*) FROM core.items WHERE id = '{}' AND state = 'done' AND result = '{{\"n\": {i}}}'::jsonb",
             lease["item"]["id"].as_str().unwrap()
-        );
-        misplaced += 1 - app.scalar_i64(&sql).await;
-    }
-    assert_eq!(misplaced, 0);
+        )
+    });
+    assert_eq!(rows_missing(&app, placed).await, 0);
 }
 
 #[tokio::test]
 async fn concurrent_single_completions_answer_their_own_item() {
-    let (app, leases) = leased_by_n_workers(24).await;
-    let answers = all_at_once(&app, 24, |app, i| {
-        complete(app, leases[i].clone(), json!({ "n": i }))
-    })
-    .await;
+    let (_app, leases, answers) = completed_all_at_once(24).await;
     let answered: Vec<&Value> = answers.iter().map(|r| &r.body["item_id"]).collect();
     let expected: Vec<&Value> = leases.iter().map(|l| &l["item"]["id"]).collect();
     assert_eq!(answered, expected);
@@ -261,13 +268,20 @@ async fn leased_with_n_more_queued(n: usize) -> (Arc<TestApp>, Vec<Value>) {
     (app, leases)
 }
 
-#[tokio::test]
-async fn concurrent_completions_with_lease_next_each_get_a_next_item_of_their_own() {
-    let (app, leases) = leased_with_n_more_queued(12).await;
-    let answers = all_at_once(&app, 12, |app, i| {
+/// `n` leases, each of its own worker and with `n` more items queued, completed all at once
+/// with `lease_next`: the app and the answers (in lease order).
+async fn completed_with_lease_next_all_at_once(n: usize) -> (Arc<TestApp>, Vec<Resp>) {
+    let (app, leases) = leased_with_n_more_queued(n).await;
+    let answers = all_at_once(&app, n, |app, i| {
         complete_and_lease_next(app, leases[i].clone())
     })
     .await;
+    (app, answers)
+}
+
+#[tokio::test]
+async fn concurrent_completions_with_lease_next_each_get_a_next_item_of_their_own() {
+    let (_app, answers) = completed_with_lease_next_all_at_once(12).await;
     let mut next_items: Vec<&str> = answers
         .iter()
         .filter_map(|r| r.body["next_lease"]["item"]["id"].as_str())
@@ -279,22 +293,15 @@ async fn concurrent_completions_with_lease_next_each_get_a_next_item_of_their_ow
 
 #[tokio::test]
 async fn concurrent_completions_with_lease_next_lease_to_the_worker_of_each_completed_lease() {
-    let (app, leases) = leased_with_n_more_queued(12).await;
-    let answers = all_at_once(&app, 12, |app, i| {
-        complete_and_lease_next(app, leases[i].clone())
-    })
-    .await;
-    let mut mismatched = 0;
-    for (i, r) in answers.iter().enumerate() {
-        let sql = format!(
-            "SELECT count(*) FROM core.leases WHERE id = '{}' AND worker_id = 'w{i}'",
-            r.body["next_lease"]["lease_id"]
-                .as_str()
-                .unwrap_or("00000000-0000-0000-0000-000000000000")
-        );
-        mismatched += 1 - app.scalar_i64(&sql).await;
-    }
-    assert_eq!(mismatched, 0);
+    let (app, answers) = completed_with_lease_next_all_at_once(12).await;
+    let held = answers.iter().enumerate().map(|(i, r)| {
+        let lease_id = r.body["next_lease"]["lease_id"].as_str();
+        held_by_worker(
+            i,
+            lease_id.unwrap_or("00000000-0000-0000-0000-000000000000"),
+        )
+    });
+    assert_eq!(rows_missing(&app, held).await, 0);
 }
 
 #[tokio::test]

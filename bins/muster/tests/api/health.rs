@@ -91,21 +91,16 @@ async fn the_latest_health_per_kind_is_available_to_the_live_feed_port() {
     let latest = logbook.latest_health().await.unwrap();
     assert_eq!(latest.len(), 1);
     let h = serde_json::to_value(&latest[0]).unwrap();
+    let stored = ["kind", "ready", "restarts", "phase", "events"].map(|field| h[field].clone());
     assert_eq!(
-        (
-            h["kind"].clone(),
-            h["ready"].clone(),
-            h["restarts"].clone(),
-            h["phase"].clone(),
-            h["events"].clone()
-        ),
-        (
+        stored,
+        [
             json!("sextant"),
             json!(true),
             json!(1),
             json!("Running"),
             json!([{"kind": "sextant", "reason": "Pulled", "message": "on node [redacted]"}])
-        )
+        ]
     );
 }
 

@@ -12,6 +12,15 @@ fn id_of(lease: &serde_json::Value) -> String {
     lease["item"]["id"].as_str().unwrap().to_owned()
 }
 
+/// A fresh server with one trawl item enqueued and leased: the server, the lease and the
+/// item's id.
+async fn one_leased_trawl() -> (TestApp, serde_json::Value, String) {
+    let app = TestApp::spawn().await;
+    let l = app.enqueue_and_lease("trawl").await;
+    let item = id_of(&l);
+    (app, l, item)
+}
+
 #[tokio::test]
 async fn leases_hand_out_urgent_then_normal_then_backfill_oldest_first() {
     let app = TestApp::spawn().await;
@@ -103,14 +112,8 @@ async fn a_lease_request_with_no_work_answers_204_after_its_wait() {
 
 #[tokio::test]
 async fn an_item_retried_with_backoff_is_not_leasable_before_not_before() {
-    let app = TestApp::spawn().await;
-    let l = app.enqueue_and_lease("trawl").await;
-    let r = app
-        .fail(
-            &l,
-            json!({"error": {"code": "E_FETCH", "message": "timeout"}, "retryable": true}),
-        )
-        .await;
+    let (app, l, _) = one_leased_trawl().await;
+    let r = app.fail_with(&l, "E_FETCH", "timeout", true).await;
     assert_eq!(
         (r.status, r.body["state"].as_str()),
         (StatusCode::OK, Some("queued"))
@@ -146,12 +149,7 @@ async fn a_superseded_lease_is_fenced_off_and_its_late_result_is_only_recorded()
     c.assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
     let h = app.heartbeat(&old, "w-old").await;
     h.assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
-    let f = app
-        .fail(
-            &old,
-            json!({"error": {"code": "E", "message": "m"}, "retryable": true}),
-        )
-        .await;
+    let f = app.fail_with(&old, "E", "m", true).await;
     f.assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
 
     let view = app.item(&item).await;
@@ -227,8 +225,7 @@ async fn the_same_completion_twice_is_replayed_and_enqueues_next_once() {
 
 #[tokio::test]
 async fn a_different_body_for_a_finished_lease_is_a_conflict() {
-    let app = TestApp::spawn().await;
-    let l = app.enqueue_and_lease("trawl").await;
+    let (app, l, _) = one_leased_trawl().await;
     app.complete(&l, json!({"result": {"v": 1}})).await;
     let r = app.complete(&l, json!({"result": {"v": 2}})).await;
     r.assert_error(StatusCode::CONFLICT, "E_CONFLICT");
@@ -236,9 +233,7 @@ async fn a_different_body_for_a_finished_lease_is_a_conflict() {
 
 #[tokio::test]
 async fn a_next_step_the_routes_do_not_allow_is_refused_and_nothing_changes() {
-    let app = TestApp::spawn().await;
-    let l = app.enqueue_and_lease("trawl").await;
-    let item = id_of(&l);
+    let (app, l, item) = one_leased_trawl().await;
     let r = app
         .complete(
             &l,
@@ -253,15 +248,8 @@ async fn a_next_step_the_routes_do_not_allow_is_refused_and_nothing_changes() {
 
 #[tokio::test]
 async fn a_final_failure_fails_the_item_and_an_operator_retry_requeues_it_with_attempts_reset() {
-    let app = TestApp::spawn().await;
-    let l = app.enqueue_and_lease("trawl").await;
-    let item = id_of(&l);
-    let r = app
-        .fail(
-            &l,
-            json!({"error": {"code": "E_PARSE", "message": "bad"}, "retryable": false}),
-        )
-        .await;
+    let (app, l, item) = one_leased_trawl().await;
+    let r = app.fail_with(&l, "E_PARSE", "bad", false).await;
     assert_eq!(r.body["state"], "failed");
     let retry = app.retry(&item, "operator").await;
     assert_eq!(
@@ -290,9 +278,7 @@ async fn attempts_exhausted_by_retryable_failures_end_in_failed() {
 
 #[tokio::test]
 async fn needs_subtool_parks_the_item_with_the_digest() {
-    let app = TestApp::spawn().await;
-    let l = app.enqueue_and_lease("trawl").await;
-    let item = id_of(&l);
+    let (app, l, item) = one_leased_trawl().await;
     let digest = format!("sha256:{}", "a".repeat(64));
     let r = app
         .needs_subtool(
@@ -310,8 +296,7 @@ async fn needs_subtool_parks_the_item_with_the_digest() {
 
 #[tokio::test]
 async fn a_worker_of_another_kind_may_not_touch_a_lease() {
-    let app = TestApp::spawn().await;
-    let l = app.enqueue_and_lease("trawl").await;
+    let (app, l, _) = one_leased_trawl().await;
     let r = app
         .post(
             &lease_path(&l, "complete"),

@@ -19,11 +19,7 @@ async fn run_a_small_pipeline(app: &TestApp) {
         assert_eq!(r.status, StatusCode::OK);
     }
     let l = app.lease("sextant", "s").await.unwrap();
-    app.fail(
-        &l,
-        json!({"error": {"code": "E", "message": "m"}, "retryable": false}),
-    )
-    .await;
+    app.fail_with(&l, "E", "m", false).await;
 }
 
 #[tokio::test]

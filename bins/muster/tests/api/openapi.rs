@@ -230,26 +230,16 @@ fn validate(doc: &Value, schema: &Value, inst: &Value, at: &str, errors: &mut Ve
             }
             "format" => check_format(value.as_str().unwrap_or(""), inst, at, errors),
             "minimum" | "maximum" => {
-                if let (Some(n), Some(limit)) = (inst.as_f64(), value.as_f64()) {
-                    let ok = if key == "minimum" {
-                        n >= limit
-                    } else {
-                        n <= limit
-                    };
-                    if !ok {
-                        errors.push(format!("{at}: {n} is outside {key} {limit}"));
-                    }
+                if let (Some(n), Some(limit)) = (inst.as_f64(), value.as_f64())
+                    && !within_bound(key, n, limit)
+                {
+                    errors.push(format!("{at}: {n} is outside {key} {limit}"));
                 }
             }
             "minLength" | "maxLength" => {
                 if let (Some(text), Some(limit)) = (inst.as_str(), value.as_u64()) {
                     let n = text.chars().count() as u64;
-                    let ok = if key == "minLength" {
-                        n >= limit
-                    } else {
-                        n <= limit
-                    };
-                    if !ok {
+                    if !within_bound(key, n, limit) {
                         errors.push(format!("{at}: {text:?} breaks {key} {limit}"));
                     }
                 }
@@ -294,12 +284,7 @@ fn validate(doc: &Value, schema: &Value, inst: &Value, at: &str, errors: &mut Ve
             "minItems" | "maxItems" => {
                 if let Some(items) = inst.as_array() {
                     let bound = value.as_u64().expect("minItems/maxItems is a number") as usize;
-                    let fits = if key == "minItems" {
-                        items.len() >= bound
-                    } else {
-                        items.len() <= bound
-                    };
-                    if !fits {
+                    if !within_bound(key, items.len(), bound) {
                         errors.push(format!(
                             "{at}: {} items is outside {key} {bound}",
                             items.len()
@@ -346,6 +331,24 @@ fn validate(doc: &Value, schema: &Value, inst: &Value, at: &str, errors: &mut Ve
                  bins/muster/tests/api/openapi.rs; teach it the keyword or do without"
             ),
         }
+    }
+}
+
+/// The keys of the mapping `v`; panics with `not_a_mapping` if it is none.
+fn key_set<'a>(v: &'a Value, not_a_mapping: &str) -> BTreeSet<&'a str> {
+    v.as_object()
+        .unwrap_or_else(|| panic!("{not_a_mapping}"))
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+/// Whether `n` keeps the `min*` or `max*` bound `limit` that `key` names.
+fn within_bound<T: PartialOrd>(key: &str, n: T, limit: T) -> bool {
+    if key.starts_with("min") {
+        n >= limit
+    } else {
+        n <= limit
     }
 }
 
@@ -773,12 +776,10 @@ fn principal_of(doc: &Value, o: &Operation<'_>, ex: &Value) -> String {
 #[tokio::test]
 async fn documented_examples_replay_against_a_real_server() {
     let doc = load_openapi();
-    let described: BTreeSet<&str> = doc["x-muster-example-setups"]
-        .as_object()
-        .unwrap_or_else(|| panic!("{OPENAPI}: x-muster-example-setups is missing"))
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let described = key_set(
+        &doc["x-muster-example-setups"],
+        &format!("{OPENAPI}: x-muster-example-setups is missing"),
+    );
     assert_eq!(
         described,
         BTreeSet::from(SETUPS),
@@ -824,12 +825,7 @@ async fn documented_examples_replay_against_a_real_server() {
         let ex = o.op.get("x-muster-example");
         let (principal, status, setup) = match ex {
             Some(ex) => {
-                let keys: BTreeSet<&str> = ex
-                    .as_object()
-                    .unwrap_or_else(|| panic!("{name}: x-muster-example must be a mapping"))
-                    .keys()
-                    .map(String::as_str)
-                    .collect();
+                let keys = key_set(ex, &format!("{name}: x-muster-example must be a mapping"));
                 assert_eq!(
                     keys,
                     BTreeSet::from(["principal", "setup", "status"]),

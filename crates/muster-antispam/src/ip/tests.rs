@@ -18,45 +18,38 @@ fn ip(text: &str) -> IpAddr {
     text.parse().expect("test address")
 }
 
+/// The client hash of the address `text` under the test salt.
+fn hashed(text: &str) -> [u8; 32] {
+    client_hash(&SALT, ip(text))
+}
+
 #[test]
 fn two_addresses_in_one_ipv6_slash_64_hash_equal() {
     assert_eq!(
-        client_hash(&SALT, ip("2001:db8:1:2::1")),
-        client_hash(&SALT, ip("2001:db8:1:2:ffff:eeee:dddd:cccc"))
+        hashed("2001:db8:1:2::1"),
+        hashed("2001:db8:1:2:ffff:eeee:dddd:cccc")
     );
 }
 
 #[test]
 fn addresses_in_different_ipv6_slash_64s_hash_differently() {
-    assert_ne!(
-        client_hash(&SALT, ip("2001:db8:1:2::1")),
-        client_hash(&SALT, ip("2001:db8:1:3::1"))
-    );
+    assert_ne!(hashed("2001:db8:1:2::1"), hashed("2001:db8:1:3::1"));
 }
 
 #[test]
 fn ipv4_and_its_mapped_ipv6_hash_equal() {
-    assert_eq!(
-        client_hash(&SALT, ip("192.0.2.7")),
-        client_hash(&SALT, ip("::ffff:192.0.2.7"))
-    );
+    assert_eq!(hashed("192.0.2.7"), hashed("::ffff:192.0.2.7"));
 }
 
 #[test]
 fn neighbouring_ipv4_addresses_hash_differently() {
-    assert_ne!(
-        client_hash(&SALT, ip("192.0.2.7")),
-        client_hash(&SALT, ip("192.0.2.8"))
-    );
+    assert_ne!(hashed("192.0.2.7"), hashed("192.0.2.8"));
 }
 
 #[test]
 fn different_salts_give_different_hashes() {
     let other = DailySalt::from_bytes([4; 32]);
-    assert_ne!(
-        client_hash(&SALT, ip("192.0.2.7")),
-        client_hash(&other, ip("192.0.2.7"))
-    );
+    assert_ne!(hashed("192.0.2.7"), client_hash(&other, ip("192.0.2.7")));
 }
 
 #[test]
@@ -66,7 +59,7 @@ fn client_hash_is_keyed_blake3_of_tag_and_normalized_key() {
     message.extend_from_slice(&[0, 0, 0, 16]);
     message.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 7]);
     assert_eq!(
-        client_hash(&SALT, ip("192.0.2.7")),
+        hashed("192.0.2.7"),
         *blake3::keyed_hash(&[3; 32], &message).as_bytes()
     );
 }

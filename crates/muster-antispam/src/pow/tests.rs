@@ -11,6 +11,11 @@ fn token_at(difficulty: u8) -> String {
     issue(&KEY, T0, difficulty, SEED).token
 }
 
+/// `verify` of an easy challenge issued at T0, answered with `nonce` at `now`.
+fn verify_unsolved(nonce: &str, now: OffsetDateTime) -> Result<VerifiedChallenge, PowError> {
+    verify(&KEY, &token_at(0), nonce, now)
+}
+
 /// The reference solver's nonce for `token` at `difficulty`.
 fn solved(token: &str, difficulty: u8) -> String {
     solve(token, difficulty, 1 << 20).expect("a nonce within 2^20 tries")
@@ -114,31 +119,27 @@ fn token_signed_with_another_key_fails_bad_signature() {
 
 #[test]
 fn challenge_is_valid_one_nanosecond_before_expiry() {
-    let token = token_at(0);
     let now = T0 + CHALLENGE_TTL - Duration::nanoseconds(1);
-    assert!(verify(&KEY, &token, "0", now).is_ok());
+    assert!(verify_unsolved("0", now).is_ok());
 }
 
 #[test]
 fn challenge_expires_exactly_five_minutes_after_issue() {
-    let token = token_at(0);
     assert_eq!(
-        verify(&KEY, &token, "0", T0 + CHALLENGE_TTL),
+        verify_unsolved("0", T0 + CHALLENGE_TTL),
         Err(PowError::Expired)
     );
 }
 
 #[test]
 fn challenge_issued_thirty_seconds_ahead_is_accepted() {
-    let token = token_at(0);
-    assert!(verify(&KEY, &token, "0", T0 - CLOCK_SKEW).is_ok());
+    assert!(verify_unsolved("0", T0 - CLOCK_SKEW).is_ok());
 }
 
 #[test]
 fn challenge_issued_more_than_thirty_seconds_ahead_is_not_yet_valid() {
-    let token = token_at(0);
     let now = T0 - CLOCK_SKEW - Duration::nanoseconds(1);
-    assert_eq!(verify(&KEY, &token, "0", now), Err(PowError::NotYetValid));
+    assert_eq!(verify_unsolved("0", now), Err(PowError::NotYetValid));
 }
 
 #[test]
@@ -154,9 +155,8 @@ fn bad_signature_is_reported_before_expiry() {
 
 #[test]
 fn expiry_is_reported_before_a_malformed_nonce() {
-    let token = token_at(0);
     assert_eq!(
-        verify(&KEY, &token, "x", T0 + CHALLENGE_TTL),
+        verify_unsolved("x", T0 + CHALLENGE_TTL),
         Err(PowError::Expired)
     );
 }

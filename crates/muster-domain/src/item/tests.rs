@@ -28,6 +28,75 @@ fn queued() -> Item {
 }
 
 /// Leases `item` and returns the lease record as Logbook would keep it.
+/// The first lease of `item`, by `trawl-1`, finished with `outcome`.
+fn first_lease_finished(item: &Item, outcome: LeaseOutcome) -> LeaseRecord {
+    LeaseRecord {
+        lease_id: lid(1),
+        item_id: item.id,
+        fence: Fence(1),
+        worker_id: "trawl-1".into(),
+        outcome: Some(outcome),
+    }
+}
+
+/// A queued item leased once and parked for the worker image `digest`.
+fn parked_on(digest: &str) -> Item {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    item.park(&rec, TRAWL, digest, &json!({}), T0).unwrap();
+    item
+}
+
+/// Parks the lease `rec` of `item` on the old worker image and replays it for the new one.
+fn bounced_to_a_new_image(
+    item: &mut Item,
+    rec: &LeaseRecord,
+    policy: &RetryPolicy,
+) -> Vec<SealedEntry> {
+    item.park_and_replay(
+        rec,
+        TRAWL,
+        "sha256:old",
+        "sha256:new",
+        &json!({}),
+        policy,
+        T0,
+    )
+    .unwrap()
+}
+
+/// The events of `entries`, in order.
+fn events(entries: &[SealedEntry]) -> Vec<&str> {
+    entries.iter().map(|e| e.entry.event.as_str()).collect()
+}
+
+/// The default retry policy but with `max_attempts` attempts.
+fn allowing(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        ..RetryPolicy::default()
+    }
+}
+
+/// Fails `item` as the trawl worker under the default policy, without jitter.
+fn fail_as_trawl(
+    item: &mut Item,
+    record: &LeaseRecord,
+    error: &serde_json::Value,
+    retryable: bool,
+    now: OffsetDateTime,
+) -> Result<(FailOutcome, SealedEntry), TransitionError> {
+    item.fail(
+        record,
+        TRAWL,
+        error,
+        retryable,
+        &RetryPolicy::default(),
+        0.0,
+        now,
+    )
+}
+
 fn lease(item: &mut Item, n: u128, now: OffsetDateTime) -> LeaseRecord {
     match item
         .lease(lid(n), "trawl-1", TRAWL, &RetryPolicy::default(), TTL, now)
@@ -129,17 +198,7 @@ fn a_superseded_lease_loses_complete_fail_park_and_heartbeat() {
         Err(TransitionError::LeaseLost)
     );
     assert_eq!(
-        item.clone()
-            .fail(
-                &old,
-                TRAWL,
-                &json!({}),
-                true,
-                &RetryPolicy::default(),
-                0.0,
-                T0
-            )
-            .unwrap_err(),
+        fail_as_trawl(&mut item.clone(), &old, &json!({}), true, T0).unwrap_err(),
         TransitionError::LeaseLost
     );
     assert_eq!(
@@ -195,17 +254,14 @@ fn a_heartbeat_from_another_worker_is_refused() {
 fn a_finished_lease_replays_the_same_request_and_refuses_a_different_one() {
     let item = queued();
     let body = json!({"result": {"n": 1}});
-    let rec = LeaseRecord {
-        lease_id: lid(1),
-        item_id: item.id,
-        fence: Fence(1),
-        worker_id: "trawl-1".into(),
-        outcome: Some(LeaseOutcome {
+    let rec = first_lease_finished(
+        &item,
+        LeaseOutcome {
             kind: OutcomeKind::Completed,
             digest: request_digest(OutcomeKind::Completed, &body),
             response: json!({"state": "done"}),
-        }),
-    };
+        },
+    );
     let same = request_digest(OutcomeKind::Completed, &body);
     let other = request_digest(OutcomeKind::Completed, &json!({"result": {"n": 2}}));
     let as_fail = request_digest(OutcomeKind::Failed, &body);
@@ -226,17 +282,14 @@ fn a_finished_lease_replays_the_same_request_and_refuses_a_different_one() {
 #[test]
 fn a_late_result_stays_lost_when_delivered_again() {
     let item = queued();
-    let rec = LeaseRecord {
-        lease_id: lid(1),
-        item_id: item.id,
-        fence: Fence(1),
-        worker_id: "trawl-1".into(),
-        outcome: Some(LeaseOutcome {
+    let rec = first_lease_finished(
+        &item,
+        LeaseOutcome {
             kind: OutcomeKind::Late,
             digest: [7; 32],
             response: Value::Null,
-        }),
-    };
+        },
+    );
     assert_eq!(
         item.check_finish(&rec, TRAWL, OutcomeKind::Completed, &[7; 32]),
         Err(TransitionError::LeaseLost)
@@ -259,17 +312,8 @@ fn a_late_result_is_recorded_without_changing_the_state() {
 fn a_retryable_failure_requeues_with_backoff() {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
-    let (outcome, entry) = item
-        .fail(
-            &rec,
-            TRAWL,
-            &json!({"code": "E_X"}),
-            true,
-            &RetryPolicy::default(),
-            0.0,
-            T0,
-        )
-        .unwrap();
+    let (outcome, entry) =
+        fail_as_trawl(&mut item, &rec, &json!({"code": "E_X"}), true, T0).unwrap();
     assert_eq!(
         outcome,
         FailOutcome::Requeued {
@@ -284,17 +328,7 @@ fn a_retryable_failure_requeues_with_backoff() {
 fn a_failure_that_is_not_retryable_is_final() {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
-    let (outcome, _) = item
-        .fail(
-            &rec,
-            TRAWL,
-            &json!({}),
-            false,
-            &RetryPolicy::default(),
-            0.0,
-            T0,
-        )
-        .unwrap();
+    let (outcome, _) = fail_as_trawl(&mut item, &rec, &json!({}), false, T0).unwrap();
     assert_eq!(outcome, FailOutcome::Failed);
     assert_eq!(item.state, ItemState::Failed);
 }
@@ -306,27 +340,14 @@ fn the_fifth_failed_attempt_is_final_by_default() {
     for n in 1..=5 {
         now += Duration::hours(1);
         let rec = lease(&mut item, n, now);
-        let (outcome, _) = item
-            .fail(
-                &rec,
-                TRAWL,
-                &json!({}),
-                true,
-                &RetryPolicy::default(),
-                0.0,
-                now,
-            )
-            .unwrap();
+        let (outcome, _) = fail_as_trawl(&mut item, &rec, &json!({}), true, now).unwrap();
         assert_eq!(outcome == FailOutcome::Failed, n == 5, "attempt {n}");
     }
 }
 
 #[test]
 fn an_expired_lease_with_no_attempts_left_fails_the_item_instead_of_leasing_it() {
-    let policy = RetryPolicy {
-        max_attempts: 1,
-        ..RetryPolicy::default()
-    };
+    let policy = allowing(1);
     let mut item = queued();
     item.lease(lid(1), "w", TRAWL, &policy, TTL, T0).unwrap();
     let r = item
@@ -357,16 +378,7 @@ fn only_failed_items_can_be_retried_and_retry_resets_attempts() {
         })
     ));
     let rec = lease(&mut item, 1, T0);
-    item.fail(
-        &rec,
-        TRAWL,
-        &json!({}),
-        false,
-        &RetryPolicy::default(),
-        0.0,
-        T0,
-    )
-    .unwrap();
+    fail_as_trawl(&mut item, &rec, &json!({}), false, T0).unwrap();
     item.retry(Principal::Operator, T0).unwrap();
     assert_eq!((item.state, item.attempt), (ItemState::Queued, 0));
 }
@@ -470,20 +482,14 @@ fn image_digests_are_sha256_and_64_lowercase_hex_digits() {
 
 #[test]
 fn a_parked_item_replays_for_any_other_digest_but_not_its_own() {
-    let mut item = queued();
-    let rec = lease(&mut item, 1, T0);
-    item.park(&rec, TRAWL, "sha256:old", &json!({}), T0)
-        .unwrap();
+    let item = parked_on("sha256:old");
     assert!(!item.replays_for("sha256:old"));
     assert!(item.replays_for("sha256:new"));
 }
 
 #[test]
 fn replay_requeues_a_parked_item_keeping_priority_and_attempts() {
-    let mut item = queued();
-    let rec = lease(&mut item, 1, T0);
-    item.park(&rec, TRAWL, "sha256:old", &json!({}), T0)
-        .unwrap();
+    let mut item = parked_on("sha256:old");
     let entry = item
         .replay(Principal::Shipkeeper, "sha256:new", T0)
         .unwrap();
@@ -512,10 +518,7 @@ fn only_parked_items_can_be_replayed() {
 
 #[test]
 fn an_item_bounced_by_outdated_pods_fails_through_the_attempt_limit() {
-    let policy = RetryPolicy {
-        max_attempts: 3,
-        ..RetryPolicy::default()
-    };
+    let policy = allowing(3);
     let mut item = queued();
     let mut last = Vec::new();
     for n in 1..=3 {
@@ -527,48 +530,17 @@ fn an_item_bounced_by_outdated_pods_fails_through_the_attempt_limit() {
             worker_id: "old".into(),
             outcome: None,
         };
-        last = item
-            .park_and_replay(
-                &rec,
-                TRAWL,
-                "sha256:old",
-                "sha256:new",
-                &json!({}),
-                &policy,
-                T0,
-            )
-            .unwrap();
+        last = bounced_to_a_new_image(&mut item, &rec, &policy);
     }
     assert_eq!(item.state, ItemState::Failed);
-    assert_eq!(
-        last.iter()
-            .map(|e| e.entry.event.as_str())
-            .collect::<Vec<_>>(),
-        ["parked", "failed"]
-    );
+    assert_eq!(events(&last), ["parked", "failed"]);
 }
 
 #[test]
 fn park_and_replay_charges_the_attempt_and_requeues() {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
-    let entries = item
-        .park_and_replay(
-            &rec,
-            TRAWL,
-            "sha256:old",
-            "sha256:new",
-            &json!({}),
-            &RetryPolicy::default(),
-            T0,
-        )
-        .unwrap();
+    let entries = bounced_to_a_new_image(&mut item, &rec, &RetryPolicy::default());
     assert_eq!((item.state, item.attempt), (ItemState::Queued, 1));
-    assert_eq!(
-        entries
-            .iter()
-            .map(|e| e.entry.event.as_str())
-            .collect::<Vec<_>>(),
-        ["parked", "replayed"]
-    );
+    assert_eq!(events(&entries), ["parked", "replayed"]);
 }

@@ -11,6 +11,20 @@ fn step(m: &LeaseModel, s: &State, action: Action) -> State {
     m.next_state(s, action).expect("the step is within bounds")
 }
 
+/// The model without symmetry reduction: the workers keep their numbers.
+fn numbered_model() -> LeaseModel {
+    LeaseModel::new(Config {
+        symmetry: false,
+        ..Config::default()
+    })
+}
+
+/// Worker 0 asked for a lease and its request was delivered: it holds the first item.
+fn worker_0_holds_a_lease(m: &LeaseModel) -> State {
+    let s = step(m, &m.initial_state(), Action::RequestLease(0));
+    step(m, &s, Action::Deliver(Request::Lease { worker: 0 }))
+}
+
 #[test]
 fn states_that_differ_only_in_worker_numbering_have_one_representative() {
     let m = model();
@@ -27,10 +41,7 @@ fn states_that_differ_only_in_worker_numbering_have_one_representative() {
 
 #[test]
 fn without_symmetry_the_workers_keep_their_numbers() {
-    let m = LeaseModel::new(Config {
-        symmetry: false,
-        ..Config::default()
-    });
+    let m = numbered_model();
     let s = step(&m, &m.initial_state(), Action::RequestLease(0));
     assert_eq!(s.workers, vec![Worker::AwaitingLease, Worker::Idle]);
 }
@@ -49,18 +60,12 @@ fn a_lease_whose_answer_is_lost_is_orphaned_and_its_worker_idle_again() {
 
 #[test]
 fn a_lost_answer_to_a_finishing_call_puts_the_spooled_result_back_in_flight() {
-    let m = LeaseModel::new(Config {
-        symmetry: false,
-        ..Config::default()
-    });
-    let mut s = m.initial_state();
-    for action in [
-        Action::RequestLease(0),
-        Action::Deliver(Request::Lease { worker: 0 }),
+    let m = numbered_model();
+    let s = step(
+        &m,
+        &worker_0_holds_a_lease(&m),
         Action::Finish(0, Finish::Complete),
-    ] {
-        s = step(&m, &s, action);
-    }
+    );
     let complete = Request::Finish {
         worker: 0,
         lease: 0,
@@ -85,17 +90,8 @@ fn a_lost_answer_to_a_finishing_call_puts_the_spooled_result_back_in_flight() {
 
 #[test]
 fn a_heartbeat_is_offered_only_when_it_could_move_the_expiry() {
-    let m = LeaseModel::new(Config {
-        symmetry: false,
-        ..Config::default()
-    });
-    let mut s = m.initial_state();
-    for action in [
-        Action::RequestLease(0),
-        Action::Deliver(Request::Lease { worker: 0 }),
-    ] {
-        s = step(&m, &s, action);
-    }
+    let m = numbered_model();
+    let s = worker_0_holds_a_lease(&m);
     let offered = |s: &State| {
         let mut actions = Vec::new();
         m.actions(s, &mut actions);

@@ -21,6 +21,14 @@ fn leased_to_worker_0(m: &LeaseModel) -> State {
     s
 }
 
+/// Worker 1 asks for a lease once worker 0's lease has expired.
+fn worker_1_leases_after_the_expiry(m: &LeaseModel) -> (State, Response) {
+    let mut s = leased_to_worker_0(m);
+    s.now = 1;
+    m.serve(&s, Request::Lease { worker: 1 })
+        .expect("in bounds")
+}
+
 #[test]
 fn the_first_lease_takes_the_first_item_with_fence_one() {
     let m = model();
@@ -62,12 +70,8 @@ fn a_completion_writes_the_result_the_next_item_and_the_outcome_once() {
 #[test]
 fn a_completion_after_a_re_lease_is_refused_and_recorded_as_late() {
     let m = model();
-    let mut s = leased_to_worker_0(&m);
-    s.now = 1;
     // The first item's lease expired: the next lease request takes it again.
-    let (s, response) = m
-        .serve(&s, Request::Lease { worker: 1 })
-        .expect("in bounds");
+    let (s, response) = worker_1_leases_after_the_expiry(&m);
     assert_eq!(response, Response::Leased { lease: 1 });
     assert_eq!(s.items[0].fence, 2);
     let (after, late) = m.serve(&s, COMPLETE_0).expect("in bounds");
@@ -135,11 +139,7 @@ fn an_expired_lease_with_no_attempts_left_fails_its_item_at_the_next_lease_reque
         max_attempts: 1,
         ..Config::default()
     });
-    let mut s = leased_to_worker_0(&m);
-    s.now = 1;
-    let (s, response) = m
-        .serve(&s, Request::Lease { worker: 1 })
-        .expect("in bounds");
+    let (s, response) = worker_1_leases_after_the_expiry(&m);
     // The first item fails; the second is handed out in the same transaction.
     assert_eq!(response, Response::Leased { lease: 1 });
     assert_eq!(s.items[0].state, ItemState::Failed);

@@ -114,24 +114,28 @@ async fn hinted_queue_and_an_item_before_the_hint() -> Queue {
     q
 }
 
+/// What one lease scan at `now` (asking for `limit`) takes from the hinted queue with an
+/// item before its hint.
+async fn lease_behind_the_hint(now: OffsetDateTime, limit: u32) -> Vec<u128> {
+    let q = hinted_queue_and_an_item_before_the_hint().await;
+    q.lease(now, limit).await
+}
+
 const SOON: time::Duration = time::Duration::milliseconds(10);
 
 #[tokio::test]
 async fn an_item_behind_a_fresh_hint_waits_while_the_queue_after_it_fills_the_batch() {
-    let q = hinted_queue_and_an_item_before_the_hint().await;
-    assert_eq!(q.lease(T0 + SOON, 2).await, [12, 13]);
+    assert_eq!(lease_behind_the_hint(T0 + SOON, 2).await, [12, 13]);
 }
 
 #[tokio::test]
 async fn a_scan_behind_a_hint_that_comes_back_short_looks_from_the_start() {
-    let q = hinted_queue_and_an_item_before_the_hint().await;
-    assert_eq!(q.lease(T0 + SOON, 3).await, [5, 12, 13]);
+    assert_eq!(lease_behind_the_hint(T0 + SOON, 3).await, [5, 12, 13]);
 }
 
 #[tokio::test]
 async fn a_hint_is_not_used_once_its_time_to_live_is_over() {
-    let q = hinted_queue_and_an_item_before_the_hint().await;
-    assert_eq!(q.lease(T0 + HINT_TTL, 2).await, [5, 12]);
+    assert_eq!(lease_behind_the_hint(T0 + HINT_TTL, 2).await, [5, 12]);
 }
 
 #[tokio::test]

@@ -30,6 +30,16 @@ fn starts_after_rescan(hints: &LeaseHints, at: OffsetDateTime, found: Found) -> 
     hints.starts(Kind::Trawl, at)
 }
 
+/// The expired-lease bound after a scan that took every expired lease it found, then a
+/// second scan at `at` that found `second`.
+fn expired_bound_after_a_second_scan(
+    at: OffsetDateTime,
+    second: Found,
+) -> Option<Live<OffsetDateTime>> {
+    let hints = recorded(found(false, [None; 3], true));
+    starts_after_rescan(&hints, at, second).expired
+}
+
 #[test]
 fn a_kind_without_a_hint_is_scanned_from_the_start() {
     let hints = LeaseHints::default();
@@ -98,10 +108,9 @@ fn a_scan_that_took_every_expired_lease_it_found_bounds_the_next_at_its_time() {
 
 #[test]
 fn a_bounded_scan_that_took_every_expired_lease_moves_the_bound_but_keeps_its_age() {
-    let hints = recorded(found(false, [None; 3], true));
     let later = T0 + 50 * MS;
     assert_eq!(
-        starts_after_rescan(&hints, later, found(false, [None; 3], true)).expired,
+        expired_bound_after_a_second_scan(later, found(false, [None; 3], true)),
         Some(Live {
             at: later,
             since: T0
@@ -111,10 +120,8 @@ fn a_bounded_scan_that_took_every_expired_lease_moves_the_bound_but_keeps_its_ag
 
 #[test]
 fn a_scan_that_left_expired_leases_keeps_the_bound_where_it_was() {
-    let hints = recorded(found(false, [None; 3], true));
-    let later = T0 + 50 * MS;
     assert_eq!(
-        starts_after_rescan(&hints, later, found(true, [None; 3], false)).expired,
+        expired_bound_after_a_second_scan(T0 + 50 * MS, found(true, [None; 3], false)),
         Some(Live { at: T0, since: T0 })
     );
 }
