@@ -1,8 +1,9 @@
 //! The state of a dependency that is answered per call (not by readiness): whether it answered
 //! the last time it was asked, for `/readyz`'s body and the metrics.
 
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::shared::Shared;
 
 /// Calls made to a dependency and how many of them got no answer, for the metrics.
 #[derive(Debug, Default)]
@@ -42,13 +43,13 @@ pub enum DependencyState {
 /// Written by whatever probes the dependency, read by the transport.
 #[derive(Debug)]
 pub struct Dependency {
-    state: Mutex<DependencyState>,
+    state: Shared<DependencyState>,
 }
 
 impl Default for Dependency {
     fn default() -> Self {
         Dependency {
-            state: Mutex::new(DependencyState::Unchecked),
+            state: Shared::new(DependencyState::Unchecked),
         }
     }
 }
@@ -56,18 +57,14 @@ impl Default for Dependency {
 impl Dependency {
     /// Records the outcome of an attempt; answers the state it replaced.
     pub fn record(&self, outcome: Result<(), String>) -> DependencyState {
-        let next = match outcome {
+        self.state.replace(match outcome {
             Ok(()) => DependencyState::Reachable,
             Err(reason) => DependencyState::Unreachable(reason),
-        };
-        std::mem::replace(
-            &mut *self.state.lock().unwrap_or_else(|e| e.into_inner()),
-            next,
-        )
+        })
     }
 
     pub fn state(&self) -> DependencyState {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.state.get()
     }
 }
 

@@ -28,6 +28,7 @@ pub mod intake;
 pub mod nodes;
 pub mod ports;
 pub mod service;
+pub mod shared;
 pub mod signal;
 pub mod stats;
 pub mod views;

@@ -1,10 +1,12 @@
 //! What Muster knows of the cluster's node names, shared by the source that learns them (the
 //! API server's node list, or a file of names) and the health use case that redacts with them.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use muster_domain::health::NodeKnowledge;
 use muster_domain::redact::NodeNames;
+
+use crate::shared::Shared;
 
 /// The current knowledge, cheap to take for every report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,35 +33,34 @@ impl NodeSnapshot {
 /// [`set_unknown`](Self::set_unknown)); the health use case reads ([`snapshot`](Self::snapshot)).
 #[derive(Debug)]
 pub struct NodeDirectory {
-    state: RwLock<NodeSnapshot>,
+    state: Shared<NodeSnapshot>,
 }
 
 impl NodeDirectory {
     /// No source of names: form and position only, for good.
     pub fn form_only() -> Self {
         NodeDirectory {
-            state: RwLock::new(NodeSnapshot::FormOnly),
+            state: Shared::new(NodeSnapshot::FormOnly),
         }
     }
 
     /// A source is configured: unknown until it gives its first names.
     pub fn awaiting_source() -> Self {
         NodeDirectory {
-            state: RwLock::new(NodeSnapshot::Unknown),
+            state: Shared::new(NodeSnapshot::Unknown),
         }
     }
 
     pub fn set_names(&self, names: NodeNames) {
-        *self.state.write().unwrap_or_else(|e| e.into_inner()) =
-            NodeSnapshot::Known(Arc::new(names));
+        self.state.replace(NodeSnapshot::Known(Arc::new(names)));
     }
 
     pub fn set_unknown(&self) {
-        *self.state.write().unwrap_or_else(|e| e.into_inner()) = NodeSnapshot::Unknown;
+        self.state.replace(NodeSnapshot::Unknown);
     }
 
     pub fn snapshot(&self) -> NodeSnapshot {
-        self.state.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.state.get()
     }
 }
 
