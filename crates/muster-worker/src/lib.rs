@@ -66,6 +66,7 @@ mod delivery;
 mod error;
 mod heartbeat;
 mod retry;
+pub mod runtime;
 mod spool;
 mod wire;
 
@@ -88,6 +89,7 @@ pub use delivery::Redelivery;
 pub use error::ClientError;
 pub use heartbeat::{Heartbeat, LeaseState};
 pub use retry::RetryPolicy;
+pub use runtime::{Outcome, Runner, RunnerError, ShutdownHandle, Worker};
 pub use spool::{Action, SpoolEntry};
 pub use wire::{Ack, Completion, Item, Lease, NextStep};
 
