@@ -107,7 +107,10 @@ impl Runner {
                 _ = int.recv() => "SIGINT",
                 () = handle.wait() => return,
             };
-            tracing::info!(signal = name, "stopping: no more leases, in-flight items finish");
+            tracing::info!(
+                signal = name,
+                "stopping: no more leases, in-flight items finish"
+            );
             handle.shutdown();
         });
         let report = self.run(worker).await;
@@ -149,7 +152,12 @@ impl Runner {
                 Err(e) => {
                     errors = errors.saturating_add(1);
                     let delay = lease_delay(&self.retry, errors, &e);
-                    tracing::warn!(code = e.code(), attempt = errors, ?delay, "lease failed, retrying: {e}");
+                    tracing::warn!(
+                        code = e.code(),
+                        attempt = errors,
+                        ?delay,
+                        "lease failed, retrying: {e}"
+                    );
                     tokio::select! {
                         () = tokio::time::sleep(delay) => {}
                         _ = stop.wait_for(|s| *s) => return,
@@ -318,7 +326,9 @@ async fn deliver<W>(
                 .await
                 .map(|a| (Delivered::Parked, a)),
             None => {
-                tracing::error!("needs_subtool without an image digest: set Runner::builder(..).image_digest(..); failing the item retryably");
+                tracing::error!(
+                    "needs_subtool without an image digest: set Runner::builder(..).image_digest(..); failing the item retryably"
+                );
                 client
                     .fail(
                         lease,
@@ -351,7 +361,10 @@ fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) {
             if e.is_final() {
                 tracing::error!(code = e.code(), "outcome refused for good: {e}");
             } else {
-                tracing::error!(code = e.code(), "outcome not delivered, left in the spool for the next start: {e}");
+                tracing::error!(
+                    code = e.code(),
+                    "outcome not delivered, left in the spool for the next start: {e}"
+                );
             }
         }
     }
