@@ -15,11 +15,12 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use muster_worker::{Item, NextStep, Outcome, Runner};
+use muster_worker::{Lease, NextStep, Outcome, Runner};
 use serde_json::json;
 
 /// The work: echo the payload, after `work` of pretend effort.
-async fn echo(item: Item, work: Duration) -> Outcome {
+async fn echo(lease: Lease, work: Duration) -> Outcome {
+    let item = lease.item;
     println!("working {}", item.id);
     tokio::time::sleep(work).await;
     let next = vec![NextStep::new("sextant", item.payload.clone())];
@@ -61,7 +62,7 @@ pub(crate) async fn main() -> ExitCode {
     let work = Duration::from_millis(env_u64("ECHO_WORK_MS", 0));
     let metrics = runner.metrics();
     match runner
-        .run_until_signalled(move |item| echo(item, work))
+        .run_until_signalled(move |lease| echo(lease, work))
         .await
     {
         Ok(report) => {

@@ -64,6 +64,7 @@
 
 mod delivery;
 mod error;
+mod failover;
 mod heartbeat;
 mod retry;
 pub mod runtime;
@@ -87,6 +88,7 @@ use time::OffsetDateTime;
 
 pub use delivery::Redelivery;
 pub use error::ClientError;
+pub use failover::{AnswerHook, is_gone};
 pub use heartbeat::{Heartbeat, LeaseState};
 pub use retry::RetryPolicy;
 pub use runtime::{Outcome, Runner, RunnerError, ShutdownHandle, Worker};
@@ -109,7 +111,7 @@ pub struct WorkerClient {
 
 #[derive(Debug, Clone)]
 struct Inner {
-    base: String,
+    base: failover::Bases,
     auth: HeaderValue,
     kind: String,
     worker_id: String,
@@ -152,7 +154,7 @@ impl WorkerClient {
             .build_http();
         Ok(WorkerClient {
             inner: Arc::new(Inner {
-                base,
+                base: failover::Bases::one(base),
                 auth,
                 kind: kind.to_owned(),
                 worker_id: worker_id.to_owned(),
@@ -167,6 +169,33 @@ impl WorkerClient {
     /// The same client with another delivery retry policy.
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         Arc::make_mut(&mut self.inner).retry = retry;
+        self
+    }
+
+    /// The same client sending to `urls` (replicas of one Muster, `http://host[:port]` each)
+    /// instead of its base URL: requests go to one until it gives no answer or a `503`, then
+    /// to the next, in turn.
+    pub fn with_failover(mut self, urls: &[String]) -> Result<Self, ClientError> {
+        let mut bases = Vec::with_capacity(urls.len());
+        for url in urls {
+            // The same checks as `new`.
+            let checked = WorkerClient::new(url, "t", "k", "w", &self.inner.spool)?;
+            bases.push(checked.inner.base.current().to_owned());
+        }
+        if bases.is_empty() {
+            return Err(ClientError::InvalidArgument("no failover urls".into()));
+        }
+        let hook = self.inner.base.hook.clone();
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.base = failover::Bases::many(bases);
+        inner.base.hook = hook;
+        Ok(self)
+    }
+
+    /// The same client calling `hook` with every answer it gets (or the error of a request
+    /// that got none), retries included: for counters of every status.
+    pub fn with_answer_hook(mut self, hook: AnswerHook) -> Self {
+        Arc::make_mut(&mut self.inner).base.hook = Some(hook);
         self
     }
 
@@ -200,7 +229,7 @@ impl WorkerClient {
     ) -> Result<(u16, Bytes, Option<Duration>), ClientError> {
         let req = Request::builder()
             .method(Method::POST)
-            .uri(format!("{}{path}", self.inner.base))
+            .uri(format!("{}{path}", self.inner.base.current()))
             .header(CONTENT_TYPE, "application/json")
             .header(AUTHORIZATION, self.inner.auth.clone())
             .body(Full::new(Bytes::from(body)))
@@ -222,9 +251,23 @@ impl WorkerClient {
                 .to_bytes();
             Ok((status, bytes, retry_after))
         };
-        tokio::time::timeout(timeout, exchange)
+        let answer = tokio::time::timeout(timeout, exchange)
             .await
-            .map_err(|_| ClientError::Timeout)?
+            .map_err(|_| ClientError::Timeout)
+            .and_then(|r| r);
+        match &answer {
+            Ok((status @ 200..=299, bytes, _)) => {
+                self.inner.base.answered(path, Ok((*status, bytes)));
+            }
+            Ok((status, bytes, retry_after)) => {
+                let e = ClientError::from_answer(*status, bytes, *retry_after);
+                self.inner.base.answered(path, Err(&e));
+            }
+            Err(e) => {
+                self.inner.base.answered(path, Err(e));
+            }
+        }
+        answer
     }
 
     /// Leases one item, waiting up to `wait_ms` (capped at 30 000) for one to become leasable;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use muster_worker::runtime::{PANIC_CODE, SpoolLock};
-use muster_worker::{Item, NextStep, Outcome, RetryPolicy, Runner};
+use muster_worker::{Lease, NextStep, Outcome, RetryPolicy, Runner};
 use serde_json::json;
 use support::{Gate, TempDir, TestApp, token};
 
@@ -68,15 +68,15 @@ async fn a_runner_works_up_to_its_concurrency_at_once_and_completes_every_item()
     let now = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let (n, m) = (now.clone(), most.clone());
-    let run = tokio::spawn(runner.run(move |item: Item| {
+    let run = tokio::spawn(runner.run(move |lease: Lease| {
         let (n, m) = (n.clone(), m.clone());
         async move {
             m.fetch_max(n.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(300)).await;
             n.fetch_sub(1, Ordering::SeqCst);
             Outcome::done_then(
-                json!({"echo": item.payload}),
-                vec![NextStep::new("sextant", item.payload)],
+                json!({"echo": lease.item.payload}),
+                vec![NextStep::new("sextant", lease.item.payload)],
             )
         }
     }));
@@ -112,8 +112,8 @@ async fn a_panicking_worker_function_fails_its_item_retryably_and_the_runner_wor
     let good = app.enqueue("trawl", "normal", json!({"n": 2})).await;
     let runner = runner(&app.url(), &spool, 1);
     let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run = tokio::spawn(runner.run(|item: Item| async move {
-        assert!(item.payload.get("panic").is_none(), "asked to panic");
+    let run = tokio::spawn(runner.run(|lease: Lease| async move {
+        assert!(lease.item.payload.get("panic").is_none(), "asked to panic");
         Outcome::done(json!({}))
     }));
     eventually(GENEROUS, "one retried, one done", || async {
@@ -148,7 +148,7 @@ async fn a_lost_lease_cancels_the_work_and_delivers_nothing() {
     let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
     let finished = Arc::new(AtomicUsize::new(0));
     let f = finished.clone();
-    let run = tokio::spawn(runner.run(move |_item: Item| {
+    let run = tokio::spawn(runner.run(move |_lease: Lease| {
         let f = f.clone();
         async move {
             tokio::time::sleep(Duration::from_secs(8)).await;
@@ -210,7 +210,7 @@ async fn a_lease_refused_with_retry_after_is_not_asked_again_sooner_and_work_res
         .build()
         .unwrap();
     let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run = tokio::spawn(runner.run(|_item: Item| async { Outcome::done(json!({})) }));
+    let run = tokio::spawn(runner.run(|_lease: Lease| async { Outcome::done(json!({})) }));
     eventually(GENEROUS, "three refusals", || async {
         gate.refused().len() >= 3
     })

@@ -20,6 +20,9 @@ pub(crate) struct Counters {
     pub(crate) parked: AtomicU64,
     pub(crate) panicked: AtomicU64,
     pub(crate) lost_leases: AtomicU64,
+    pub(crate) abandoned: AtomicU64,
+    pub(crate) cancelled: AtomicU64,
+    pub(crate) redelivered: AtomicU64,
     pub(crate) undelivered: AtomicU64,
     pub(crate) in_flight: AtomicU64,
 }
@@ -41,6 +44,12 @@ pub struct MetricsSnapshot {
     pub panicked: u64,
     /// Leases lost: the work was cancelled, or the delivery was answered `E_LEASE_LOST`.
     pub lost_leases: u64,
+    /// Work cancelled because its lease was lost (also in `lost_leases`).
+    pub cancelled: u64,
+    /// Spool files a previous run left, answered at start (acknowledged or refused for good).
+    pub redelivered: u64,
+    /// Items the worker function answered [`Outcome::Abandon`](super::Outcome::Abandon).
+    pub abandoned: u64,
     /// Outcomes not delivered (refused for good other than lease loss, or left in the spool
     /// by an answer outside the contract).
     pub undelivered: u64,
@@ -74,6 +83,9 @@ impl Metrics {
             parked: get(&c.parked),
             panicked: get(&c.panicked),
             lost_leases: get(&c.lost_leases),
+            abandoned: get(&c.abandoned),
+            cancelled: get(&c.cancelled),
+            redelivered: get(&c.redelivered),
             undelivered: get(&c.undelivered),
             in_flight: get(&c.in_flight),
             spool_depth: crate::spool::list(&self.spool)

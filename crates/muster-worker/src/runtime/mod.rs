@@ -1,4 +1,4 @@
-//! The worker runtime: an author writes one async function from an [`Item`] to an [`Outcome`]
+//! The worker runtime: an author writes one async function from a leased item to an [`Outcome`]
 //! (a [`Worker`]); a [`Runner`] does the rest — leases up to its free capacity, keeps every
 //! lease alive, cancels the work of a lost lease, spools and delivers every outcome, redelivers
 //! the spool on start, holds an exclusive lock on the spool directory, turns a panic into a
@@ -11,11 +11,14 @@ mod runner;
 
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::{ClientError, Item, MAX_BATCH, MAX_WAIT_MS, NextStep, RetryPolicy, WorkerClient};
+use crate::{
+    AnswerHook, ClientError, Lease, MAX_BATCH, MAX_WAIT_MS, NextStep, RetryPolicy, WorkerClient,
+};
 
 pub use lock::SpoolLock;
 pub use metrics::{Metrics, MetricsSnapshot};
@@ -34,6 +37,9 @@ pub enum Outcome {
     /// This worker image cannot handle the item's layout: park it until a new image is
     /// reported (`needs_subtool`, with the runner's image digest).
     NeedsSubtool { signature: String, detail: Value },
+    /// Send nothing and stop heartbeating: the lease expires and the item is leased again
+    /// after its TTL, as if this worker had crashed.
+    Abandon,
 }
 
 impl Outcome {
@@ -78,23 +84,24 @@ impl Outcome {
 /// The code of the retryable failure a panicking [`Worker::perform`] becomes.
 pub const PANIC_CODE: &str = "E_WORKER_PANIC";
 
-/// One kind of work: an async function from an item to its outcome. Implemented for every
-/// `Fn(Item) -> impl Future<Output = Outcome>` closure, so a worker is usually a closure or an
-/// `async fn`.
+/// One kind of work: an async function from a leased item to its outcome. It gets the whole
+/// [`Lease`] (`lease.item` is the item; `fence` and `lease_id` identify this attempt).
+/// Implemented for every `Fn(Lease) -> impl Future<Output = Outcome>` closure, so a worker is
+/// usually a closure or an `async fn`.
 ///
 /// The future is cancelled (dropped) when the lease is lost or the runner's grace period runs
 /// out; a panic in it becomes [`Outcome::Retry`] with code [`PANIC_CODE`].
 pub trait Worker: Send + Sync + 'static {
-    fn perform(&self, item: Item) -> impl Future<Output = Outcome> + Send;
+    fn perform(&self, lease: Lease) -> impl Future<Output = Outcome> + Send;
 }
 
 impl<F, Fut> Worker for F
 where
-    F: Fn(Item) -> Fut + Send + Sync + 'static,
+    F: Fn(Lease) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Outcome> + Send,
 {
-    fn perform(&self, item: Item) -> impl Future<Output = Outcome> + Send {
-        self(item)
+    fn perform(&self, lease: Lease) -> impl Future<Output = Outcome> + Send {
+        self(lease)
     }
 }
 
@@ -138,7 +145,7 @@ impl RunnerError {
 }
 
 /// How a [`Runner`] runs; built by [`Runner::builder`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct RunnerBuilder {
     url: String,
     token: String,
@@ -146,11 +153,54 @@ pub struct RunnerBuilder {
     worker_id: String,
     spool_dir: PathBuf,
     concurrency: usize,
-    image_digest: Option<String>,
+    image_digest: Option<ImageDigest>,
     grace: Duration,
     wait_ms: u64,
     retry: RetryPolicy,
     request_timeout: Option<Duration>,
+    failover: Vec<String>,
+    answer_hook: Option<AnswerHook>,
+}
+
+impl std::fmt::Debug for RunnerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunnerBuilder")
+            .field("url", &self.url)
+            .field("kind", &self.kind)
+            .field("worker_id", &self.worker_id)
+            .field("spool_dir", &self.spool_dir)
+            .field("concurrency", &self.concurrency)
+            .field("image_digest", &self.image_digest)
+            .field("grace", &self.grace)
+            .field("wait_ms", &self.wait_ms)
+            .field("failover", &self.failover)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the digest sent with [`Outcome::NeedsSubtool`] comes from.
+#[derive(Clone)]
+pub(crate) enum ImageDigest {
+    Fixed(String),
+    Live(Arc<dyn Fn() -> String + Send + Sync>),
+}
+
+impl ImageDigest {
+    pub(crate) fn now(&self) -> String {
+        match self {
+            ImageDigest::Fixed(d) => d.clone(),
+            ImageDigest::Live(f) => f(),
+        }
+    }
+}
+
+impl std::fmt::Debug for ImageDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ImageDigest::Fixed(d) => write!(f, "{d:?}"),
+            ImageDigest::Live(_) => f.write_str("(live)"),
+        }
+    }
 }
 
 impl RunnerBuilder {
@@ -174,7 +224,30 @@ impl RunnerBuilder {
 
     /// The `sha256:…` digest of this worker's image, sent with [`Outcome::NeedsSubtool`].
     pub fn image_digest(mut self, digest: impl Into<String>) -> Self {
-        self.image_digest = Some(digest.into());
+        self.image_digest = Some(ImageDigest::Fixed(digest.into()));
+        self
+    }
+
+    /// The image digest asked for at each [`Outcome::NeedsSubtool`], for a worker whose image
+    /// changes while it runs (the simulated fleet's rolling deploys).
+    pub fn image_digest_from(
+        mut self,
+        digest: impl Fn() -> String + Send + Sync + 'static,
+    ) -> Self {
+        self.image_digest = Some(ImageDigest::Live(Arc::new(digest)));
+        self
+    }
+
+    /// Replicas to fail over between ([`WorkerClient::with_failover`]); the builder's URL is
+    /// then not used.
+    pub fn failover(mut self, urls: Vec<String>) -> Self {
+        self.failover = urls;
+        self
+    }
+
+    /// Every answer the runner's client gets ([`WorkerClient::with_answer_hook`]).
+    pub fn answer_hook(mut self, hook: AnswerHook) -> Self {
+        self.answer_hook = Some(hook);
         self
     }
 
@@ -227,6 +300,12 @@ impl RunnerBuilder {
         if let Some(timeout) = self.request_timeout {
             client = client.with_request_timeout(timeout);
         }
+        if let Some(hook) = self.answer_hook.clone() {
+            client = client.with_answer_hook(hook);
+        }
+        if !self.failover.is_empty() {
+            client = client.with_failover(&self.failover)?;
+        }
         Ok(Runner::new(client, lock, self))
     }
 }
@@ -236,7 +315,7 @@ pub struct Runner {
     client: WorkerClient,
     _lock: SpoolLock,
     concurrency: usize,
-    image_digest: Option<String>,
+    image_digest: Option<ImageDigest>,
     grace: Duration,
     wait_ms: u64,
     retry: RetryPolicy,
@@ -259,6 +338,8 @@ impl Runner {
             wait_ms: MAX_WAIT_MS,
             retry: RetryPolicy::default(),
             request_timeout: None,
+            failover: Vec::new(),
+            answer_hook: None,
         }
     }
 

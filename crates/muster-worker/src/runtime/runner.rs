@@ -11,7 +11,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tracing::Instrument;
 
 use super::metrics::Counters;
-use super::{Metrics, Outcome, PANIC_CODE, Runner, RunnerError, Worker};
+use super::{ImageDigest, Metrics, Outcome, PANIC_CODE, Runner, RunnerError, Worker};
 use crate::{Ack, ClientError, Lease, RetryPolicy, WorkerClient};
 
 /// Stops a runner gracefully: no more leases, in-flight items get the grace period. Cheap to
@@ -58,7 +58,7 @@ struct Shared<W> {
     worker: W,
     client: WorkerClient,
     metrics: Metrics,
-    image_digest: Option<String>,
+    image_digest: Option<ImageDigest>,
     /// lease id → item id of every item in flight.
     running: Mutex<BTreeMap<String, String>>,
 }
@@ -80,6 +80,12 @@ impl Runner {
             _ = stop.wait_for(|s| *s) => None,
         };
         for r in redelivered.iter().flatten() {
+            if r.outcome
+                .as_ref()
+                .map_or_else(ClientError::is_final, |_| true)
+            {
+                Counters::add(&self.metrics.counters().redelivered);
+            }
             match &r.outcome {
                 Ok(ack) => {
                     tracing::info!(file = %r.file.display(), state = %ack.state, "spooled outcome redelivered")
@@ -244,9 +250,9 @@ async fn item_task<W: Worker>(shared: Arc<Shared<W>>, lease: Lease, permit: Owne
         let heartbeat = lease.keepalive(&shared.client);
         let work = {
             let shared = Arc::clone(&shared);
-            let item = lease.item.clone();
+            let lease = lease.clone();
             AbortOnDrop(tokio::spawn(
-                async move { shared.worker.perform(item).await }.in_current_span(),
+                async move { shared.worker.perform(lease).await }.in_current_span(),
             ))
         };
         let mut work = work;
@@ -262,6 +268,7 @@ async fn item_task<W: Worker>(shared: Arc<Shared<W>>, lease: Lease, permit: Owne
             },
             () = heartbeat.wait_lost() => {
                 Counters::add(&counters.lost_leases);
+                Counters::add(&counters.cancelled);
                 tracing::warn!("lease lost: work cancelled");
                 return;
             }
@@ -299,6 +306,7 @@ enum Delivered {
     Retried,
     Failed,
     Parked,
+    Abandoned,
 }
 
 async fn deliver<W>(
@@ -322,7 +330,7 @@ async fn deliver<W>(
             .map(|a| (Delivered::Failed, a)),
         Outcome::NeedsSubtool { signature, detail } => match &shared.image_digest {
             Some(digest) => client
-                .needs_subtool(lease, digest, &signature, detail)
+                .needs_subtool(lease, &digest.now(), &signature, detail)
                 .await
                 .map(|a| (Delivered::Parked, a)),
             None => {
@@ -340,6 +348,10 @@ async fn deliver<W>(
                     .map(|a| (Delivered::Retried, a))
             }
         },
+        Outcome::Abandon => {
+            tracing::info!("abandoned: nothing sent, the lease is left to expire");
+            return Ok(Delivered::Abandoned);
+        }
     };
     let (delivered, ack) = ack?;
     tracing::info!(state = %ack.state, replayed = ack.replayed, "delivered");
@@ -352,6 +364,7 @@ fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) {
         Ok(Delivered::Retried) => Counters::add(&counters.retried),
         Ok(Delivered::Failed) => Counters::add(&counters.failed),
         Ok(Delivered::Parked) => Counters::add(&counters.parked),
+        Ok(Delivered::Abandoned) => Counters::add(&counters.abandoned),
         Err(ClientError::LeaseLost { message }) => {
             Counters::add(&counters.lost_leases);
             tracing::warn!("outcome refused, the lease was lost: {message}");
