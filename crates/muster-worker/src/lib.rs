@@ -1,6 +1,10 @@
 //! The client library every Muster worker links: lease work, keep the lease alive, and deliver
 //! the outcome durably.
 //!
+//! Most workers want the [`runtime`]: implement one async function from a leased item to an
+//! [`Outcome`] and let a [`Runner`] lease, heartbeat, spool, deliver and stop gracefully
+//! (docs/writing-a-worker.md). What follows is the client underneath it.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), muster_worker::ClientError> {
 //! use muster_worker::{NextStep, WorkerClient};
@@ -21,8 +25,9 @@
 //! # }
 //! ```
 //!
-//! A complete example is `examples/echo_worker.rs` (`cargo run -p muster-worker --example
-//! echo_worker`; configured by `MUSTER_URL`, `MUSTER_TOKEN`, `WORKER_ID`, `SPOOL_DIR`).
+//! A complete example on the runtime is `examples/echo_worker.rs` (`cargo run -p muster-worker
+//! --example echo_worker`; configured by `MUSTER_URL`, `MUSTER_TOKEN`, `WORKER_ID`,
+//! `SPOOL_DIR`).
 //!
 //! # Durable delivery
 //!

@@ -234,6 +234,43 @@ async fn a_lease_refused_with_retry_after_is_not_asked_again_sooner_and_work_res
     assert_eq!(app.item(&id).await["state"], "done");
 }
 
+#[tokio::test]
+async fn a_runner_fails_over_to_the_next_replica_and_its_hook_sees_every_answer() {
+    let app = TestApp::spawn().await;
+    let spool = TempDir::new("spool");
+    let id = app.enqueue("trawl", "normal", json!({})).await;
+    let dead = format!("http://{}", support::dead_addr().await);
+    let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+    let log = seen.clone();
+    let runner = Runner::builder(&dead, &token("worker:trawl"), "trawl")
+        .spool_dir(&spool.0)
+        .wait_ms(200)
+        .failover(vec![dead.clone(), app.url()])
+        .answer_hook(Arc::new(move |op, answer| {
+            let status = match answer {
+                Ok((status, _)) => status.to_string(),
+                Err(e) => e.code().to_owned(),
+            };
+            log.lock().unwrap().push(format!("{op} {status}"));
+        }))
+        .build()
+        .unwrap();
+    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
+    let run = tokio::spawn(runner.run(|_lease: Lease| async { Outcome::done(json!({})) }));
+    eventually(GENEROUS, "done on the live replica", || async {
+        metrics.snapshot().done == 1
+    })
+    .await;
+    stop.shutdown();
+    run.await.unwrap().unwrap();
+
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen[0], "lease E_TRANSPORT");
+    assert_eq!(seen[1], "lease 200");
+    assert_eq!(seen[2], "complete 200");
+    assert_eq!(app.item(&id).await["state"], "done");
+}
+
 /// The echo example as a real process on `url`, spooling to `spool`.
 fn echo_worker(url: &str, spool: &TempDir, envs: &[(&str, &str)]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_muster-echo-worker"))
