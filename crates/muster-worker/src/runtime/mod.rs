@@ -4,6 +4,30 @@
 //! the spool on start, holds an exclusive lock on the spool directory, turns a panic into a
 //! retryable failure and stops gracefully on SIGTERM or [`ShutdownHandle::shutdown`].
 //! docs/writing-a-worker.md is the author's guide.
+//!
+//! ```no_run
+//! use muster_worker::{Lease, NextStep, Outcome, Runner};
+//! use serde_json::json;
+//!
+//! async fn trawl(lease: Lease) -> Outcome {
+//!     let Some(url) = lease.item.payload["url"].as_str() else {
+//!         return Outcome::fail("E_NO_URL", "the payload has no url");
+//!     };
+//!     let next = vec![NextStep::new("sextant", json!({"url": url}))];
+//!     Outcome::done_then(json!({"fetched": url}), next)
+//! }
+//!
+//! # async fn run() -> Result<(), muster_worker::RunnerError> {
+//! Runner::builder("http://muster:8080", "token", "trawl")
+//!     .spool_dir("/var/spool/trawl")
+//!     .concurrency(16)
+//!     .image_digest("sha256:…")
+//!     .build()?
+//!     .run_until_signalled(trawl)
+//!     .await?;
+//! # Ok(())
+//! # }
+//! ```
 
 mod lock;
 mod metrics;

@@ -45,6 +45,9 @@ impl ShutdownHandle {
     }
 }
 
+/// With a `wait_ms` below this, an empty lease answer is followed by a pause of this many ms.
+const IDLE_PAUSE_MS: u64 = 100;
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunReport {
@@ -147,6 +150,14 @@ impl Runner {
                 _ = stop.wait_for(|s| *s) => return,
             };
             match leased {
+                Ok(leases) if leases.is_empty() && self.wait_ms < IDLE_PAUSE_MS => {
+                    // Nothing leasable and no long poll to wait in: pause instead of spinning.
+                    errors = 0;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(IDLE_PAUSE_MS)) => {}
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                }
                 Ok(leases) => {
                     errors = 0;
                     for lease in leases {
