@@ -96,3 +96,46 @@ fn op_of(path: &str) -> &'static str {
         "other"
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_paths_name_their_operation() {
+        let ops = [
+            "/v1/leases",
+            "/v1/completions",
+            "/v1/leases/x/heartbeat",
+            "/v1/leases/x/complete",
+            "/v1/leases/x/fail",
+            "/v1/leases/x/needs_subtool",
+        ]
+        .map(op_of);
+        assert_eq!(
+            ops,
+            [
+                "lease",
+                "completions",
+                "heartbeat",
+                "complete",
+                "fail",
+                "needs_subtool"
+            ]
+        );
+    }
+
+    #[test]
+    fn no_answer_or_a_503_moves_to_the_next_url_and_other_answers_do_not() {
+        let bases = Bases::many(vec!["http://a".into(), "http://b".into()]);
+        let busy = ClientError::from_answer(503, b"", None);
+        let refused = ClientError::from_answer(500, b"", None);
+        assert!(!bases.answered("/v1/leases", Ok((200, b""))));
+        assert!(!bases.answered("/v1/leases", Err(&refused)));
+        assert_eq!(bases.current(), "http://a");
+        assert!(bases.answered("/v1/leases", Err(&busy)));
+        assert_eq!(bases.current(), "http://b");
+        assert!(bases.answered("/v1/leases", Err(&ClientError::Timeout)));
+        assert_eq!(bases.current(), "http://a");
+    }
+}
