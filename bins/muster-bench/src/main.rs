@@ -25,6 +25,7 @@ mod pickup;
 mod report;
 mod results;
 mod rounds;
+mod runtime;
 mod spam;
 
 use std::ffi::OsString;
@@ -181,6 +182,25 @@ enum Scenario {
         #[arg(long, default_value_t = 10)]
         seconds: u64,
     },
+    /// The worker runtime's overhead: items/s draining `trawl` with the bare client loop and
+    /// with a `muster_worker::Runner` of the same concurrency, and their ratio.
+    Runtime {
+        /// Base URL of a running `muster serve`.
+        #[arg(long)]
+        url: String,
+        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
+        operator_token: String,
+        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
+        worker_token: String,
+        /// Concurrencies, one pair of runs per value.
+        #[arg(long, value_delimiter = ',', default_value = "1,16")]
+        concurrency: Vec<usize>,
+        /// Items enqueued before each run.
+        #[arg(long, default_value_t = 2_000)]
+        items: u64,
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+    },
     /// The whole benchmark of `cargo xtask bench` (minutes): a throwaway PostgreSQL, the
     /// release `muster serve`, every scenario above and the SQL floor; prints the table and
     /// writes it with every scenario's JSON (and the charts, with the `charts` feature) to
@@ -334,6 +354,23 @@ fn main() -> Result<()> {
                 &worker_token,
                 requests,
                 workers,
+                Duration::from_secs(seconds),
+            )
+            .await
+            .and_then(doc),
+            Scenario::Runtime {
+                url,
+                operator_token,
+                worker_token,
+                concurrency,
+                items,
+                seconds,
+            } => runtime::runtime(
+                &url,
+                &operator_token,
+                &worker_token,
+                &concurrency,
+                items,
                 Duration::from_secs(seconds),
             )
             .await

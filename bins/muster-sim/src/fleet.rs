@@ -1,27 +1,30 @@
-//! The simulated fleet: N workers over the ten kinds, each a loop of lease, work, deliver, built
-//! on `muster-worker`; plus a Shipkeeper that reports a new worker image per kind on a fixed
-//! period, which replays parked items.
+//! The simulated fleet: N workers over the ten kinds, each a `muster_worker::Runner` (the worker
+//! runtime) whose worker function plays the item's plan; plus a Shipkeeper that reports a new
+//! worker image per kind on a fixed period, which replays parked items.
 //!
-//! Every worker has its own spool directory (`<spool>/<kind>-<n>`), so a killed and restarted
-//! process finds each delivery it had spooled and sends it first. Deliveries are made one POST at
-//! a time (`RetryPolicy::max_attempts = 1`) and retried here, so that every answer is seen and
-//! counted, and so that a retry can go to the other replica.
+//! Every worker has its own spool directory (`<spool>/<kind>-<n>`, locked by its runner), so a
+//! killed and restarted process finds each delivery it had spooled and sends it first. Every
+//! answer, retries included, is counted through the client's answer hook; the client fails over
+//! to the next replica after no answer or a `503`.
 
 mod worker;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hyper::Method;
 use muster_domain::Kind;
+use muster_worker::ClientError;
+use muster_worker::runtime::{Metrics, ShutdownHandle};
 use serde_json::json;
 use tokio::sync::watch;
 
 use crate::api::Api;
 use crate::stats::Stats;
-use worker::Worker;
+use worker::SimWorker;
 
 /// Principal → plain token, as read from the tokens file.
 pub type Tokens = BTreeMap<String, String>;
@@ -198,33 +201,52 @@ fn orphan_dirs(spool: &Path, owned: &[(Kind, usize)]) -> Vec<(Kind, usize)> {
     orphans
 }
 
-/// Runs the fleet until `shutdown` becomes true, then waits for the workers to put down what
-/// they hold (a delivery in flight stays spooled).
+/// Copies the runners' own counters (spool files redelivered at start, planned crashes, work
+/// dropped on a lost lease) into the process's stats.
+fn copy_runner_counts(stats: &Stats, runners: &[Metrics], orphaned: &AtomicU64) {
+    let (mut redelivered, mut crashes, mut lost) = (orphaned.load(Ordering::Relaxed), 0, 0);
+    for m in runners.iter().map(Metrics::snapshot) {
+        redelivered += m.redelivered;
+        crashes += m.abandoned;
+        lost += m.cancelled;
+    }
+    stats.update(|s| {
+        s.redelivered_from_spool = redelivered;
+        s.crashes = crashes;
+        s.abandoned_lost = lost;
+    });
+}
+
+/// Runs the fleet until `shutdown` becomes true, then gives the workers their grace to put down
+/// what they hold (a delivery in flight stays spooled).
 pub async fn run(
     cfg: FleetConfig,
     stats: Stats,
-    shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<bool>,
 ) -> anyhow::Result<()> {
     anyhow::ensure!(!cfg.urls.is_empty(), "at least one --url is needed");
     anyhow::ensure!(!cfg.kinds.is_empty(), "at least one kind is needed");
     std::fs::create_dir_all(&cfg.spool)?;
     let deployed = Deployed::default();
     let mut owned = Vec::new();
-    let mut workers = Vec::new();
+    let mut runners = Vec::new();
     for n in 0..cfg.workers.max(cfg.kinds.len()) {
         let kind = cfg.kinds[n % cfg.kinds.len()];
         let slot = n / cfg.kinds.len();
         owned.push((kind, slot));
-        workers.push(Arc::new(Worker::new(&cfg, kind, slot, &stats, &deployed)?));
+        let runner = worker::runner(&cfg, kind, slot, &stats, &deployed)?;
+        runners.push((kind, runner));
     }
-    let mut tasks = Vec::new();
+    // Spool directories of workers this process does not run: each locked by a runner whose
+    // client only redelivers them.
+    let mut orphans = Vec::new();
     for (kind, slot) in orphan_dirs(&cfg.spool, &owned) {
-        let orphan = Worker::new(&cfg, kind, slot, &stats, &deployed)?;
-        let mut rx = shutdown.clone();
-        tasks.push(tokio::spawn(async move {
-            orphan.drain_spool(true, &mut rx).await;
-        }));
+        orphans.push((kind, worker::runner(&cfg, kind, slot, &stats, &deployed)?));
     }
+    let metrics: Vec<Metrics> = runners.iter().map(|(_, r)| r.metrics()).collect();
+    let handles: Vec<ShutdownHandle> = runners.iter().map(|(_, r)| r.shutdown_handle()).collect();
+    let orphaned = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
     if cfg.shipkeeper {
         let token = cfg
             .tokens
@@ -240,13 +262,52 @@ pub async fn run(
             shutdown.clone(),
         )));
     }
-    tracing::info!(workers = workers.len(), urls = ?cfg.urls, spool = %cfg.spool.display(), "fleet running");
-    for worker in workers {
-        tasks.push(tokio::spawn(worker.run(shutdown.clone())));
+    tracing::info!(workers = runners.len(), orphans = orphans.len(), urls = ?cfg.urls, spool = %cfg.spool.display(), "fleet running");
+    for (_, runner) in orphans {
+        let (mut stop, counted) = (shutdown.clone(), Arc::clone(&orphaned));
+        tasks.push(tokio::spawn(async move {
+            let files = tokio::select! {
+                files = runner.client().redeliver_spool() => files,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            for r in files.into_iter().flatten() {
+                if r.outcome
+                    .as_ref()
+                    .map_or_else(ClientError::is_final, |_| true)
+                {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }));
+    }
+    let mut runs = Vec::new();
+    for (kind, runner) in runners {
+        let sim = SimWorker {
+            kind,
+            id: runner.client().worker_id().to_owned(),
+            work_ms: cfg.work_ms,
+        };
+        runs.push(tokio::spawn(runner.run(sim)));
+    }
+    // The runners' counters, every 200 ms until the stop.
+    loop {
+        copy_runner_counts(&stats, &metrics, &orphaned);
+        if !sleep_or_shutdown(Duration::from_millis(200), &mut shutdown).await {
+            break;
+        }
+    }
+    for handle in &handles {
+        handle.shutdown();
+    }
+    for run in runs {
+        if let Ok(Err(e)) = run.await {
+            tracing::warn!(code = e.code(), "a worker stopped with an error: {e}");
+        }
     }
     for task in tasks {
         let _ = task.await;
     }
+    copy_runner_counts(&stats, &metrics, &orphaned);
     Ok(())
 }
 

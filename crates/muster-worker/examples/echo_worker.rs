@@ -1,61 +1,80 @@
-//! An example trawl worker: leases trawl items, echoes their payload as the result and hands
-//! each on to `sextant`.
+//! An example trawl worker on the runtime: echoes each item's payload as its result and hands
+//! the item on to `sextant`.
 //!
 //! ```sh
 //! MUSTER_URL=http://127.0.0.1:8080 MUSTER_TOKEN=… cargo run -p muster-worker --example echo_worker
 //! ```
 //!
-//! `WORKER_ID` (default `trawl-echo-<pid>`) and `SPOOL_DIR` (default
-//! `$TMPDIR/muster-echo-worker-spool`) are optional.
+//! `WORKER_ID` (default `trawl-<pid>`) and `SPOOL_DIR` (default
+//! `$TMPDIR/muster-echo-worker-spool`) are optional, and so are `ECHO_CONCURRENCY` (items at
+//! once, default 1), `ECHO_WORK_MS` (simulated work per item, default 0) and `ECHO_GRACE_MS`
+//! (how long in-flight items may finish after SIGTERM, default 25 000). It stops on SIGTERM or
+//! SIGINT; it exits 1 when it cannot start (another process holds the spool directory).
+//! The same file is built as the `muster-echo-worker` binary, which the tests start and kill.
 
-use muster_worker::{ClientError, NextStep, WorkerClient};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use muster_worker::{Lease, NextStep, Outcome, Runner};
 use serde_json::json;
 
+/// The work: echo the payload, after `work` of pretend effort.
+async fn echo(lease: Lease, work: Duration) -> Outcome {
+    let item = lease.item;
+    println!("working {}", item.id);
+    tokio::time::sleep(work).await;
+    let next = vec![NextStep::new("sextant", item.payload.clone())];
+    Outcome::done_then(json!({"echo": item.payload}), next)
+}
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[tokio::main]
-async fn main() -> Result<(), ClientError> {
+pub(crate) async fn main() -> ExitCode {
+    let Ok(token) = std::env::var("MUSTER_TOKEN") else {
+        eprintln!("echo_worker: set MUSTER_TOKEN");
+        return ExitCode::FAILURE;
+    };
     let url = std::env::var("MUSTER_URL").unwrap_or_else(|_| "http://127.0.0.1:8080".into());
-    let token = std::env::var("MUSTER_TOKEN")
-        .map_err(|_| ClientError::InvalidArgument("set MUSTER_TOKEN".into()))?;
-    let worker_id =
-        std::env::var("WORKER_ID").unwrap_or_else(|_| format!("trawl-echo-{}", std::process::id()));
-    let spool = std::env::var("SPOOL_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| std::env::temp_dir().join("muster-echo-worker-spool"));
-    let client = WorkerClient::new(&url, &token, "trawl", &worker_id, spool)?;
-
-    // First deliver what a previous run spooled but could not deliver.
-    for r in client.redeliver_spool().await? {
-        println!("redelivered {}: {:?}", r.file.display(), r.outcome);
+    let spool = std::env::var("SPOOL_DIR").map_or_else(
+        |_| std::env::temp_dir().join("muster-echo-worker-spool"),
+        std::path::PathBuf::from,
+    );
+    let mut builder = Runner::builder(&url, &token, "trawl")
+        .spool_dir(spool)
+        .concurrency(env_u64("ECHO_CONCURRENCY", 1) as usize)
+        .grace(Duration::from_millis(env_u64("ECHO_GRACE_MS", 25_000)));
+    if let Ok(id) = std::env::var("WORKER_ID") {
+        builder = builder.worker_id(id);
     }
-
-    loop {
-        let lease = match client.lease(30_000).await {
-            Ok(Some(lease)) => lease,
-            Ok(None) => continue,
-            Err(e) => {
-                eprintln!("lease failed ({}): {e}", e.code());
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                continue;
+    let runner = match builder.build() {
+        Ok(runner) => runner,
+        Err(e) => {
+            eprintln!("echo_worker: {e} ({})", e.code());
+            return ExitCode::FAILURE;
+        }
+    };
+    let work = Duration::from_millis(env_u64("ECHO_WORK_MS", 0));
+    let metrics = runner.metrics();
+    match runner
+        .run_until_signalled(move |lease| echo(lease, work))
+        .await
+    {
+        Ok(report) => {
+            for item in &report.abandoned {
+                println!("abandoned {item}");
             }
-        };
-        let heartbeat = lease.keepalive(&client);
-        // The "work": abandoned if the lease is lost meanwhile.
-        let work = async { json!({"echo": lease.item.payload, "worker": worker_id}) };
-        let result = tokio::select! {
-            result = work => result,
-            () = heartbeat.wait_lost() => {
-                eprintln!("lease {} lost; abandoning item {}", lease.lease_id, lease.item.id);
-                continue;
-            }
-        };
-        drop(heartbeat);
-        let next = vec![NextStep::new("sextant", lease.item.payload.clone())];
-        match client.complete(&lease, result, next).await {
-            Ok(ack) => println!(
-                "item {} {} (ledger seq {:?})",
-                lease.item.id, ack.state, ack.ledger_seq
-            ),
-            Err(e) => eprintln!("item {} not completed ({}): {e}", lease.item.id, e.code()),
+            println!("stopped {:?}", metrics.snapshot());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("echo_worker: {e} ({})", e.code());
+            ExitCode::FAILURE
         }
     }
 }

@@ -1,6 +1,10 @@
 //! The client library every Muster worker links: lease work, keep the lease alive, and deliver
 //! the outcome durably.
 //!
+//! Most workers want the [`runtime`]: implement one async function from a leased item to an
+//! [`Outcome`] and let a [`Runner`] lease, heartbeat, spool, deliver and stop gracefully
+//! (docs/writing-a-worker.md). What follows is the client underneath it.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), muster_worker::ClientError> {
 //! use muster_worker::{NextStep, WorkerClient};
@@ -21,8 +25,9 @@
 //! # }
 //! ```
 //!
-//! A complete example is `examples/echo_worker.rs` (`cargo run -p muster-worker --example
-//! echo_worker`; configured by `MUSTER_URL`, `MUSTER_TOKEN`, `WORKER_ID`, `SPOOL_DIR`).
+//! A complete example on the runtime is `examples/echo_worker.rs` (`cargo run -p muster-worker
+//! --example echo_worker`; configured by `MUSTER_URL`, `MUSTER_TOKEN`, `WORKER_ID`,
+//! `SPOOL_DIR`).
 //!
 //! # Durable delivery
 //!
@@ -64,8 +69,10 @@
 
 mod delivery;
 mod error;
+mod failover;
 mod heartbeat;
 mod retry;
+pub mod runtime;
 mod spool;
 mod wire;
 
@@ -86,8 +93,10 @@ use time::OffsetDateTime;
 
 pub use delivery::Redelivery;
 pub use error::ClientError;
+pub use failover::{AnswerHook, is_gone};
 pub use heartbeat::{Heartbeat, LeaseState};
 pub use retry::RetryPolicy;
+pub use runtime::{Outcome, Runner, RunnerError, ShutdownHandle, Worker};
 pub use spool::{Action, SpoolEntry};
 pub use wire::{Ack, Completion, Item, Lease, NextStep};
 
@@ -107,7 +116,7 @@ pub struct WorkerClient {
 
 #[derive(Debug, Clone)]
 struct Inner {
-    base: String,
+    base: failover::Bases,
     auth: HeaderValue,
     kind: String,
     worker_id: String,
@@ -150,7 +159,7 @@ impl WorkerClient {
             .build_http();
         Ok(WorkerClient {
             inner: Arc::new(Inner {
-                base,
+                base: failover::Bases::one(base),
                 auth,
                 kind: kind.to_owned(),
                 worker_id: worker_id.to_owned(),
@@ -165,6 +174,33 @@ impl WorkerClient {
     /// The same client with another delivery retry policy.
     pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
         Arc::make_mut(&mut self.inner).retry = retry;
+        self
+    }
+
+    /// The same client sending to `urls` (replicas of one Muster, `http://host[:port]` each)
+    /// instead of its base URL: requests go to one until it gives no answer or a `503`, then
+    /// to the next, in turn.
+    pub fn with_failover(mut self, urls: &[String]) -> Result<Self, ClientError> {
+        let mut bases = Vec::with_capacity(urls.len());
+        for url in urls {
+            // The same checks as `new`.
+            let checked = WorkerClient::new(url, "t", "k", "w", &self.inner.spool)?;
+            bases.push(checked.inner.base.current().to_owned());
+        }
+        if bases.is_empty() {
+            return Err(ClientError::InvalidArgument("no failover urls".into()));
+        }
+        let hook = self.inner.base.hook.clone();
+        let inner = Arc::make_mut(&mut self.inner);
+        inner.base = failover::Bases::many(bases);
+        inner.base.hook = hook;
+        Ok(self)
+    }
+
+    /// The same client calling `hook` with every answer it gets (or the error of a request
+    /// that got none), retries included: for counters of every status.
+    pub fn with_answer_hook(mut self, hook: AnswerHook) -> Self {
+        Arc::make_mut(&mut self.inner).base.hook = Some(hook);
         self
     }
 
@@ -198,7 +234,7 @@ impl WorkerClient {
     ) -> Result<(u16, Bytes, Option<Duration>), ClientError> {
         let req = Request::builder()
             .method(Method::POST)
-            .uri(format!("{}{path}", self.inner.base))
+            .uri(format!("{}{path}", self.inner.base.current()))
             .header(CONTENT_TYPE, "application/json")
             .header(AUTHORIZATION, self.inner.auth.clone())
             .body(Full::new(Bytes::from(body)))
@@ -220,9 +256,23 @@ impl WorkerClient {
                 .to_bytes();
             Ok((status, bytes, retry_after))
         };
-        tokio::time::timeout(timeout, exchange)
+        let answer = tokio::time::timeout(timeout, exchange)
             .await
-            .map_err(|_| ClientError::Timeout)?
+            .map_err(|_| ClientError::Timeout)
+            .and_then(|r| r);
+        match &answer {
+            Ok((status @ 200..=299, bytes, _)) => {
+                self.inner.base.answered(path, Ok((*status, bytes)));
+            }
+            Ok((status, bytes, retry_after)) => {
+                let e = ClientError::from_answer(*status, bytes, *retry_after);
+                self.inner.base.answered(path, Err(&e));
+            }
+            Err(e) => {
+                self.inner.base.answered(path, Err(e));
+            }
+        }
+        answer
     }
 
     /// Leases one item, waiting up to `wait_ms` (capped at 30 000) for one to become leasable;

@@ -31,6 +31,7 @@ use crate::results::{
     BacklogFill, BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, Feed, FloorResult, Pickup,
     RunsDoc, ServerMemory, Spam, Target,
 };
+use crate::runtime::RuntimeDoc;
 
 /// Batch sizes compared (the first, the v1 single calls, is the baseline), whether completions
 /// ask `lease_next`, whether each carries a `next` step, and each run's cap in seconds; every
@@ -150,6 +151,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     let end = memory(server.pid())?;
     let pid = server.pid().to_string();
     let feed: Feed = runner.run("feed", &["feed", "--url", &base, "--server-pid", &pid])?;
+    let runtime: RuntimeDoc = runner.run("runtime", &["runtime", "--url", &base])?;
     banner("stopping muster serve");
     server.stop();
 
@@ -358,5 +360,6 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         target,
         bloat,
         memory,
+        runtime,
     })
 }

@@ -38,6 +38,8 @@ pub(crate) struct Suite {
     pub(crate) target: Target,
     pub(crate) bloat: Bloat,
     pub(crate) memory: ServerMemory,
+    /// The worker runtime against the bare client loop (`muster-bench runtime`).
+    pub(crate) runtime: crate::runtime::RuntimeDoc,
 }
 
 /// One row: what, measured, baseline, ratio.
@@ -103,6 +105,7 @@ pub(crate) fn render(suite: &Suite) -> String {
     batch_rows(&mut rows, &suite.batches);
     floor_rows(&mut rows, &suite.batches, &suite.floor);
     bloat_rows(&mut rows, &suite.bloat);
+    rows.extend(crate::runtime::rows(&suite.runtime));
 
     let mut t = String::new();
     t.push_str("| figure | measured (HTTP server) | baseline, same run | ratio |\n");

@@ -1,4 +1,3 @@
-use super::worker::spool_file_op;
 use super::*;
 
 #[test]
@@ -47,19 +46,6 @@ fn spool_directory_names_round_trip() {
     );
     assert_eq!(parse_spool_dir_name("nonsense-3"), None);
     assert_eq!(parse_spool_dir_name("trawl"), None);
-}
-
-#[test]
-fn spool_files_name_their_operation() {
-    let files = [
-        "0192-a.complete.json",
-        "0192-a.fail.json",
-        "0192-a.needs_subtool.json",
-    ];
-    assert_eq!(
-        files.map(spool_file_op),
-        ["complete", "fail", "needs_subtool"]
-    );
 }
 
 #[test]

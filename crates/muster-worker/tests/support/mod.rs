@@ -19,6 +19,10 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
+mod gate;
+
+#[allow(unused_imports)]
+pub use gate::Gate;
 pub use muster_testkit::{TempDir, TestApp, dead_addr, token};
 
 /// A fast, bounded retry policy for tests.

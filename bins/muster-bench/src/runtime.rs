@@ -1,0 +1,193 @@
+//! Scenario `runtime`: the worker runtime's overhead. The same `trawl` items are drained by
+//! the bare client loop (`WorkerClient::lease` then `complete`, one item at a time per task,
+//! `--concurrency` tasks) and by a `muster_worker::Runner` of the same concurrency whose worker
+//! function answers `done` at once (it leases with `max` up to its free slots). Both spool every
+//! outcome with fsync before sending it. Before each run `--items` items are enqueued through
+//! `POST /v1/items`; a run ends when they are done or after `--seconds`. The figure is items/s
+//! of each, and runtime over bare.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use muster_worker::{Lease, Outcome, Runner, WorkerClient};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::http::Http;
+
+/// One concurrency: both drains and their ratio.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RuntimeRun {
+    pub(crate) concurrency: usize,
+    pub(crate) items: u64,
+    pub(crate) bare_items_per_s: f64,
+    pub(crate) runtime_items_per_s: f64,
+    /// `runtime_items_per_s / bare_items_per_s`: 1.0 is no overhead.
+    pub(crate) ratio: f64,
+    pub(crate) bare_drained: bool,
+    pub(crate) runtime_drained: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RuntimeDoc {
+    pub(crate) scenario: String,
+    pub(crate) runs: Vec<RuntimeRun>,
+}
+
+pub(crate) async fn runtime(
+    url: &str,
+    operator_token: &str,
+    worker_token: &str,
+    concurrencies: &[usize],
+    items: u64,
+    limit: Duration,
+) -> Result<RuntimeDoc> {
+    let http = Http::new(url);
+    let mut runs = Vec::new();
+    for &concurrency in concurrencies {
+        enqueue(&http, operator_token, items).await?;
+        let (bare_done, bare_s) = bare(url, worker_token, concurrency, items, limit).await?;
+        enqueue(&http, operator_token, items).await?;
+        let (rt_done, rt_s) = with_runtime(url, worker_token, concurrency, items, limit).await?;
+        let bare_rate = bare_done as f64 / bare_s;
+        let rt_rate = rt_done as f64 / rt_s;
+        runs.push(RuntimeRun {
+            concurrency,
+            items,
+            bare_items_per_s: bare_rate,
+            runtime_items_per_s: rt_rate,
+            ratio: if bare_rate > 0.0 {
+                rt_rate / bare_rate
+            } else {
+                0.0
+            },
+            bare_drained: bare_done >= items,
+            runtime_drained: rt_done >= items,
+        });
+    }
+    Ok(RuntimeDoc {
+        scenario: "runtime".into(),
+        runs,
+    })
+}
+
+/// `items` trawl items, 16 enqueues at a time.
+async fn enqueue(http: &Http, token: &str, items: u64) -> Result<()> {
+    let next = Arc::new(AtomicU64::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..16 {
+        let (http, token, next) = (http.clone(), token.to_owned(), Arc::clone(&next));
+        tasks.push(tokio::spawn(async move {
+            while next.fetch_add(1, Ordering::Relaxed) < items {
+                let body = json!({"kind": "trawl", "priority": "normal", "payload": {}});
+                let (status, answer) = http.post("/v1/items", &token, &body, None).await?;
+                if status != 201 && status != 200 {
+                    bail!("enqueue answered {status}: {answer}");
+                }
+            }
+            Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    Ok(())
+}
+
+fn spool(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "muster-bench-runtime-{name}-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7()
+    ))
+}
+
+/// The bare loop: `concurrency` tasks of lease (no wait) then complete. Items done, seconds.
+async fn bare(
+    url: &str,
+    token: &str,
+    concurrency: usize,
+    items: u64,
+    limit: Duration,
+) -> Result<(u64, f64)> {
+    let dir = spool("bare");
+    let client = WorkerClient::new(url, token, "trawl", "bench-bare", &dir)?;
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..concurrency {
+        let (client, done) = (client.clone(), Arc::clone(&done));
+        tasks.push(tokio::spawn(async move {
+            while done.load(Ordering::Relaxed) < items && start.elapsed() < limit {
+                let Some(lease) = client.lease(0).await? else {
+                    break;
+                };
+                client.complete(&lease, json!({}), Vec::new()).await?;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok::<_, muster_worker::ClientError>(())
+        }));
+    }
+    for task in tasks {
+        task.await?.context("bare loop")?;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((done.load(Ordering::Relaxed), seconds))
+}
+
+/// The runtime: a runner of `concurrency` whose function answers `done` at once; stopped when
+/// `items` are done or after `limit`. Items done, seconds.
+async fn with_runtime(
+    url: &str,
+    token: &str,
+    concurrency: usize,
+    items: u64,
+    limit: Duration,
+) -> Result<(u64, f64)> {
+    let dir = spool("runtime");
+    let runner = Runner::builder(url, token, "trawl")
+        .worker_id("bench-runtime")
+        .spool_dir(&dir)
+        .concurrency(concurrency)
+        .wait_ms(1_000)
+        .build()?;
+    let (metrics, stop) = (runner.metrics(), runner.shutdown_handle());
+    let start = Instant::now();
+    let run = tokio::spawn(runner.run(|_lease: Lease| async { Outcome::done(json!({})) }));
+    while metrics.snapshot().done < items && start.elapsed() < limit {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    stop.shutdown();
+    run.await?.context("runner")?;
+    let done = metrics.snapshot().done;
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok((done, seconds))
+}
+
+/// The suite's rows: the runner's items/s next to the bare loop's, per concurrency.
+pub(crate) fn rows(doc: &RuntimeDoc) -> Vec<[String; 4]> {
+    doc.runs
+        .iter()
+        .map(|run| {
+            let note = match (run.bare_drained, run.runtime_drained) {
+                (true, true) => String::new(),
+                _ => " (a run hit its time cap)".to_owned(),
+            };
+            [
+                format!(
+                    "worker runtime items/s, concurrency {} (baseline: the bare client loop){note}",
+                    run.concurrency
+                ),
+                format!("{:.0}", run.runtime_items_per_s),
+                format!("{:.0}", run.bare_items_per_s),
+                format!("{:.2}", run.ratio),
+            ]
+        })
+        .collect()
+}

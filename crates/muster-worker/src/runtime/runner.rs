@@ -1,0 +1,407 @@
+//! The runner's loop: redeliver the spool, lease up to the free capacity, run each item under
+//! its keep-alive, deliver its outcome; stop gracefully.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::{JoinHandle, JoinSet};
+use tracing::Instrument;
+
+use super::metrics::Counters;
+use super::{ImageDigest, Metrics, Outcome, PANIC_CODE, Runner, RunnerError, Worker};
+use crate::{Ack, ClientError, Lease, RetryPolicy, WorkerClient};
+
+/// Stops a runner gracefully: no more leases, in-flight items get the grace period. Cheap to
+/// clone; calling it twice is harmless.
+#[derive(Debug, Clone)]
+pub struct ShutdownHandle {
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl ShutdownHandle {
+    pub(super) fn new() -> Self {
+        ShutdownHandle {
+            tx: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    /// Asks the runner to stop.
+    pub fn shutdown(&self) {
+        self.tx.send_replace(true);
+    }
+
+    /// Whether a stop was asked for.
+    pub fn is_shutdown(&self) -> bool {
+        *self.tx.borrow()
+    }
+
+    /// Resolves once a stop is asked for.
+    pub async fn wait(&self) {
+        let mut rx = self.tx.subscribe();
+        let _ = rx.wait_for(|stop| *stop).await;
+    }
+}
+
+/// With a `wait_ms` below this, an empty lease answer is followed by a pause of this many ms.
+const IDLE_PAUSE_MS: u64 = 100;
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RunReport {
+    /// Items still running (or delivering) when the grace period ran out: their leases are left
+    /// to expire; an outcome already spooled is delivered by the next start.
+    pub abandoned: Vec<String>,
+}
+
+/// What every item task shares.
+struct Shared<W> {
+    worker: W,
+    client: WorkerClient,
+    metrics: Metrics,
+    image_digest: Option<ImageDigest>,
+    /// lease id → item id of every item in flight.
+    running: Mutex<BTreeMap<String, String>>,
+}
+
+impl Runner {
+    /// Runs `worker` until [`ShutdownHandle::shutdown`], then lets in-flight items finish
+    /// within the grace period. Fails only when the spool cannot be listed at start.
+    pub async fn run<W: Worker>(self, worker: W) -> Result<RunReport, RunnerError> {
+        let shared = Arc::new(Shared {
+            worker,
+            client: self.client.clone(),
+            metrics: self.metrics.clone(),
+            image_digest: self.image_digest.clone(),
+            running: Mutex::new(BTreeMap::new()),
+        });
+        let mut stop = self.shutdown.tx.subscribe();
+        let redelivered = tokio::select! {
+            r = self.client.redeliver_spool() => Some(r?),
+            _ = stop.wait_for(|s| *s) => None,
+        };
+        for r in redelivered.iter().flatten() {
+            if r.outcome
+                .as_ref()
+                .map_or_else(ClientError::is_final, |_| true)
+            {
+                Counters::add(&self.metrics.counters().redelivered);
+            }
+            match &r.outcome {
+                Ok(ack) => {
+                    tracing::info!(file = %r.file.display(), state = %ack.state, "spooled outcome redelivered")
+                }
+                Err(e) => {
+                    tracing::warn!(file = %r.file.display(), code = e.code(), "spooled outcome not redelivered: {e}")
+                }
+            }
+        }
+        let mut tasks = JoinSet::new();
+        self.lease_loop(&shared, &mut tasks, &mut stop).await;
+        Ok(self.drain(&shared, tasks).await)
+    }
+
+    /// [`run`](Self::run), stopping on SIGTERM or SIGINT as well as on the handle.
+    #[cfg(unix)]
+    pub async fn run_until_signalled<W: Worker>(self, worker: W) -> Result<RunReport, RunnerError> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate()).map_err(RunnerError::Signal)?;
+        let mut int = signal(SignalKind::interrupt()).map_err(RunnerError::Signal)?;
+        let handle = self.shutdown_handle();
+        let watcher = tokio::spawn(async move {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+                () = handle.wait() => return,
+            };
+            tracing::info!(
+                signal = name,
+                "stopping: no more leases, in-flight items finish"
+            );
+            handle.shutdown();
+        });
+        let report = self.run(worker).await;
+        watcher.abort();
+        report
+    }
+
+    async fn lease_loop<W: Worker>(
+        &self,
+        shared: &Arc<Shared<W>>,
+        tasks: &mut JoinSet<()>,
+        stop: &mut watch::Receiver<bool>,
+    ) {
+        let capacity = Arc::new(Semaphore::new(self.concurrency));
+        let mut errors = 0u32;
+        loop {
+            while tasks.try_join_next().is_some() {}
+            let first = tokio::select! {
+                p = Arc::clone(&capacity).acquire_owned() => p.expect("the semaphore is never closed"),
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            let mut permits = vec![first];
+            while let Ok(p) = Arc::clone(&capacity).try_acquire_owned() {
+                permits.push(p);
+            }
+            let leased = tokio::select! {
+                r = self.lease(permits.len()) => r,
+                _ = stop.wait_for(|s| *s) => return,
+            };
+            match leased {
+                Ok(leases) if leases.is_empty() && self.wait_ms < IDLE_PAUSE_MS => {
+                    // Nothing leasable and no long poll to wait in: pause instead of spinning.
+                    errors = 0;
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(IDLE_PAUSE_MS)) => {}
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                }
+                Ok(leases) => {
+                    errors = 0;
+                    for lease in leases {
+                        let permit = permits.pop().expect("no more leases than permits");
+                        Counters::add(&shared.metrics.counters().leased);
+                        tasks.spawn(item_task(Arc::clone(shared), lease, permit));
+                    }
+                }
+                Err(e) => {
+                    errors = errors.saturating_add(1);
+                    let delay = lease_delay(&self.retry, errors, &e);
+                    tracing::warn!(
+                        code = e.code(),
+                        attempt = errors,
+                        ?delay,
+                        "lease failed, retrying: {e}"
+                    );
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                }
+            }
+        }
+    }
+
+    /// One lease request for up to `free` items: a batch when it pays.
+    async fn lease(&self, free: usize) -> Result<Vec<Lease>, ClientError> {
+        if free == 1 {
+            Ok(self.client.lease(self.wait_ms).await?.into_iter().collect())
+        } else {
+            self.client.lease_many(free, self.wait_ms).await
+        }
+    }
+
+    /// Waits up to the grace period for the in-flight items; what still runs then is
+    /// cancelled and its lease left to expire.
+    async fn drain<W: Worker>(&self, shared: &Arc<Shared<W>>, mut tasks: JoinSet<()>) -> RunReport {
+        let in_flight = tasks.len();
+        if in_flight > 0 {
+            tracing::info!(in_flight, grace = ?self.grace, "waiting for in-flight items");
+        }
+        let finished = tokio::time::timeout(self.grace, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        let abandoned: Vec<String> = shared
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect();
+        if finished.is_err() {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            tracing::warn!(
+                items = ?abandoned,
+                grace = ?self.grace,
+                "still running after the grace period: cancelled, their leases are left to expire"
+            );
+        }
+        tracing::info!(metrics = ?shared.metrics.snapshot(), "runner stopped");
+        RunReport { abandoned }
+    }
+}
+
+/// The wait after the `attempt`th failed lease request: the policy's backoff, never shorter
+/// than the server's `Retry-After`.
+pub(super) fn lease_delay(policy: &RetryPolicy, attempt: u32, error: &ClientError) -> Duration {
+    policy.delay_after(attempt, error)
+}
+
+/// Aborts the task when dropped (the item task itself may be aborted after the grace).
+struct AbortOnDrop(JoinHandle<Outcome>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One item: work under the keep-alive, then deliver.
+async fn item_task<W: Worker>(shared: Arc<Shared<W>>, lease: Lease, permit: OwnedSemaphorePermit) {
+    let span = tracing::info_span!(
+        "item",
+        item_id = %lease.item.id,
+        lease_id = %lease.lease_id,
+        kind = %lease.item.kind,
+        attempt = lease.item.attempt
+    );
+    async move {
+        let counters = shared.metrics.counters();
+        counters.in_flight.fetch_add(1, Ordering::Relaxed);
+        shared
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(lease.lease_id.clone(), lease.item.id.clone());
+        let _done = InFlight(&shared, lease.lease_id.clone());
+        let heartbeat = lease.keepalive(&shared.client);
+        let work = {
+            let shared = Arc::clone(&shared);
+            let lease = lease.clone();
+            AbortOnDrop(tokio::spawn(
+                async move { shared.worker.perform(lease).await }.in_current_span(),
+            ))
+        };
+        let mut work = work;
+        let outcome = tokio::select! {
+            joined = &mut work.0 => match joined {
+                Ok(outcome) => outcome,
+                Err(e) => {
+                    Counters::add(&counters.panicked);
+                    let message = panic_message(e);
+                    tracing::error!("worker function panicked: {message}");
+                    Outcome::retry(PANIC_CODE, format!("worker function panicked: {message}"))
+                }
+            },
+            () = heartbeat.wait_lost() => {
+                Counters::add(&counters.lost_leases);
+                Counters::add(&counters.cancelled);
+                tracing::warn!("lease lost: work cancelled");
+                return;
+            }
+        };
+        let delivered = deliver(&shared, &lease, outcome).await;
+        drop(heartbeat);
+        record(counters, delivered);
+        drop(permit);
+    }
+    .instrument(span)
+    .await;
+}
+
+/// Removes an item from the running set however its task ends (finished or aborted).
+struct InFlight<'a, W>(&'a Shared<W>, String);
+
+impl<W> Drop for InFlight<'_, W> {
+    fn drop(&mut self) {
+        self.0
+            .metrics
+            .counters()
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
+        self.0
+            .running
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.1);
+    }
+}
+
+/// What was delivered, and the server's answer.
+enum Delivered {
+    Done,
+    Retried,
+    Failed,
+    Parked,
+    Abandoned,
+}
+
+async fn deliver<W>(
+    shared: &Shared<W>,
+    lease: &Lease,
+    outcome: Outcome,
+) -> Result<Delivered, ClientError> {
+    let client = &shared.client;
+    let ack: Result<(Delivered, Ack), ClientError> = match outcome {
+        Outcome::Done { result, next } => client
+            .complete(lease, result, next)
+            .await
+            .map(|a| (Delivered::Done, a)),
+        Outcome::Retry { code, message } => client
+            .fail(lease, &code, &message, true)
+            .await
+            .map(|a| (Delivered::Retried, a)),
+        Outcome::Fail { code, message } => client
+            .fail(lease, &code, &message, false)
+            .await
+            .map(|a| (Delivered::Failed, a)),
+        Outcome::NeedsSubtool { signature, detail } => match &shared.image_digest {
+            Some(digest) => client
+                .needs_subtool(lease, &digest.now(), &signature, detail)
+                .await
+                .map(|a| (Delivered::Parked, a)),
+            None => {
+                tracing::error!(
+                    "needs_subtool without an image digest: set Runner::builder(..).image_digest(..); failing the item retryably"
+                );
+                client
+                    .fail(
+                        lease,
+                        "E_NO_IMAGE_DIGEST",
+                        "the worker asked to park the item but has no image digest configured",
+                        true,
+                    )
+                    .await
+                    .map(|a| (Delivered::Retried, a))
+            }
+        },
+        Outcome::Abandon => {
+            tracing::info!("abandoned: nothing sent, the lease is left to expire");
+            return Ok(Delivered::Abandoned);
+        }
+    };
+    let (delivered, ack) = ack?;
+    tracing::info!(state = %ack.state, replayed = ack.replayed, "delivered");
+    Ok(delivered)
+}
+
+fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) {
+    match delivered {
+        Ok(Delivered::Done) => Counters::add(&counters.done),
+        Ok(Delivered::Retried) => Counters::add(&counters.retried),
+        Ok(Delivered::Failed) => Counters::add(&counters.failed),
+        Ok(Delivered::Parked) => Counters::add(&counters.parked),
+        Ok(Delivered::Abandoned) => Counters::add(&counters.abandoned),
+        Err(ClientError::LeaseLost { message }) => {
+            Counters::add(&counters.lost_leases);
+            tracing::warn!("outcome refused, the lease was lost: {message}");
+        }
+        Err(e) => {
+            Counters::add(&counters.undelivered);
+            if e.is_final() {
+                tracing::error!(code = e.code(), "outcome refused for good: {e}");
+            } else {
+                tracing::error!(
+                    code = e.code(),
+                    "outcome not delivered, left in the spool for the next start: {e}"
+                );
+            }
+        }
+    }
+}
+
+/// The text of a panic, or what the join error says.
+fn panic_message(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(payload) => payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(a non-string panic payload)".into()),
+        Err(e) => e.to_string(),
+    }
+}
