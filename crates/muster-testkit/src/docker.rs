@@ -13,7 +13,8 @@ const DEFAULT_IMAGE: &str = "muster-local/postgres:15";
 
 /// Starts this process's PostgreSQL container; its superuser URL on a loopback-published port.
 pub(crate) fn start() -> Result<String, String> {
-    let image = std::env::var("MUSTER_TEST_POSTGRES_IMAGE").unwrap_or_else(|_| DEFAULT_IMAGE.into());
+    let image =
+        std::env::var("MUSTER_TEST_POSTGRES_IMAGE").unwrap_or_else(|_| DEFAULT_IMAGE.into());
     let (name, tag) = image
         .rsplit_once(':')
         .ok_or_else(|| format!("image `{image}` has no tag"))?;
@@ -51,7 +52,9 @@ pub(crate) fn start() -> Result<String, String> {
                 );
             })
             .start()
-            .map_err(|e| format!("start a container of `{image}` (built by `cargo xtask images`): {e}"))?;
+            .map_err(|e| {
+                format!("start a container of `{image}` (built by `cargo xtask images`): {e}")
+            })?;
         let port = container
             .get_host_port_ipv4(5432)
             .map_err(|e| format!("the container's port: {e}"))?;

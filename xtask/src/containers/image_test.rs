@@ -231,14 +231,20 @@ pub(crate) fn container_test(_args: Vec<std::ffi::OsString>) -> Result<ExitCode>
         .unwrap_or("")
         .to_owned();
     println!(
-        "xtask: exit code {exit} after {:.1} s; long poll: {} ({}); last SSE event: `{last_event}`; peak memory {}",
+        "xtask: exit code {exit} after {:.1} s; long poll: {} ({}); last SSE event: `{last_event}`; peak memory of the container's cgroup {} (limit {})",
         took.as_secs_f64(),
         answered.trim(),
         poll_status,
         peak.map_or("unknown".into(), |b| format!(
             "{:.1} MiB",
             b as f64 / 1048576.0
-        ))
+        )),
+        CONFINEMENT.memory_limit
+    );
+    let oom = docker_out(&["inspect", "--format", "{{.State.OOMKilled}}", &server])?;
+    ensure!(
+        oom == "false",
+        "the container was killed for its memory limit"
     );
     ensure!(exit == 0, "muster exited {exit}, not 0, on SIGTERM");
     ensure!(took < GRACE, "muster took {took:?}, past the grace period");
@@ -297,22 +303,29 @@ fn report_image(work: &Path) -> Result<()> {
         user == format!("{}:{}", CONFINEMENT.user, CONFINEMENT.group),
         "the image's user is `{user}`"
     );
-    let id = docker_out(&["create", IMAGE])?;
-    let list = docker()
-        .args(["export", &id])
+    // The image's own files: its one layer, as `docker save` writes it (a container would add
+    // the files the engine injects, /etc/hosts and the like).
+    let save = docker()
+        .args(["save", IMAGE])
         .stdout(Stdio::piped())
         .spawn()
-        .context("docker export")?;
+        .context("docker save")?;
+    let layer = Command::new("tar")
+        .args(["-x", "-O", "--wildcards", "*/layer.tar"])
+        .stdin(save.stdout.context("save's stdout")?)
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("tar")?;
     let out = Command::new("tar")
         .arg("-t")
-        .stdin(list.stdout.context("export's stdout")?)
+        .stdin(layer.stdout.context("the layer")?)
         .output()?;
-    let _ = docker_out(&["rm", &id]);
     let files: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter(|l| !l.ends_with('/'))
         .map(str::to_owned)
         .collect();
+    ensure!(!files.is_empty(), "no files found in the image's layer");
     std::fs::write(work.join("image-files.txt"), files.join("\n") + "\n")?;
     println!(
         "xtask: {IMAGE}: {:.1} MiB, user {user}, {} files:",
