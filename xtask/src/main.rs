@@ -11,6 +11,7 @@
 
 mod browser;
 mod chaos;
+mod containers;
 mod demo;
 mod fleet;
 mod lab;
@@ -37,9 +38,17 @@ const USAGE: &str = "\
 usage: cargo xtask <task> [args]
 
 tasks:
-  test [-- ARGS]        cargo fmt --check, clippy -D warnings, then cargo test --workspace
-                        against a throwaway PostgreSQL cluster (ARGS go to cargo test),
-                        then chaos --short (skipped when ARGS name packages)
+  test [--local-postgres] [-- ARGS]
+                        cargo fmt --check, clippy -D warnings, then cargo test --workspace
+                        with PostgreSQL in containers through testcontainers (the local
+                        images; fails when no Docker engine answers), or with
+                        --local-postgres a throwaway cluster of the installed binaries
+                        (ARGS go to cargo test); then chaos --short, the browser test and,
+                        with containers, container-test (skipped when ARGS name packages)
+  images [--rebuild]    build the local images the tests use (Debian base by debootstrap,
+                        PostgreSQL 15 on it); kept between runs
+  container-test        Muster's image (deploy/Dockerfile on the release binary) run as the
+                        Deployment runs it, next to PostgreSQL: migrate, serve, a cycle, SIGTERM
   up [ARGS]             start PostgreSQL (unless MUSTER_DATABASE_URL is set), migrate,
                         write dev tokens to target/dev/tokens.json and run `muster serve ARGS`
   migrate [ARGS]        muster migrate against MUSTER_DATABASE_URL
@@ -96,7 +105,9 @@ fn run() -> Result<ExitCode> {
     };
     let rest: Vec<OsString> = args.collect();
     match task.to_string_lossy().as_ref() {
-        "test" => test(without_leading_dashes(rest)),
+        "test" => test(rest),
+        "images" => containers::images_task(without_leading_dashes(rest)),
+        "container-test" => containers::container_test(without_leading_dashes(rest)),
         "up" => up(without_leading_dashes(rest)),
         "migrate" => muster_task("migrate", without_leading_dashes(rest)),
         "ledger-verify" => muster_task("ledger-verify", without_leading_dashes(rest)),
@@ -127,69 +138,114 @@ fn without_leading_dashes(mut args: Vec<OsString>) -> Vec<OsString> {
     args
 }
 
-fn test(extra: Vec<OsString>) -> Result<ExitCode> {
+/// Where the test suite's PostgreSQL comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Postgres {
+    /// Containers of the local image through testcontainers, one per test process.
+    Containers,
+    /// One throwaway cluster of the installed binaries (`--local-postgres`).
+    Binaries,
+}
+
+fn test(args: Vec<OsString>) -> Result<ExitCode> {
+    let mut postgres = Postgres::Containers;
+    let mut extra = Vec::new();
+    for arg in args {
+        if arg == "--local-postgres" {
+            postgres = Postgres::Binaries;
+        } else {
+            extra.push(arg);
+        }
+    }
+    let extra = without_leading_dashes(extra);
     let root = workspace_root();
+    if postgres == Postgres::Containers {
+        // Fail early, before minutes of building: where containers are expected nothing falls
+        // back to the installed binaries.
+        containers::require_engine()?;
+        containers::ensure_images(false)?;
+    }
+    let features: &[&str] = match postgres {
+        Postgres::Containers => &["--features", "muster-testkit/docker"],
+        Postgres::Binaries => &[],
+    };
     step(
         "cargo fmt --all --check",
         cargo(&root).args(["fmt", "--all", "--check"]),
     )?;
     step(
         "cargo clippy --workspace --all-targets --locked -- -D warnings",
-        cargo(&root).args([
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--locked",
-            "--",
-            "-D",
-            "warnings",
-        ]),
+        cargo(&root)
+            .args(["clippy", "--workspace", "--all-targets", "--locked"])
+            .args(features)
+            .args(["--", "-D", "warnings"]),
     )?;
-
-    banner("starting a throwaway PostgreSQL cluster (fsync off)");
-    let mut cluster = TempCluster::start_with(ClusterOptions::default())
-        .context("could not start PostgreSQL for the tests")?;
-    let url = cluster.url("postgres");
-    println!("MUSTER_TEST_DATABASE_URL={url}");
 
     let shown: Vec<String> = extra
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     // `cargo xtask test -- -p muster-pg` tests that package only.
-    let mut args = vec!["test", "--workspace", "--locked"];
+    let mut cargo_args = vec!["test", "--workspace", "--locked"];
     if names_packages(&shown) {
-        args.retain(|a| *a != "--workspace");
+        cargo_args.retain(|a| *a != "--workspace");
     }
-    let title = format!("cargo {} {}", args.join(" "), shown.join(" "));
-    let tested = counted_step(
-        title.trim_end(),
-        cargo(&root)
-            .args(&args)
-            .args(&extra)
-            .env("MUSTER_TEST_DATABASE_URL", &url)
-            .env("RUST_BACKTRACE", "1"),
-    );
+    cargo_args.extend(features);
+    let title = format!("cargo {} {}", cargo_args.join(" "), shown.join(" "));
+    let mut command = cargo(&root);
+    command
+        .args(&cargo_args)
+        .args(&extra)
+        .env("RUST_BACKTRACE", "1");
+    let mut cluster = None;
+    match postgres {
+        Postgres::Containers => {
+            banner(&format!(
+                "PostgreSQL: a container of {} per test process, through testcontainers",
+                containers::POSTGRES_IMAGE
+            ));
+            command
+                .env("MUSTER_TEST_POSTGRES", "docker")
+                .env_remove("MUSTER_TEST_DATABASE_URL");
+        }
+        Postgres::Binaries => {
+            banner("PostgreSQL: a throwaway cluster of the installed binaries (fsync off)");
+            let started = TempCluster::start_with(ClusterOptions::default())
+                .context("could not start PostgreSQL for the tests")?;
+            let url = started.url("postgres");
+            println!("MUSTER_TEST_DATABASE_URL={url}");
+            command.env("MUSTER_TEST_DATABASE_URL", &url);
+            cluster = Some(started);
+        }
+    }
+    let tested = counted_step(title.trim_end(), &mut command);
 
-    banner("stopping the PostgreSQL cluster");
-    if let Err(error) = cluster.stop(StopMode::Fast) {
-        eprintln!("xtask: warning: {error}");
+    if let Some(mut cluster) = cluster {
+        banner("stopping the PostgreSQL cluster");
+        if let Err(error) = cluster.stop(StopMode::Fast) {
+            eprintln!("xtask: warning: {error}");
+        }
     }
-    drop(cluster);
     let totals = tested?;
     if totals.passed == 0 {
         bail!("no test ran");
     }
     // The rest of the suite runs only when nothing narrowed it to some packages: the shortened
-    // fault suite (docs/chaos.md) on the debug build cargo test just made, then the edit form
-    // end to end in headless Chromium (docs/edit-intake.md), which fails, never skips, without
-    // Chromium or Node.
+    // fault suite (docs/chaos.md) on the debug build cargo test just made (it kills and restarts
+    // PostgreSQL itself, so it runs a cluster of the installed binaries either way), the edit
+    // form end to end in headless Chromium (docs/edit-intake.md), which fails, never skips,
+    // without Chromium or Node, and with containers the image's own test.
     if !names_packages(&shown) {
         if chaos::chaos(vec!["--short".into()])? != ExitCode::SUCCESS {
             bail!("`cargo xtask chaos --short` found violations");
         }
         if browser::browser_test(Vec::new())? != ExitCode::SUCCESS {
             bail!("`cargo xtask browser-test` failed");
+        }
+        if postgres == Postgres::Containers
+            && containers::container_test(Vec::new())? != ExitCode::SUCCESS
+        {
+            bail!("`cargo xtask container-test` failed");
         }
     }
     // One closing line over every test binary (cargo prints one `test result:` per binary, the

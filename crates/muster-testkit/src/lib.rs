@@ -1,12 +1,15 @@
 //! Test fixtures on a real PostgreSQL.
 //!
 //! The cluster comes from, in this order:
-//! 1. `MUSTER_TEST_DATABASE_URL` (a superuser URL; `cargo xtask test` sets it to a throwaway
-//!    cluster it started);
-//! 2. with the `docker` feature, when a Docker engine answers: a PostgreSQL 15 container started
-//!    through testcontainers (removed by a watchdog when the test process exits);
-//! 3. a throwaway cluster this test process starts itself from the installed PostgreSQL
-//!    binaries (stopped by the devdb watchdog when the process exits).
+//! 1. `MUSTER_TEST_DATABASE_URL` (a superuser URL), when set;
+//! 2. `MUSTER_TEST_POSTGRES=docker`: a PostgreSQL 15 container started through testcontainers
+//!    from the image `cargo xtask images` builds here (`MUSTER_TEST_POSTGRES_IMAGE`, default
+//!    `muster-local/postgres:15`), removed by a watchdog when the test process exits; the test
+//!    fails when the `docker` feature is off or no engine answers — it never falls back.
+//!    `cargo xtask test` chooses this path;
+//! 3. `MUSTER_TEST_POSTGRES=binaries`, or nothing set: a throwaway cluster this test process
+//!    starts itself from the installed PostgreSQL binaries (stopped by the devdb watchdog when the
+//!    process exits). `cargo xtask test --local-postgres` chooses this path.
 //!
 //! Each test gets its own database, created from a template that was migrated once per process
 //! by the production migration code.
@@ -45,66 +48,40 @@ pub fn server_url(db: &str) -> String {
     if let Ok(base) = std::env::var("MUSTER_TEST_DATABASE_URL") {
         return replace_db(&base, db);
     }
-    #[cfg(feature = "docker")]
-    {
-        static CONTAINER: OnceLock<Option<String>> = OnceLock::new();
-        if let Some(base) = CONTAINER.get_or_init(docker::start) {
-            return replace_db(base, db);
+    match std::env::var("MUSTER_TEST_POSTGRES").as_deref() {
+        Ok("docker") => replace_db(container_url(), db),
+        Ok("binaries") | Err(_) => {
+            let cluster = OWN_CLUSTER.get_or_init(|| {
+                TempCluster::start().expect(
+                    "start a throwaway PostgreSQL (set MUSTER_TEST_DATABASE_URL to use another)",
+                )
+            });
+            cluster.url(db)
         }
+        Ok(other) => panic!("MUSTER_TEST_POSTGRES={other}: expected `docker` or `binaries`"),
     }
-    let cluster = OWN_CLUSTER.get_or_init(|| {
-        TempCluster::start()
-            .expect("start a throwaway PostgreSQL (set MUSTER_TEST_DATABASE_URL to use another)")
-    });
-    cluster.url(db)
+}
+
+/// The superuser URL of this process's PostgreSQL container, started on first use.
+#[cfg(feature = "docker")]
+fn container_url() -> &'static str {
+    static CONTAINER: OnceLock<String> = OnceLock::new();
+    CONTAINER.get_or_init(|| match docker::start() {
+        Ok(url) => url,
+        Err(error) => panic!("MUSTER_TEST_POSTGRES=docker: {error}"),
+    })
+}
+
+#[cfg(not(feature = "docker"))]
+fn container_url() -> &'static str {
+    panic!(
+        "MUSTER_TEST_POSTGRES=docker needs the `muster-testkit/docker` feature \
+         (`cargo xtask test` turns it on)"
+    )
 }
 
 #[cfg(feature = "docker")]
-mod docker {
-    use std::process::{Command, Stdio};
-
-    /// Starts a PostgreSQL container if a Docker engine answers; its superuser URL.
-    pub fn start() -> Option<String> {
-        let engine = Command::new("docker")
-            .args(["info", "--format", "{{.ServerVersion}}"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !engine {
-            return None;
-        }
-        // The blocking runner makes its own runtime: keep it off the test's runtime thread.
-        std::thread::spawn(|| {
-            use testcontainers_modules::postgres::Postgres;
-            use testcontainers_modules::testcontainers::ImageExt;
-            use testcontainers_modules::testcontainers::runners::SyncRunner;
-            let container = Postgres::default().with_tag("15-alpine").start().ok()?;
-            let port = container.get_host_port_ipv4(5432).ok()?;
-            let id = container.id().to_owned();
-            // The container outlives this handle (statics are not dropped); a watchdog removes it
-            // once the test process is gone.
-            let watchdog = format!(
-                "while kill -0 {} 2>/dev/null; do sleep 1; done; docker rm -f {id} >/dev/null 2>&1",
-                std::process::id()
-            );
-            Command::new("sh")
-                .args(["-c", &watchdog])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .ok()?;
-            std::mem::forget(container);
-            Some(format!(
-                "postgresql://postgres:postgres@127.0.0.1:{port}/postgres"
-            ))
-        })
-        .join()
-        .ok()
-        .flatten()
-    }
-}
+mod docker;
 
 fn replace_db(url: &str, db: &str) -> String {
     let (head, query) = match url.split_once('?') {

@@ -355,10 +355,25 @@ fn image_runs_only_the_muster_binary_as_the_pods_non_root_user() {
         "deploy/Dockerfile: a build stage must run `cargo build --release --locked -p muster`"
     );
     let runtime = &all_instructions[last_from..];
+    // The last stage is the one both paths share; what it stands on is a root filesystem
+    // assembled by deploy/image/rootfs.sh, on scratch, either way.
+    assert_eq!(
+        runtime[0].1, "${ROOTFS} AS runtime",
+        "deploy/Dockerfile: the last stage must be `FROM ${{ROOTFS}} AS runtime`"
+    );
+    for stage in ["builder", "host"] {
+        assert!(
+            all_instructions[..last_from]
+                .iter()
+                .any(|(i, args)| i == "FROM" && *args == format!("scratch AS {stage}")),
+            "deploy/Dockerfile: the `{stage}` stage must be `FROM scratch AS {stage}`"
+        );
+    }
     assert!(
-        runtime[0].1.starts_with("gcr.io/distroless/"),
-        "deploy/Dockerfile: the runtime stage must be a distroless image, found {}",
-        runtime[0].1
+        all_instructions[..last_from]
+            .iter()
+            .any(|(i, args)| i == "RUN" && args.contains("sh deploy/image/rootfs.sh")),
+        "deploy/Dockerfile: the builder must assemble the root filesystem with deploy/image/rootfs.sh"
     );
     let find = |name: &str| -> Option<&str> {
         runtime
