@@ -1,0 +1,93 @@
+//! Safe through a rollout: a park racing a digest report, the final attempt's grace, one clock
+//! for every replica, and wake-ups across replicas.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::{Method, StatusCode};
+use serde_json::json;
+
+use crate::harness::TestApp;
+
+fn digest(c: char) -> String {
+    format!("sha256:{}", c.to_string().repeat(64))
+}
+
+async fn put_digest(app: &TestApp, kind: &str, digest: &str) -> crate::harness::Resp {
+    app.raw(
+        Method::PUT,
+        &format!("/v1/workers/{kind}/digest"),
+        Some("shipkeeper"),
+        json!({ "digest": digest }).to_string().into_bytes(),
+    )
+    .await
+}
+
+/// Waits until `n` backends of the test's database wait for a lock (a row or an advisory lock).
+async fn until_waiting_for_locks(app: &TestApp, n: i64) {
+    for _ in 0..1000 {
+        let waiting = app
+            .scalar_i64(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .await;
+        if waiting >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{n} backends never waited for a lock");
+}
+
+/// The interleaving of issue 24 item 1, forced: a digest report holds its transaction open
+/// (its digest written, its replay waiting for a parked row the test holds) while a park of a
+/// leased item arrives and waits for the report's lock. The park must see the new digest when
+/// it gets the lock.
+#[tokio::test]
+async fn a_park_that_waited_for_a_digest_report_sees_the_reported_digest_and_replays_the_item() {
+    let app = Arc::new(TestApp::spawn().await);
+    let (old, new) = (digest('a'), digest('b'));
+    put_digest(&app, "trawl", &old).await;
+    // A parked item the report will replay: the test holds its row to keep the report open.
+    app.enqueue("trawl", "normal", json!({"n": 1})).await;
+    let first = app.lease("trawl", "old-pod").await.expect("queued");
+    let layout = json!({"worker_digest": old, "layout": {"signature": "s"}});
+    assert_eq!(
+        app.needs_subtool(&first, layout.clone()).await.body["state"],
+        "needs_subtool"
+    );
+    // The item whose park races the report: leased while the report runs.
+    app.enqueue("trawl", "normal", json!({"n": 2})).await;
+    let second = app.lease("trawl", "old-pod").await.expect("queued");
+    let holder = app
+        .open_transaction(&format!(
+            "SELECT 1 FROM core.items WHERE id = '{}' FOR UPDATE",
+            first["item"]["id"].as_str().unwrap()
+        ))
+        .await;
+
+    let report = {
+        let app = app.clone();
+        let new = new.clone();
+        tokio::spawn(async move { put_digest(&app, "trawl", &new).await })
+    };
+    until_waiting_for_locks(&app, 1).await;
+    let park = {
+        let app = app.clone();
+        tokio::spawn(async move { app.needs_subtool(&second, layout).await })
+    };
+    until_waiting_for_locks(&app, 2).await;
+    holder.batch_execute("COMMIT").await.expect("commit");
+
+    let report = report.await.unwrap();
+    assert_eq!(report.body["replayed"], 1, "{:?}", report.body);
+    let park = park.await.unwrap();
+    assert_eq!(park.status, StatusCode::OK);
+    assert_eq!(park.body["state"], "queued");
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'needs_subtool'")
+            .await,
+        0
+    );
+}
