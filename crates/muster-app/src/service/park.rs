@@ -72,7 +72,10 @@ impl Muster {
         self.commit_with(tx, &entries).await?;
         self.stats.parked.add(item.kind, 1);
         match item.state {
-            ItemState::Queued => self.stats.replayed.add(item.kind, 1),
+            ItemState::Queued => {
+                self.stats.replayed.add(item.kind, 1);
+                self.signal.notify(item.kind);
+            }
             ItemState::Failed => self.stats.failed_final.add(item.kind, 1),
             _ => {}
         }
