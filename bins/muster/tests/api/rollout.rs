@@ -91,3 +91,15 @@ async fn a_park_that_waited_for_a_digest_report_sees_the_reported_digest_and_rep
         0
     );
 }
+
+#[tokio::test]
+async fn a_replica_is_not_ready_while_the_schema_is_behind_it() {
+    let app = TestApp::spawn().await;
+    app.execute(
+        "DELETE FROM core.schema_migrations
+         WHERE version = (SELECT max(version) FROM core.schema_migrations)",
+    )
+    .await;
+    let r = app.raw(Method::GET, "/readyz", None, vec![]).await;
+    r.assert_error(StatusCode::SERVICE_UNAVAILABLE, "E_UNAVAILABLE");
+}
