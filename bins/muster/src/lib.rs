@@ -80,6 +80,8 @@ pub struct App {
     pub node_source: NodeSource,
     /// With `--auth tokenreview`: asks whether the API server answers (start, then every 30 s).
     pub api_probe: Option<Box<ApiServerProbe>>,
+    /// Wake-ups to and from the other replicas (LISTEN/NOTIFY), run while serving.
+    pub wake: Option<muster_pg::WakeBridge>,
 }
 
 pub fn database_url(settings: &Settings) -> anyhow::Result<&str> {
@@ -177,6 +179,15 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         config.retry = retry;
     }
     let signal = WorkSignal::new();
+    let wake = if settings.peer_wake {
+        Some(muster_pg::WakeBridge::new(
+            database_url(settings)?,
+            &PoolSettings::default(),
+            signal.clone(),
+        )?)
+    } else {
+        None
+    };
     let ownership = Ownership::default();
     if let Some(path) = &settings.ownership_map {
         let text = std::fs::read_to_string(path)
@@ -240,6 +251,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         nodes,
         node_source,
         api_probe,
+        wake,
     })
 }
 
@@ -303,6 +315,9 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let signal = app.state.muster.signal().clone();
     let mut tasks = vec![tokio::spawn(app.state.feed.clone().run())];
+    if let Some(wake) = app.wake {
+        tasks.push(tokio::spawn(wake.run()));
+    }
     if let (Some(probe), Some(status)) = (app.api_probe, app.state.api_server.clone()) {
         tasks.push(tokio::spawn(probe.run(status)));
     }

@@ -103,3 +103,47 @@ async fn a_replica_is_not_ready_while_the_schema_is_behind_it() {
     let r = app.raw(Method::GET, "/readyz", None, vec![]).await;
     r.assert_error(StatusCode::SERVICE_UNAVAILABLE, "E_UNAVAILABLE");
 }
+
+/// Waits until `n` replicas' wake-up bridges listen (idle after their LISTEN).
+async fn until_bridges_listen(app: &TestApp, n: i64) {
+    for _ in 0..500 {
+        let listening = app
+            .scalar_i64(&format!(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND application_name = '{}' AND state = 'idle'",
+                muster_pg::WAKE_APPLICATION_NAME
+            ))
+            .await;
+        if listening >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{n} wake-up bridges never listened");
+}
+
+/// Issue 24 item 5: the lease request re-checks every second; without a wake-up from the other
+/// replica it is answered about 800 ms after the enqueue here.
+#[tokio::test]
+async fn a_lease_request_waiting_on_one_replica_is_woken_by_an_enqueue_on_another() {
+    let a = TestApp::spawn().await;
+    let b = Arc::new(TestApp::spawn_on(a.db.clone(), |_| {}).await);
+    until_bridges_listen(&a, 2).await;
+    let waiter = {
+        let b = b.clone();
+        tokio::spawn(async move {
+            let r = b.lease_waiting("sextant", "w", 5_000).await;
+            (r, std::time::Instant::now())
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    a.enqueue("sextant", "normal", json!({})).await;
+    let enqueued = std::time::Instant::now();
+    let (r, answered) = waiter.await.unwrap();
+    assert_eq!(r.status, StatusCode::OK);
+    let took = answered.saturating_duration_since(enqueued);
+    assert!(
+        took < Duration::from_millis(250),
+        "picked up {took:?} after the enqueue on the other replica"
+    );
+}
