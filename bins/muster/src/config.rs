@@ -135,6 +135,9 @@ pub struct Settings {
     #[arg(long, env = "MUSTER_FINAL_GRACE_MS", global = true,
           value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     pub final_grace_ms: Option<u64>,
+    /// The Clock port's adapter (not a flag: the system clock; tests give a skewed one).
+    #[arg(skip)]
+    pub clock: ClockAdapter,
     /// Cross-replica wake-ups over LISTEN/NOTIFY (not a flag: off only for the bench's
     /// comparison).
     #[arg(skip = true)]
@@ -143,6 +146,22 @@ pub struct Settings {
     /// clients/web). Off by default; never set in the cluster.
     #[arg(long, env = "MUSTER_DEV_WEB_DIR", global = true, value_parser = existing_dir)]
     pub dev_web_dir: Option<PathBuf>,
+}
+
+/// The clock the use cases read (the Clock port); the system clock by default.
+#[derive(Clone)]
+pub struct ClockAdapter(pub std::sync::Arc<dyn muster_app::ports::Clock>);
+
+impl Default for ClockAdapter {
+    fn default() -> Self {
+        ClockAdapter(std::sync::Arc::new(crate::SystemClock))
+    }
+}
+
+impl std::fmt::Debug for ClockAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClockAdapter")
+    }
 }
 
 /// A directory that exists (checked at startup, so a typo fails loudly).
@@ -187,6 +206,7 @@ impl Settings {
             lease_ttl_ms: 30_000,
             final_grace_ms: None,
             peer_wake: true,
+            clock: ClockAdapter::default(),
             group_commits: 1,
             inflight_body_mib: 2,
             log_format: LogFormat::Json,

@@ -204,7 +204,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let intake = Intake::new(
         Arc::new(logbook.clone()),
         Arc::new(logbook.clone()),
-        Arc::new(SystemClock),
+        settings.clock.0.clone(),
         Arc::new(V7Ids),
         signal.clone(),
         settings.intake(),
@@ -212,7 +212,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     );
     let muster = Muster::new(
         Stores::of(Arc::new(logbook.clone())),
-        Arc::new(SystemClock),
+        settings.clock.0.clone(),
         Arc::new(V7Ids),
         Arc::new(RandomJitter),
         signal.clone(),
@@ -222,7 +222,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let feed = Feed::new(
         Arc::new(logbook.clone()),
         Arc::new(logbook.clone()),
-        Arc::new(SystemClock),
+        settings.clock.0.clone(),
         Arc::new(RandomJitter),
         signal,
         settings.feed.clone(),

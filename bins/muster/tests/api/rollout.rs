@@ -147,3 +147,64 @@ async fn a_lease_request_waiting_on_one_replica_is_woken_by_an_enqueue_on_anothe
         "picked up {took:?} after the enqueue on the other replica"
     );
 }
+
+/// A Clock port `skew` off the system clock.
+struct Skewed(time::Duration);
+
+impl muster_app::ports::Clock for Skewed {
+    fn now(&self) -> time::OffsetDateTime {
+        time::OffsetDateTime::now_utc() + self.0
+    }
+}
+
+/// A second replica on `app`'s database whose clock is `skew` off, with lease TTL `ttl_ms`.
+async fn skewed_replica(app: &TestApp, skew: time::Duration, ttl_ms: u64) -> TestApp {
+    TestApp::spawn_on(app.db.clone(), |s| {
+        s.clock = muster::config::ClockAdapter(Arc::new(Skewed(skew)));
+        s.lease_ttl_ms = ttl_ms;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_replica_whose_clock_runs_ahead_does_not_take_a_live_lease() {
+    let a = TestApp::spawn().await;
+    let ahead = skewed_replica(&a, time::Duration::minutes(2), 30_000).await;
+    a.enqueue_and_lease("trawl").await;
+    assert_eq!(
+        ahead.lease_waiting("trawl", "w", 0).await.status,
+        StatusCode::NO_CONTENT
+    );
+}
+
+#[tokio::test]
+async fn a_replica_whose_clock_runs_behind_takes_an_expired_lease() {
+    let a = TestApp::spawn_with(|s| s.lease_ttl_ms = 300).await;
+    let behind = skewed_replica(&a, -time::Duration::minutes(2), 300).await;
+    let first = a.enqueue_and_lease("trawl").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let again = behind.lease("trawl", "w").await.expect("the lease expired");
+    assert_eq!(
+        (again["item"]["id"].clone(), again["fence"].clone()),
+        (first["item"]["id"].clone(), json!(2))
+    );
+}
+
+#[tokio::test]
+async fn a_heartbeat_on_a_replica_whose_clock_runs_behind_extends_the_lease_by_the_databases_clock()
+{
+    let a = TestApp::spawn().await;
+    let behind = skewed_replica(&a, -time::Duration::minutes(2), 30_000).await;
+    let lease = a.enqueue_and_lease("trawl").await;
+    let ack = behind.heartbeat(&lease, "w").await;
+    let expires_at = time::OffsetDateTime::parse(
+        ack.body["expires_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let from_now = expires_at - time::OffsetDateTime::now_utc();
+    assert!(
+        from_now > time::Duration::seconds(25) && from_now <= time::Duration::seconds(30),
+        "{from_now}"
+    );
+}

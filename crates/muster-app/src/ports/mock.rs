@@ -60,6 +60,7 @@ mockall::mock! {
     #[async_trait]
     impl LogbookTx for LogbookTx {
         async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+        async fn now(&mut self) -> Result<OffsetDateTime, StoreError>;
         async fn append_and_commit(self: Box<Self>, entries: &[SealedEntry]) -> Result<(), StoreError>;
     }
 }

@@ -80,8 +80,9 @@ impl Muster {
         actor: Principal,
         wants: &[LeaseWant],
     ) -> Result<(Vec<Vec<LeaseGranted>>, bool), AppError> {
-        let now = self.clock.now();
         let mut tx = self.stores.logbook.begin().await?;
+        // Leases expire by the database's clock, whatever this replica's says.
+        let now = tx.now().await?;
         let leased = self.lease_in(tx.as_mut(), kind, wants, actor, now).await?;
         if leased.entries.is_empty() {
             self.commit(tx).await?;
@@ -223,9 +224,9 @@ impl Muster {
         worker_id: &str,
     ) -> Result<HeartbeatAck, AppError> {
         check_worker_id(worker_id)?;
-        let now = self.clock.now();
         let mut tx = self.stores.logbook.begin().await?;
         let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
+        let now = tx.now().await?;
         let expires_at = item.heartbeat(&record, actor, worker_id, self.config.lease_ttl, now)?;
         tx.save_item(&item).await?;
         self.commit(tx).await?;

@@ -10,6 +10,9 @@ use uuid::Uuid;
 
 use super::rows::{ITEM_COL_COUNT, ITEM_COLS, fence_i64, item_from_row, lease_from_row};
 use super::tx::PgTx;
+
+/// The lease columns before the item's in `lock_leases`.
+const LEASE_COL_COUNT: usize = 7;
 use crate::hint::{Found, Scan, Starts};
 
 impl PgTx {
@@ -169,15 +172,20 @@ impl LeaseStore for PgTx {
     ) -> Result<Vec<(LeaseRecord, Item)>, StoreError> {
         let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
         // Locked in item order: the LockRows step runs above the sort.
+        // Each row also carries the transaction's `now()` (`LogbookTx::now` answers it then
+        // without a statement of its own).
         let sql = format!(
             "SELECT l.id, l.item_id, l.fence, l.worker_id, l.outcome, l.outcome_digest, l.response,
-                    {ITEM_COLS}
+                    {ITEM_COLS}, now()
              FROM core.leases l JOIN core.items i ON i.id = l.item_id
              WHERE l.id = ANY($1)
              ORDER BY i.id, l.id
              FOR UPDATE OF i, l"
         );
         let rows = self.query(&sql, &[&ids]).await?;
+        if let Some(r) = rows.first() {
+            self.now = Some(r.get(LEASE_COL_COUNT + ITEM_COL_COUNT));
+        }
         rows.iter().map(lease_from_row).collect()
     }
 

@@ -93,6 +93,20 @@ impl LogbookTx for PgTx {
         self.send_commit().await
     }
 
+    async fn now(&mut self) -> Result<time::OffsetDateTime, StoreError> {
+        if let Some(now) = self.now {
+            return Ok(now);
+        }
+        // Sent with BEGIN when it is the transaction's first statement.
+        let rows = self.query("SELECT now()", &[]).await?;
+        let now = rows
+            .first()
+            .map(|r| r.get(0))
+            .ok_or_else(|| rows::internal("SELECT now() answered no row"))?;
+        self.now = Some(now);
+        Ok(now)
+    }
+
     async fn append_and_commit(
         mut self: Box<Self>,
         entries: &[SealedEntry],
