@@ -169,6 +169,9 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let mut config = Config {
         lease_ttl: time::Duration::milliseconds(settings.lease_ttl_ms as i64),
         group_commits: usize::from(settings.group_commits),
+        final_grace: settings
+            .final_grace_ms
+            .map(|ms| time::Duration::milliseconds(ms as i64)),
         ..Config::default()
     };
     if let Some(path) = &settings.pipeline {

@@ -208,3 +208,59 @@ async fn a_heartbeat_on_a_replica_whose_clock_runs_behind_extends_the_lease_by_t
         "{from_now}"
     );
 }
+
+/// One attempt allowed (so the first lease is the last), a lease time of 300 ms, and a final
+/// grace of `grace_ms` (`None`: the default, three lease times).
+fn final_attempt_only(grace_ms: Option<u64>) -> impl FnOnce(&mut muster::Settings) {
+    move |s| {
+        crate::harness::fast_retries(1)(s);
+        s.lease_ttl_ms = 300;
+        s.final_grace_ms = grace_ms;
+    }
+}
+
+#[tokio::test]
+async fn a_spooled_result_delivered_after_an_outage_longer_than_the_lease_time_completes_the_final_attempt()
+ {
+    let app = TestApp::spawn_with(final_attempt_only(None)).await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Another worker of the kind asks for work while the lease is expired but in its grace.
+    assert_eq!(
+        app.lease_waiting("trawl", "other", 0).await.status,
+        StatusCode::NO_CONTENT
+    );
+    let done = app
+        .complete(&lease, json!({"result": {"spooled": true}}))
+        .await;
+    assert_eq!(
+        (done.status, done.body["state"].clone()),
+        (StatusCode::OK, json!("done"))
+    );
+}
+
+#[tokio::test]
+async fn past_the_final_grace_the_next_lease_request_fails_the_item_and_a_late_result_is_lease_lost()
+ {
+    let app = TestApp::spawn_with(final_attempt_only(Some(200))).await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert_eq!(
+        app.lease_waiting("trawl", "other", 0).await.status,
+        StatusCode::NO_CONTENT
+    );
+    let item = app.item(lease["item"]["id"].as_str().unwrap()).await;
+    assert_eq!(item["state"], "failed");
+    let late = app
+        .complete(&lease, json!({"result": {"spooled": true}}))
+        .await;
+    late.assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
+    assert_eq!(
+        app.scalar_text(&format!(
+            "SELECT outcome FROM core.leases WHERE id = '{}'",
+            lease["lease_id"].as_str().unwrap()
+        ))
+        .await,
+        "late"
+    );
+}

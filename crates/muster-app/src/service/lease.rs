@@ -136,7 +136,13 @@ impl Muster {
         // written in this transaction); a round that found only those looks again.
         for _ in 0..MAX_CANDIDATES {
             let candidates = tx
-                .lock_next_leasable(kind, now, max, LEASE_PAYLOAD_BUDGET)
+                .lock_next_leasable(
+                    kind,
+                    now,
+                    max,
+                    LEASE_PAYLOAD_BUDGET,
+                    self.config.final_grace(kind),
+                )
                 .await?;
             let found = candidates.len();
             let mut exhausted = Vec::new();

@@ -283,7 +283,7 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
         let mut tx = tx_at_now();
         if calls == 1 {
             tx.expect_lock_next_leasable()
-                .returning(|_, _, _, _| Ok(vec![]));
+                .returning(|_, _, _, _, _| Ok(vec![]));
             tx.expect_commit().returning(|| Ok(()));
         } else {
             let mut item = leased_item(0);
@@ -291,7 +291,7 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
             item.lease = None;
             item.attempt = 0;
             tx.expect_lock_next_leasable()
-                .return_once(move |_, _, _, _| Ok(vec![(item, Some(json!({"u": 1})))]));
+                .return_once(move |_, _, _, _, _| Ok(vec![(item, Some(json!({"u": 1})))]));
             tx.expect_save_items().returning(|_| Ok(()));
             tx.expect_insert_leases().returning(|_, _, _| Ok(()));
             tx.expect_append_and_commit().returning(|_| Ok(()));
@@ -325,9 +325,9 @@ fn queued_item(n: u128) -> Item {
 async fn a_lease_request_with_max_leases_every_offered_item_in_one_transaction() {
     let mut tx = tx_at_now();
     tx.expect_lock_next_leasable()
-        .withf(|_, _, limit, _| *limit == 3)
+        .withf(|_, _, limit, _, _| *limit == 3)
         .times(1)
-        .return_once(|_, _, _, _| {
+        .return_once(|_, _, _, _, _| {
             Ok(vec![
                 (queued_item(1), Some(json!({"n": 1}))),
                 (queued_item(2), Some(json!({"n": 2}))),
@@ -361,7 +361,7 @@ async fn a_lease_leaves_the_items_offered_past_the_payload_budget() {
     let mut tx = tx_at_now();
     tx.expect_lock_next_leasable()
         .times(1)
-        .return_once(|_, _, _, _| {
+        .return_once(|_, _, _, _, _| {
             Ok(vec![
                 (queued_item(1), Some(json!({"n": 1}))),
                 (queued_item(2), None),
