@@ -1,6 +1,6 @@
 //! Digest reports against a real database.
 
-use muster_app::ports::{FleetStore, Logbook};
+use muster_app::ports::Logbook;
 use muster_domain::Kind;
 use time::OffsetDateTime;
 
