@@ -264,3 +264,20 @@ async fn past_the_final_grace_the_next_lease_request_fails_the_item_and_a_late_r
         "late"
     );
 }
+
+#[tokio::test]
+async fn a_draining_replica_is_not_ready() {
+    let app = Arc::new(TestApp::spawn().await);
+    // Answered on a connection the client keeps open, and asks on again while draining.
+    let before = app.raw(Method::GET, "/readyz", None, vec![]).await;
+    assert_eq!(before.status, StatusCode::OK);
+    let stopping = {
+        let app = app.clone();
+        tokio::spawn(async move { app.stop().await })
+    };
+    // Within the lame-duck second, while connections already open are still served.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let draining = app.raw(Method::GET, "/readyz", None, vec![]).await;
+    draining.assert_error(StatusCode::SERVICE_UNAVAILABLE, "E_UNAVAILABLE");
+    stopping.await.unwrap();
+}
