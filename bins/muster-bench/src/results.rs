@@ -110,6 +110,24 @@ pub(crate) struct Pickup {
     pub(crate) repeats: Option<u64>,
     pub(crate) scenario: String,
     pub(crate) settle_ms: u64,
+    /// The same long poll over HTTP, the item enqueued through another replica (this process,
+    /// its wake-up bridge running): woken by the server's LISTEN.
+    pub(crate) cross_replica: Percentiles,
+    pub(crate) cross_replica_missed: u64,
+    /// Enqueue→lease→complete cycles/s of one in-process replica, its wake-up bridge running
+    /// (every enqueue NOTIFYs the other replicas) and not; runs alternated, means.
+    pub(crate) wake_cycles: WakeCycles,
+}
+
+/// What the cross-replica wake-ups cost: cycle rate with and without them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct WakeCycles {
+    pub(crate) workers: u64,
+    pub(crate) seconds_per_run: u64,
+    pub(crate) runs_each: u64,
+    pub(crate) with_wake_per_s: Option<f64>,
+    pub(crate) without_wake_per_s: Option<f64>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -129,10 +129,39 @@ pub struct Settings {
     /// Edit proposals accepted per client (salted IP hash, IPv6 by /64) per UTC day.
     #[arg(long, env = "MUSTER_EDIT_DAILY_LIMIT", default_value_t = muster_antispam::ip::DEFAULT_DAILY_LIMIT, global = true)]
     pub edit_daily_limit: u32,
+    /// How long a lease whose item has no attempts left stays usable after its `expires_at`
+    /// with no heartbeat, in milliseconds; then the item is `failed` (by the next lease request
+    /// of its kind) and a late result is `409 E_LEASE_LOST`. Default: three lease TTLs.
+    #[arg(long, env = "MUSTER_FINAL_GRACE_MS", global = true,
+          value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
+    pub final_grace_ms: Option<u64>,
+    /// The Clock port's adapter (not a flag: the system clock; tests give a skewed one).
+    #[arg(skip)]
+    pub clock: ClockAdapter,
+    /// Cross-replica wake-ups over LISTEN/NOTIFY (not a flag: off only for the bench's
+    /// comparison).
+    #[arg(skip = true)]
+    pub peer_wake: bool,
     /// Development only: serve this directory under /dev/web/ (the example edit form,
     /// clients/web). Off by default; never set in the cluster.
     #[arg(long, env = "MUSTER_DEV_WEB_DIR", global = true, value_parser = existing_dir)]
     pub dev_web_dir: Option<PathBuf>,
+}
+
+/// The clock the use cases read (the Clock port); the system clock by default.
+#[derive(Clone)]
+pub struct ClockAdapter(pub std::sync::Arc<dyn muster_app::ports::Clock>);
+
+impl Default for ClockAdapter {
+    fn default() -> Self {
+        ClockAdapter(std::sync::Arc::new(crate::SystemClock))
+    }
+}
+
+impl std::fmt::Debug for ClockAdapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClockAdapter")
+    }
 }
 
 /// A directory that exists (checked at startup, so a typo fails loudly).
@@ -175,6 +204,9 @@ impl Settings {
             ownership_map: None,
             node_names: None,
             lease_ttl_ms: 30_000,
+            final_grace_ms: None,
+            peer_wake: true,
+            clock: ClockAdapter::default(),
             group_commits: 1,
             inflight_body_mib: 2,
             log_format: LogFormat::Json,

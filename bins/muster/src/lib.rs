@@ -80,6 +80,8 @@ pub struct App {
     pub node_source: NodeSource,
     /// With `--auth tokenreview`: asks whether the API server answers (start, then every 30 s).
     pub api_probe: Option<Box<ApiServerProbe>>,
+    /// Wake-ups to and from the other replicas (LISTEN/NOTIFY), run while serving.
+    pub wake: Option<muster_pg::WakeBridge>,
 }
 
 pub fn database_url(settings: &Settings) -> anyhow::Result<&str> {
@@ -167,6 +169,9 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let mut config = Config {
         lease_ttl: time::Duration::milliseconds(settings.lease_ttl_ms as i64),
         group_commits: usize::from(settings.group_commits),
+        final_grace: settings
+            .final_grace_ms
+            .map(|ms| time::Duration::milliseconds(ms as i64)),
         ..Config::default()
     };
     if let Some(path) = &settings.pipeline {
@@ -177,6 +182,15 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         config.retry = retry;
     }
     let signal = WorkSignal::new();
+    let wake = if settings.peer_wake {
+        Some(muster_pg::WakeBridge::new(
+            database_url(settings)?,
+            &PoolSettings::default(),
+            signal.clone(),
+        )?)
+    } else {
+        None
+    };
     let ownership = Ownership::default();
     if let Some(path) = &settings.ownership_map {
         let text = std::fs::read_to_string(path)
@@ -193,7 +207,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let intake = Intake::new(
         Arc::new(logbook.clone()),
         Arc::new(logbook.clone()),
-        Arc::new(SystemClock),
+        settings.clock.0.clone(),
         Arc::new(V7Ids),
         signal.clone(),
         settings.intake(),
@@ -201,7 +215,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     );
     let muster = Muster::new(
         Stores::of(Arc::new(logbook.clone())),
-        Arc::new(SystemClock),
+        settings.clock.0.clone(),
         Arc::new(V7Ids),
         Arc::new(RandomJitter),
         signal.clone(),
@@ -211,7 +225,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     let feed = Feed::new(
         Arc::new(logbook.clone()),
         Arc::new(logbook.clone()),
-        Arc::new(SystemClock),
+        settings.clock.0.clone(),
         Arc::new(RandomJitter),
         signal,
         settings.feed.clone(),
@@ -240,6 +254,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         nodes,
         node_source,
         api_probe,
+        wake,
     })
 }
 
@@ -303,6 +318,9 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let signal = app.state.muster.signal().clone();
     let mut tasks = vec![tokio::spawn(app.state.feed.clone().run())];
+    if let Some(wake) = app.wake {
+        tasks.push(tokio::spawn(wake.run()));
+    }
     if let (Some(probe), Some(status)) = (app.api_probe, app.state.api_server.clone()) {
         tasks.push(tokio::spawn(probe.run(status)));
     }

@@ -2,24 +2,33 @@
 //!
 //! Each kind has a generation counter. A lease request reads the generation *before* it looks
 //! for work and then waits for the generation to move past it, so a wake-up that happens between
-//! the look and the wait is never lost. Producers (enqueue, complete with `next`, a retry) bump
-//! the generation after their transaction committed.
+//! the look and the wait is never lost. Producers (enqueue, complete with `next`, a retry, a
+//! replay) bump the generation after their transaction committed.
+//!
+//! Other replicas hear of it too: every kind notified here is also marked for the peers, and a
+//! bridge outside the application (the Postgres adapter's `WakeBridge`: one dedicated
+//! connection per replica that LISTENs and NOTIFYs) takes the marks ([`WorkSignal::outbound`])
+//! and passes what the peers announced to [`WorkSignal::wake_from_peer`]. Without a bridge a
+//! replica notices other replicas' work by the lease use case's bounded re-check.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use muster_domain::Kind;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
-/// In-process wake-ups per kind. Another replica's work is noticed through whatever feeds
-/// [`WorkSignal::notify`] from outside (the Postgres adapter's LISTEN), and in any case by the
-/// bounded re-check interval of the lease use case.
+/// In-process wake-ups per kind, and the kinds to announce to the other replicas.
 #[derive(Debug, Clone)]
 pub struct WorkSignal {
     kinds: Arc<HashMap<Kind, watch::Sender<u64>>>,
     ledger: watch::Sender<u64>,
     shutdown: watch::Sender<bool>,
+    /// Kinds notified here and not yet taken by [`WorkSignal::outbound`]: bit `i` is
+    /// `Kind::ALL[i]`.
+    outbound: Arc<AtomicU32>,
+    outbound_ready: Arc<Notify>,
 }
 
 impl Default for WorkSignal {
@@ -38,6 +47,8 @@ impl WorkSignal {
             kinds: Arc::new(kinds),
             ledger: watch::channel(0u64).0,
             shutdown: watch::channel(false).0,
+            outbound: Arc::default(),
+            outbound_ready: Arc::default(),
         }
     }
 
@@ -46,9 +57,33 @@ impl WorkSignal {
         *self.kinds[&kind].borrow()
     }
 
-    /// Work of `kind` may have become leasable.
+    /// Work of `kind` may have become leasable (committed here): wakes this replica's waiters
+    /// and marks the kind for the other replicas.
     pub fn notify(&self, kind: Kind) {
+        self.wake_from_peer(kind);
+        self.outbound.fetch_or(kind_bit(kind), Ordering::AcqRel);
+        self.outbound_ready.notify_one();
+    }
+
+    /// Another replica made work of `kind` leasable: wakes this replica's waiters only.
+    pub fn wake_from_peer(&self, kind: Kind) {
         self.kinds[&kind].send_modify(|g| *g = g.wrapping_add(1));
+    }
+
+    /// The kinds notified here since the last call, once there is at least one (for the
+    /// bridge that announces them to the other replicas). Notifications while the bridge is
+    /// busy are gathered into its next call.
+    pub async fn outbound(&self) -> Vec<Kind> {
+        loop {
+            let bits = self.outbound.swap(0, Ordering::AcqRel);
+            if bits != 0 {
+                return Kind::ALL
+                    .into_iter()
+                    .filter(|k| bits & kind_bit(*k) != 0)
+                    .collect();
+            }
+            self.outbound_ready.notified().await;
+        }
     }
 
     /// This process committed ledger rows: the live feed may read at once.
@@ -101,6 +136,11 @@ impl WorkSignal {
             _ = tokio::time::sleep(timeout) => false,
         }
     }
+}
+
+fn kind_bit(kind: Kind) -> u32 {
+    let i = Kind::ALL.iter().position(|k| *k == kind).unwrap_or(0);
+    1 << i
 }
 
 #[cfg(test)]

@@ -53,6 +53,10 @@ pub struct Config {
     pub max_leases: u8,
     /// Leases an item may be charged (the retry policy's `max_attempts`).
     pub max_attempts: u32,
+    /// Ticks an expired lease on an item's last attempt stays usable before a lease request
+    /// may take it over and fail the item (`--final-grace-ms`). The exhaustive checks run with
+    /// 0 (the bounded clock then still reaches an exhausted item); the grace has its own check.
+    pub final_grace: Tick,
     /// `None`: the server as built.
     pub flaw: Option<Flaw>,
     /// Explore one state for all states that differ only in how the workers are numbered
@@ -71,6 +75,7 @@ impl Default for Config {
             max_time: 2,
             max_leases: 3,
             max_attempts: 2,
+            final_grace: 0,
             flaw: None,
             symmetry: true,
         }

@@ -135,7 +135,8 @@ impl LeaseModel {
         let now = tx.now;
         let policy = self.retry_policy();
         for _ in 0..MAX_CANDIDATES {
-            let Some(i) = lock_next_leasable(tx) else {
+            let Some(i) = lock_next_leasable(tx, self.config.max_attempts, self.config.final_grace)
+            else {
                 break;
             };
             let idx = usize::from(i);
@@ -415,7 +416,8 @@ pub(crate) fn forget_passed_promises(s: &mut State) {
 /// SELECT … FROM core.items i
 /// WHERE i.kind = $1 AND i.state IN ('queued', 'leased')
 ///   AND CASE WHEN i.state = 'queued' THEN coalesce(i.not_before <= $2, true)
-///            ELSE i.lease_expires_at <= $2 END
+///            ELSE i.lease_expires_at <= $2
+///                 AND (i.attempt < $8 OR i.lease_expires_at <= $9) END
 /// ORDER BY i.priority, i.enqueued_at, i.id LIMIT $3 FOR UPDATE SKIP LOCKED
 /// ```
 ///
@@ -424,14 +426,20 @@ pub(crate) fn forget_passed_promises(s: &mut State) {
 /// transaction at a time. `lease_expires_at <= $2` is NULL, so false, for a row without a lease.
 /// The statement's queued side starts at a lease hint (`muster-pg/src/hint.rs`), which can only
 /// delay an item that became leasable behind it, never make a row qualify that does not; the
-/// model takes the strict order, the case the fencing invariants are checked against.
-fn lock_next_leasable(s: &State) -> Option<ItemNo> {
+/// model takes the strict order, the case the fencing invariants are checked against. `$8` is
+/// the kind's `max_attempts` and `$9` is `$2` less the final grace: an item on its last attempt
+/// is offered only once its lease expired the grace ago.
+fn lock_next_leasable(s: &State, max_attempts: u32, final_grace: Tick) -> Option<ItemNo> {
     let now = s.now;
     s.items
         .iter()
         .position(|r| match r.state {
             ItemState::Queued => r.not_before.is_none_or(|t| t <= now),
-            ItemState::Leased => r.lease.is_some_and(|g| g.expires <= now),
+            ItemState::Leased => r.lease.is_some_and(|g| {
+                let last = u32::from(r.attempt) >= max_attempts;
+                g.expires <= now
+                    && (!last || u16::from(g.expires) + u16::from(final_grace) <= u16::from(now))
+            }),
             ItemState::Done | ItemState::Failed | ItemState::NeedsSubtool => false,
         })
         .and_then(|p| ItemNo::try_from(p).ok())

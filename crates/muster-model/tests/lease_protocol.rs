@@ -153,6 +153,18 @@ fn two_items_and_three_workers_keep_every_property_through_one_expiry() {
 }
 
 #[test]
+fn with_a_final_grace_the_small_configuration_keeps_every_property_and_still_exhausts_an_item() {
+    let v = check(Config {
+        max_attempts: 1,
+        final_grace: 1,
+        max_time: 2,
+        ..small()
+    });
+    assert_eq!(v.violated, BTreeSet::new());
+    assert!(v.reached.contains(EXHAUSTED), "{:?}", v.reached);
+}
+
+#[test]
 fn the_small_configuration_keeps_every_property_with_the_server_as_built() {
     let v = check(small());
     assert_eq!(v.violated, BTreeSet::new());

@@ -32,9 +32,9 @@
 //! that returned every expired lease it found (fewer than asked, none left to the queued side)
 //! proves that no lease that expired before its `now` is left unleased, except one another
 //! transaction held at that moment; the next scans read from there. A new lease expires after
-//! that time (it expires a lease time after its own transaction's `now`; this assumes the
-//! lease time, 30 s by default, is longer than the clocks of the replicas differ plus how long
-//! a transaction works with its `now`), so only such a held-and-released lease can wait behind
+//! that time (it expires a lease time after its own transaction's `now`, the database's clock
+//! on every replica; this assumes the lease time, 30 s by default, is longer than a transaction
+//! works with its `now`), so only such a held-and-released lease can wait behind
 //! the bound, for at most [`HINT_TTL`] (expired leases are found by the waiting requests' periodic rechecks, not
 //! by a wake-up, so no request waits on it).
 //!

@@ -14,6 +14,7 @@ mod logbook;
 mod migrate;
 mod pool;
 mod verify;
+mod wake;
 
 pub use error::PgError;
 pub use logbook::PgLogbook;
@@ -21,3 +22,4 @@ pub use migrate::{MIGRATIONS, Migration, SchemaStatus, migrate, schema_status};
 pub use muster_app::ports::StoreError;
 pub use pool::{PoolSettings, connect_pool};
 pub use verify::{LedgerReport, verify_ledger};
+pub use wake::{APPLICATION_NAME as WAKE_APPLICATION_NAME, CHANNEL as WAKE_CHANNEL, WakeBridge};

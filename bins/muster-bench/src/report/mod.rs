@@ -167,6 +167,30 @@ fn latency_rows(rows: &mut Vec<Row>, runs: &[CyclesRun], pickup: &Pickup) {
         format!("{} in-process", pair(l)),
         p_ratio(h, l),
     ]);
+    if pickup.cross_replica.n > 0 {
+        let x = &pickup.cross_replica;
+        rows.push([
+            format!(
+                "pickup latency p50 / p99 ms, enqueued through another replica (missed {})",
+                pickup.cross_replica_missed
+            ),
+            pair(x),
+            format!("{} same replica", pair(h)),
+            p_ratio(x, h),
+        ]);
+    }
+    let w = &pickup.wake_cycles;
+    if let (Some(with), Some(without)) = (w.with_wake_per_s, w.without_wake_per_s) {
+        rows.push([
+            format!(
+                "enqueue→lease→complete cycles/s in-process, {} workers, with cross-replica wake-ups",
+                w.workers
+            ),
+            format!("{with:.0}"),
+            format!("{without:.0} without"),
+            ratio(Some(with), Some(without)),
+        ]);
+    }
 }
 
 fn memory_rows(rows: &mut Vec<Row>, memory: ServerMemory) {

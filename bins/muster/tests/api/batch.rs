@@ -401,12 +401,14 @@ async fn a_replayed_completion_with_lease_next_leases_afresh() {
     assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 3);
 }
 
-/// Settings: trawl items get one attempt, leases live 200 ms.
+/// Settings: trawl items get one attempt, leases live 200 ms, and an expired lease on the last
+/// attempt has no final grace (it is taken over, failing the item, as soon as it expired).
 fn one_attempt_short_leases() -> impl FnOnce(&mut muster::Settings) {
     let retries = crate::harness::fast_retries(1);
     move |s| {
         retries(s);
         s.lease_ttl_ms = 200;
+        s.final_grace_ms = Some(0);
     }
 }
 

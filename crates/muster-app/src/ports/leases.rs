@@ -7,6 +7,34 @@ use time::OffsetDateTime;
 
 use super::StoreError;
 
+/// When an expired lease on an item's last allowed attempt may be taken over: `grace` after
+/// its `expires_at` (not at it, as for earlier attempts), so that a worker's spooled result
+/// that arrives after an outage longer than the lease time still completes the item. Taking it
+/// over fails the item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FinalGrace {
+    /// The kind's attempt limit: an item at it is on its last attempt.
+    pub max_attempts: u32,
+    pub grace: time::Duration,
+}
+
+impl FinalGrace {
+    /// Whether the expired lease of an item at `attempt` that expires at `expires_at` may be
+    /// taken over at `now`.
+    pub fn reclaimable(
+        &self,
+        attempt: u32,
+        expires_at: OffsetDateTime,
+        now: OffsetDateTime,
+    ) -> bool {
+        if attempt >= self.max_attempts {
+            expires_at + self.grace <= now
+        } else {
+            expires_at <= now
+        }
+    }
+}
+
 /// Leases inside a transaction: the queue they are taken from, and their records.
 #[async_trait]
 pub trait LeaseStore: Send {
@@ -15,13 +43,15 @@ pub trait LeaseStore: Send {
     /// Payloads stop once those before have reached `payload_budget` bytes (stored size; the
     /// first item always has its payload): the items after that come with `None` and must not
     /// be leased in this transaction, so that one answer never holds more than about the
-    /// budget plus one payload.
+    /// budget plus one payload. An expired lease is offered once `final_grace` says it may be
+    /// taken over.
     async fn lock_next_leasable(
         &mut self,
         kind: Kind,
         now: OffsetDateTime,
         limit: u32,
         payload_budget: u64,
+        final_grace: FinalGrace,
     ) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
     /// Returns a lease record and locks and returns its item.
     async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;

@@ -9,8 +9,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::{
-    FleetStore, Inserted, IntakeStore, ItemStore, LeaseStore, LedgerAppend, LogbookTx, NewItem,
-    StoreError,
+    FinalGrace, FleetStore, Inserted, IntakeStore, ItemStore, LeaseStore, LedgerAppend, LogbookTx,
+    NewItem, StoreError,
 };
 
 mockall::mock! {
@@ -27,7 +27,7 @@ mockall::mock! {
 
     #[async_trait]
     impl LeaseStore for LogbookTx {
-        async fn lock_next_leasable(&mut self, kind: Kind, now: OffsetDateTime, limit: u32, payload_budget: u64) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
+        async fn lock_next_leasable(&mut self, kind: Kind, now: OffsetDateTime, limit: u32, payload_budget: u64, final_grace: FinalGrace) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
         async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
         async fn lock_leases(&mut self, ids: &[LeaseId]) -> Result<Vec<(LeaseRecord, Item)>, StoreError>;
         async fn insert_leases(&mut self, leases: &[LeaseRecord], kind: Kind, at: OffsetDateTime) -> Result<(), StoreError>;
@@ -60,6 +60,7 @@ mockall::mock! {
     #[async_trait]
     impl LogbookTx for LogbookTx {
         async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+        async fn now(&mut self) -> Result<OffsetDateTime, StoreError>;
         async fn append_and_commit(self: Box<Self>, entries: &[SealedEntry]) -> Result<(), StoreError>;
     }
 }

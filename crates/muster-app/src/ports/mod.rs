@@ -59,6 +59,9 @@ pub trait LogbookTx:
     ItemStore + LeaseStore + LedgerAppend + FleetStore + IntakeStore + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// The database's time of this transaction (when it began), the one clock by which every
+    /// replica's leases expire and backoffs end, whatever the replica's own clock says.
+    async fn now(&mut self) -> Result<OffsetDateTime, StoreError>;
     /// Appends sealed entries to the ledger and commits, for a use case that needs no sequence
     /// numbers back: the adapter may send both together.
     async fn append_and_commit(self: Box<Self>, entries: &[SealedEntry]) -> Result<(), StoreError>;

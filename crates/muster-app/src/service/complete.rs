@@ -101,7 +101,6 @@ impl Muster {
         lease_nexts: Vec<NextLease>,
     ) -> Result<(Vec<Result<Completed, AppError>>, Vec<Option<LeaseGranted>>), AppError> {
         check_completions_batch(reqs.len())?;
-        let now = self.clock.now();
         let mut tx = self.stores.logbook.begin().await?;
         let ids: Vec<LeaseId> = reqs.iter().map(|(id, _)| *id).collect();
         let mut locked: HashMap<LeaseId, LeaseRecord> = HashMap::with_capacity(reqs.len());
@@ -112,6 +111,8 @@ impl Muster {
             items.entry(item.id).or_insert(item);
             locked.insert(record.lease_id, record);
         }
+        // The database's clock (answered with the locks): next leases expire by it.
+        let now = tx.now().await?;
         let mut batch = Batch::default();
         let mut answers = Vec::with_capacity(reqs.len());
         let mut seen = HashSet::with_capacity(reqs.len());

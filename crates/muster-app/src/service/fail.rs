@@ -22,7 +22,6 @@ impl Muster {
             OutcomeKind::Failed,
             &json!({"error": req.error, "retryable": req.retryable}),
         );
-        let now = self.clock.now();
         let (mut tx, record, mut item) = match self
             .begin_finish(actor, lease_id, OutcomeKind::Failed, &digest, "failure")
             .await?
@@ -30,6 +29,8 @@ impl Muster {
             Finishing::Proceed { tx, record, item } => (tx, record, item),
             Finishing::Replay(answer) => return Ok(answer),
         };
+        // The database's clock (answered with the lock): backoffs end by it.
+        let now = tx.now().await?;
         let policy = self.config.policy(item.kind);
         let (outcome, entry) = item.fail(
             &record,

@@ -80,8 +80,9 @@ impl Muster {
         actor: Principal,
         wants: &[LeaseWant],
     ) -> Result<(Vec<Vec<LeaseGranted>>, bool), AppError> {
-        let now = self.clock.now();
         let mut tx = self.stores.logbook.begin().await?;
+        // Leases expire by the database's clock, whatever this replica's says.
+        let now = tx.now().await?;
         let leased = self.lease_in(tx.as_mut(), kind, wants, actor, now).await?;
         if leased.entries.is_empty() {
             self.commit(tx).await?;
@@ -135,7 +136,13 @@ impl Muster {
         // written in this transaction); a round that found only those looks again.
         for _ in 0..MAX_CANDIDATES {
             let candidates = tx
-                .lock_next_leasable(kind, now, max, LEASE_PAYLOAD_BUDGET)
+                .lock_next_leasable(
+                    kind,
+                    now,
+                    max,
+                    LEASE_PAYLOAD_BUDGET,
+                    self.config.final_grace(kind),
+                )
                 .await?;
             let found = candidates.len();
             let mut exhausted = Vec::new();
@@ -223,9 +230,9 @@ impl Muster {
         worker_id: &str,
     ) -> Result<HeartbeatAck, AppError> {
         check_worker_id(worker_id)?;
-        let now = self.clock.now();
         let mut tx = self.stores.logbook.begin().await?;
         let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
+        let now = tx.now().await?;
         let expires_at = item.heartbeat(&record, actor, worker_id, self.config.lease_ttl, now)?;
         tx.save_item(&item).await?;
         self.commit(tx).await?;

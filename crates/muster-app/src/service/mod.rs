@@ -72,6 +72,9 @@ pub struct Config {
     /// concurrent single lease requests, and as many for single completions. Requests that
     /// arrive while that many run are written together by the next one (see `combine`).
     pub group_commits: usize,
+    /// How long an expired lease on an item's last attempt stays usable (`--final-grace-ms`);
+    /// `None`: three lease times.
+    pub final_grace: Option<Duration>,
 }
 
 impl Default for Config {
@@ -82,6 +85,7 @@ impl Default for Config {
             lease_ttl: Duration::seconds(30),
             recheck: StdDuration::from_secs(1),
             group_commits: 1,
+            final_grace: None,
         }
     }
 }
@@ -89,6 +93,14 @@ impl Default for Config {
 impl Config {
     pub fn policy(&self, kind: Kind) -> RetryPolicy {
         self.retry.get(&kind).copied().unwrap_or_default()
+    }
+
+    /// When expired leases of `kind`'s items on their last attempt may be taken over.
+    pub fn final_grace(&self, kind: Kind) -> crate::ports::FinalGrace {
+        crate::ports::FinalGrace {
+            max_attempts: self.policy(kind).max_attempts,
+            grace: self.final_grace.unwrap_or(self.lease_ttl * 3),
+        }
     }
 
     /// The heartbeat interval told to workers: a third of the TTL, so two heartbeats may be

@@ -28,7 +28,6 @@ impl Muster {
             OutcomeKind::Parked,
             &json!({"worker_digest": req.worker_digest, "layout": req.layout}),
         );
-        let now = self.clock.now();
         let (mut tx, record, mut item) = match self
             .begin_finish(actor, lease_id, OutcomeKind::Parked, &digest, "park")
             .await?
@@ -36,6 +35,8 @@ impl Muster {
             Finishing::Proceed { tx, record, item } => (tx, record, item),
             Finishing::Replay(answer) => return Ok(answer),
         };
+        // The database's clock (answered with the lock), the one every replica goes by.
+        let now = tx.now().await?;
         // A worker still running an image other than the one already reported as deployed
         // (a rollout in progress): the deployed image may handle the layout, so the item is
         // replayed at once rather than waiting for a digest report that already happened.
@@ -72,7 +73,10 @@ impl Muster {
         self.commit_with(tx, &entries).await?;
         self.stats.parked.add(item.kind, 1);
         match item.state {
-            ItemState::Queued => self.stats.replayed.add(item.kind, 1),
+            ItemState::Queued => {
+                self.stats.replayed.add(item.kind, 1);
+                self.signal.notify(item.kind);
+            }
             ItemState::Failed => self.stats.failed_final.add(item.kind, 1),
             _ => {}
         }

@@ -79,6 +79,13 @@ fn muster_with(logbook: MockLogbook) -> Muster {
     )
 }
 
+/// A transaction whose database time is `NOW`.
+fn tx_at_now() -> MockLogbookTx {
+    let mut tx = MockLogbookTx::new();
+    tx.expect_now().returning(|| Ok(NOW));
+    tx
+}
+
 fn logbook_with(tx: MockLogbookTx) -> MockLogbook {
     let mut lb = MockLogbook::new();
     let mut slot = Some(tx);
@@ -97,7 +104,7 @@ fn complete_req(next: Vec<NextStep>) -> CompleteRequest {
 
 #[tokio::test]
 async fn complete_on_a_superseded_lease_records_the_late_result_and_answers_lease_lost() {
-    let mut tx = MockLogbookTx::new();
+    let mut tx = tx_at_now();
     tx.expect_lock_leases()
         .returning(|_| Ok(vec![(record(1), leased_item(2))]));
     tx.expect_save_items()
@@ -122,7 +129,7 @@ async fn complete_on_a_superseded_lease_records_the_late_result_and_answers_leas
 
 #[tokio::test]
 async fn complete_with_a_next_step_outside_the_routes_is_refused_and_commits_nothing() {
-    let mut tx = MockLogbookTx::new();
+    let mut tx = tx_at_now();
     tx.expect_lock_leases()
         .returning(|_| Ok(vec![(record(1), leased_item(1))]));
     tx.expect_commit().never();
@@ -138,7 +145,7 @@ async fn complete_with_a_next_step_outside_the_routes_is_refused_and_commits_not
 
 #[tokio::test]
 async fn complete_writes_the_item_the_next_items_and_their_ledger_rows_in_one_transaction() {
-    let mut tx = MockLogbookTx::new();
+    let mut tx = tx_at_now();
     tx.expect_lock_leases()
         .returning(|_| Ok(vec![(record(1), leased_item(1))]));
     tx.expect_save_items()
@@ -204,7 +211,7 @@ async fn an_identical_retried_completion_answers_the_stored_response_as_replayed
     });
     let mut item = leased_item(1);
     item.state = ItemState::Done;
-    let mut tx = MockLogbookTx::new();
+    let mut tx = tx_at_now();
     tx.expect_lock_leases()
         .return_once(move |_| Ok(vec![(rec, item)]));
     tx.expect_append().never();
@@ -216,7 +223,7 @@ async fn an_identical_retried_completion_answers_the_stored_response_as_replayed
 
 #[tokio::test]
 async fn an_unknown_lease_is_not_found() {
-    let mut tx = MockLogbookTx::new();
+    let mut tx = tx_at_now();
     tx.expect_lock_lease().returning(|_| Ok(None));
     let m = muster_with(logbook_with(tx));
     let r = m.heartbeat(TRAWL, lease_id(), "w").await;
@@ -273,10 +280,10 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
     let mut calls = 0;
     lb.expect_begin().returning(move || {
         calls += 1;
-        let mut tx = MockLogbookTx::new();
+        let mut tx = tx_at_now();
         if calls == 1 {
             tx.expect_lock_next_leasable()
-                .returning(|_, _, _, _| Ok(vec![]));
+                .returning(|_, _, _, _, _| Ok(vec![]));
             tx.expect_commit().returning(|| Ok(()));
         } else {
             let mut item = leased_item(0);
@@ -284,7 +291,7 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
             item.lease = None;
             item.attempt = 0;
             tx.expect_lock_next_leasable()
-                .return_once(move |_, _, _, _| Ok(vec![(item, Some(json!({"u": 1})))]));
+                .return_once(move |_, _, _, _, _| Ok(vec![(item, Some(json!({"u": 1})))]));
             tx.expect_save_items().returning(|_| Ok(()));
             tx.expect_insert_leases().returning(|_, _, _| Ok(()));
             tx.expect_append_and_commit().returning(|_| Ok(()));
@@ -316,11 +323,11 @@ fn queued_item(n: u128) -> Item {
 
 #[tokio::test]
 async fn a_lease_request_with_max_leases_every_offered_item_in_one_transaction() {
-    let mut tx = MockLogbookTx::new();
+    let mut tx = tx_at_now();
     tx.expect_lock_next_leasable()
-        .withf(|_, _, limit, _| *limit == 3)
+        .withf(|_, _, limit, _, _| *limit == 3)
         .times(1)
-        .return_once(|_, _, _, _| {
+        .return_once(|_, _, _, _, _| {
             Ok(vec![
                 (queued_item(1), Some(json!({"n": 1}))),
                 (queued_item(2), Some(json!({"n": 2}))),
@@ -351,10 +358,10 @@ async fn a_lease_request_with_max_leases_every_offered_item_in_one_transaction()
 
 #[tokio::test]
 async fn a_lease_leaves_the_items_offered_past_the_payload_budget() {
-    let mut tx = MockLogbookTx::new();
+    let mut tx = tx_at_now();
     tx.expect_lock_next_leasable()
         .times(1)
-        .return_once(|_, _, _, _| {
+        .return_once(|_, _, _, _, _| {
             Ok(vec![
                 (queued_item(1), Some(json!({"n": 1}))),
                 (queued_item(2), None),
@@ -401,7 +408,7 @@ async fn an_empty_batch_of_completions_is_a_bad_request() {
 async fn a_batch_answers_each_completion_on_its_own() {
     let known = lease_id();
     let unknown = LeaseId(Uuid::from_u128(999));
-    let mut tx = MockLogbookTx::new();
+    let mut tx = tx_at_now();
     tx.expect_lock_leases()
         .withf(move |ids| ids == [known, unknown, known])
         .return_once(|_| Ok(vec![(record(1), leased_item(1))]));

@@ -27,7 +27,12 @@ pub(crate) async fn healthz() -> Response {
     ok_json(StatusCode::OK, &json!({"status": "ok"}))
 }
 
+/// Whether this replica can serve: started (it answers), not draining, schema current. A
+/// Logbook outage does not fail it (the `/v1` calls answer 503 `E_UNAVAILABLE` instead).
 pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
+    if s.muster.signal().is_shut_down() {
+        return ApiError::unavailable_because("draining").into_response();
+    }
     match s.readiness.check().await {
         Ok(()) => {
             let mut body = json!({"status": "ready"});

@@ -156,3 +156,38 @@ fn a_lease_beyond_the_bound_is_not_explored() {
     let s = leased_to_worker_0(&m);
     assert_eq!(m.serve(&s, Request::Lease { worker: 1 }), None);
 }
+
+#[test]
+fn an_expired_lease_on_the_last_attempt_is_kept_through_the_final_grace() {
+    let m = LeaseModel::new(Config {
+        max_attempts: 1,
+        final_grace: 1,
+        ..Config::default()
+    });
+    let (s, response) = worker_1_leases_after_the_expiry(&m);
+    // Tick 1: worker 0's lease expired, but its grace runs to tick 2: the second item is
+    // handed out, the first stays with worker 0.
+    assert_eq!(response, Response::Leased { lease: 1 });
+    assert_eq!(s.items[0].state, ItemState::Leased);
+    let (s, completed) = m.serve(&s, COMPLETE_0).expect("in bounds");
+    assert_eq!(completed, Response::Finished(Reply::Ok { replayed: false }));
+    assert_eq!(s.items[0].state, ItemState::Done);
+}
+
+#[test]
+fn past_the_final_grace_a_lease_request_fails_the_item() {
+    let m = LeaseModel::new(Config {
+        max_attempts: 1,
+        final_grace: 1,
+        items: 1,
+        ..Config::default()
+    });
+    let mut s = leased_to_worker_0(&m);
+    s.now = 2;
+    let (s, response) = m
+        .serve(&s, Request::Lease { worker: 1 })
+        .expect("in bounds");
+    assert_eq!(response, Response::NoWork);
+    assert_eq!(s.items[0].state, ItemState::Failed);
+    assert_eq!(s.ledger[0].last().map(|r| r.event), Some(Event::Expired));
+}

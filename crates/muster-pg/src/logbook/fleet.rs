@@ -23,18 +23,24 @@ impl FleetStore for PgTx {
         at: OffsetDateTime,
     ) -> Result<Option<String>, StoreError> {
         // Exclusive against parks of the kind (which take the shared form), also before the
-        // kind's first report, when there is no digest row to lock yet.
-        self.query(
-            "SELECT pg_advisory_xact_lock(hashtext('muster-digest:' || $1))::text",
-            &[&kind.as_str()],
+        // kind's first report, when there is no digest row to lock yet. The lock is a statement
+        // of its own (it travels in one pipeline with the next): a statement's snapshot is taken
+        // when it starts, so only a statement after the lock sees what a report committed while
+        // this one waited.
+        self.defer(
+            "SELECT pg_advisory_xact_lock(hashtext('muster-digest:' || $1))",
+            vec![Box::new(kind.as_str())],
         )
         .await?;
+        // `previous` reads the statement's snapshot, from before the upsert: the digest that was
+        // deployed until now (NULL before the kind's first report).
         let rows = self
             .query(
-                "WITH previous AS (SELECT digest FROM core.worker_digests WHERE kind = $1 FOR UPDATE)
-                 INSERT INTO core.worker_digests (kind, digest, reported_at) VALUES ($1, $2, $3)
-                 ON CONFLICT (kind) DO UPDATE SET digest = EXCLUDED.digest, reported_at = EXCLUDED.reported_at
-                 RETURNING (SELECT digest FROM previous)",
+                "WITH previous AS (SELECT digest FROM core.worker_digests WHERE kind = $1),
+                      upsert AS (
+                          INSERT INTO core.worker_digests (kind, digest, reported_at) VALUES ($1, $2, $3)
+                          ON CONFLICT (kind) DO UPDATE SET digest = EXCLUDED.digest, reported_at = EXCLUDED.reported_at)
+                 SELECT (SELECT digest FROM previous)",
                 &[&kind.as_str(), &digest, &at],
             )
             .await?;
@@ -42,12 +48,20 @@ impl FleetStore for PgTx {
     }
 
     async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError> {
+        // The shared advisory lock orders a park against a concurrent digest report even before
+        // the kind's first report, when there is no digest row to lock. It is taken by a
+        // statement of its own (sent in one pipeline with the read): the read's snapshot is then
+        // taken after the lock was granted, so a report that held the lock has committed and its
+        // digest is seen. (Read in the locking statement, the digest came from a snapshot older
+        // than that report, and the park stranded the item under the old digest.)
+        self.defer(
+            "SELECT pg_advisory_xact_lock_shared(hashtext('muster-digest:' || $1))",
+            vec![Box::new(kind.as_str())],
+        )
+        .await?;
         let rows = self
             .query(
-                // The shared advisory lock orders a park against a concurrent digest report even
-                // before the kind's first report, when there is no digest row to lock.
-                "SELECT d.digest FROM (SELECT pg_advisory_xact_lock_shared(hashtext('muster-digest:' || $1))::text) g
-                 LEFT JOIN core.worker_digests d ON d.kind = $1",
+                "SELECT digest FROM core.worker_digests WHERE kind = $1",
                 &[&kind.as_str()],
             )
             .await?;
@@ -140,3 +154,6 @@ impl HealthLog for PgLogbook {
 fn health_event_json(e: &HealthEvent) -> Value {
     serde_json::json!({"kind": e.kind, "reason": e.reason, "message": e.message})
 }
+
+#[cfg(test)]
+mod tests;

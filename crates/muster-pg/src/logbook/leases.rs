@@ -1,7 +1,7 @@
 //! Leases: the lease statement (with its hints) and the lease records.
 
 use async_trait::async_trait;
-use muster_app::ports::{LeaseStore, StoreError};
+use muster_app::ports::{FinalGrace, LeaseStore, StoreError};
 use muster_domain::{Item, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord, Priority};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -10,6 +10,9 @@ use uuid::Uuid;
 
 use super::rows::{ITEM_COL_COUNT, ITEM_COLS, fence_i64, item_from_row, lease_from_row};
 use super::tx::PgTx;
+
+/// The lease columns before the item's in `lock_leases`.
+const LEASE_COL_COUNT: usize = 7;
 use crate::hint::{Found, Scan, Starts};
 
 impl PgTx {
@@ -20,6 +23,7 @@ impl PgTx {
         now: OffsetDateTime,
         limit: u32,
         payload_budget: u64,
+        final_grace: FinalGrace,
         scan: Scan,
     ) -> Result<Vec<Row>, StoreError> {
         // Branch `s` reads priority `Priority::ALL[s]` from the hint's slot `s` (arrays count
@@ -48,6 +52,7 @@ impl PgTx {
                WHERE i.kind = $1 AND i.state = 'leased'
                  AND i.lease_expires_at >= coalesce($7::timestamptz, '-infinity')
                  AND i.lease_expires_at <= $2
+                 AND (i.attempt < $8 OR i.lease_expires_at <= $9)
                ORDER BY i.priority, i.enqueued_at, i.id
                LIMIT $3
                FOR UPDATE SKIP LOCKED
@@ -78,6 +83,11 @@ impl PgTx {
         let after: Vec<Option<OffsetDateTime>> = starts.iter().map(|s| s.map(|p| p.0)).collect();
         let after_id: Vec<Option<Uuid>> = starts.iter().map(|s| s.map(|p| p.1)).collect();
         let expired_from = scan.expired.map(|h| h.at);
+        // An item on its last attempt is taken over only once its lease expired the final
+        // grace ago (`FinalGrace`). Such an item waiting out its grace below a hint's bound is
+        // skipped until the hint lapses (`HINT_TTL`).
+        let max_attempts = i32::try_from(final_grace.max_attempts).unwrap_or(i32::MAX);
+        let final_cutoff = now - final_grace.grace;
         self.query(
             &sql,
             &[
@@ -88,6 +98,8 @@ impl PgTx {
                 &after,
                 &after_id,
                 &expired_from,
+                &max_attempts,
+                &final_cutoff,
             ],
         )
         .await
@@ -102,6 +114,7 @@ impl LeaseStore for PgTx {
         now: OffsetDateTime,
         limit: u32,
         payload_budget: u64,
+        final_grace: FinalGrace,
     ) -> Result<Vec<(Item, Option<Value>)>, StoreError> {
         // Queued items whose backoff is over (items_queued_order, in lease order) and leased
         // items whose lease expired (items_lease_expiry, read only up to `now`), merged in
@@ -119,13 +132,13 @@ impl LeaseStore for PgTx {
         // side reads from the hint's bound up to `now`.
         let mut scan = self.hints.starts(kind, now);
         let mut rows = self
-            .lease_scan(kind, now, limit, payload_budget, scan)
+            .lease_scan(kind, now, limit, payload_budget, final_grace, scan)
             .await?;
         if scan.queued.is_some() && rows.len() < limit as usize {
             // Short behind a hint: whatever lies before the hint gets its chance now.
             scan = Scan::FROM_START;
             rows = self
-                .lease_scan(kind, now, limit, payload_budget, scan)
+                .lease_scan(kind, now, limit, payload_budget, final_grace, scan)
                 .await?;
         }
         let mut firsts: Starts = [None; 3];
@@ -169,15 +182,20 @@ impl LeaseStore for PgTx {
     ) -> Result<Vec<(LeaseRecord, Item)>, StoreError> {
         let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
         // Locked in item order: the LockRows step runs above the sort.
+        // Each row also carries the transaction's `now()` (`LogbookTx::now` answers it then
+        // without a statement of its own).
         let sql = format!(
             "SELECT l.id, l.item_id, l.fence, l.worker_id, l.outcome, l.outcome_digest, l.response,
-                    {ITEM_COLS}
+                    {ITEM_COLS}, now()
              FROM core.leases l JOIN core.items i ON i.id = l.item_id
              WHERE l.id = ANY($1)
              ORDER BY i.id, l.id
              FOR UPDATE OF i, l"
         );
         let rows = self.query(&sql, &[&ids]).await?;
+        if let Some(r) = rows.first() {
+            self.now = Some(r.get(LEASE_COL_COUNT + ITEM_COL_COUNT));
+        }
         rows.iter().map(lease_from_row).collect()
     }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use muster_app::ports::{Logbook, LogbookTx, PoolGauge, PoolStatus, StoreError};
+use muster_app::shared::Shared;
 use muster_domain::ItemState;
 use muster_ledger::SealedEntry;
 
@@ -30,6 +31,8 @@ mod tx;
 pub struct PgLogbook {
     pool: Pool,
     hints: Arc<LeaseHints>,
+    /// The readiness verdict on the schema of the last check that reached Logbook.
+    schema_verdict: Arc<Shared<Result<(), String>>>,
 }
 
 impl std::fmt::Debug for PgLogbook {
@@ -45,6 +48,7 @@ impl PgLogbook {
         PgLogbook {
             pool,
             hints: Arc::default(),
+            schema_verdict: Arc::new(Shared::new(Ok(()))),
         }
     }
 
@@ -52,7 +56,7 @@ impl PgLogbook {
         &self.pool
     }
 
-    /// Whether a connection can be had and answers (for `/readyz`).
+    /// Whether a connection can be had and answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
         let c = self.pool.get().await.map_err(pool_err)?;
         c.simple_query("SELECT 1").await.map_err(store_err)?;
@@ -89,6 +93,20 @@ impl LogbookTx for PgTx {
         self.send_commit().await
     }
 
+    async fn now(&mut self) -> Result<time::OffsetDateTime, StoreError> {
+        if let Some(now) = self.now {
+            return Ok(now);
+        }
+        // Sent with BEGIN when it is the transaction's first statement.
+        let rows = self.query("SELECT now()", &[]).await?;
+        let now = rows
+            .first()
+            .map(|r| r.get(0))
+            .ok_or_else(|| rows::internal("SELECT now() answered no row"))?;
+        self.now = Some(now);
+        Ok(now)
+    }
+
     async fn append_and_commit(
         mut self: Box<Self>,
         entries: &[SealedEntry],
@@ -105,12 +123,20 @@ const _: [ItemState; 5] = ItemState::ALL;
 
 #[async_trait]
 impl muster_app::ports::Readiness for PgLogbook {
+    /// Ready unless the schema is behind this binary. A Logbook outage does not fail readiness
+    /// (the contract's "Readiness"): every `/v1` call that needs Logbook answers a fast 503
+    /// `E_UNAVAILABLE` with `Retry-After`, which callers prefer to the refused connection of a
+    /// Service without endpoints. While Logbook cannot be reached, the schema verdict of the
+    /// last check that reached it stands.
     async fn check(&self) -> Result<(), String> {
-        self.ping().await.map_err(|e| e.to_string())?;
-        match crate::schema_status(&self.pool)
-            .await
-            .map_err(|e| e.to_string())?
-        {
+        let status = match crate::schema_status(&self.pool).await {
+            Ok(status) => status,
+            Err(e) => {
+                tracing::debug!(error = %e, "readiness: Logbook unreachable; the last schema verdict stands");
+                return self.schema_verdict.get();
+            }
+        };
+        let verdict = match status {
             crate::SchemaStatus::Current => Ok(()),
             crate::SchemaStatus::Behind { applied, expected } => Err(format!(
                 "the schema is at migration {applied}, this binary needs {expected}: run `muster migrate`"
@@ -126,6 +152,8 @@ impl muster_app::ports::Readiness for PgLogbook {
                 );
                 Ok(())
             }
-        }
+        };
+        let _previous = self.schema_verdict.replace(verdict.clone());
+        verdict
     }
 }

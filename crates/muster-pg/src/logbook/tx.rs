@@ -48,6 +48,8 @@ pub(super) struct PgTx {
     /// BEGIN has been sent: the connection is (or was) in a transaction.
     begun: bool,
     deferred: Vec<Deferred>,
+    /// The transaction's `now()`, once a statement answered it.
+    pub(super) now: Option<time::OffsetDateTime>,
     /// Where lease scans start (shared by every transaction of the logbook).
     pub(super) hints: Arc<LeaseHints>,
 }
@@ -59,6 +61,7 @@ impl PgTx {
             client: Some(client),
             begun: false,
             deferred: Vec::new(),
+            now: None,
             hints,
         }
     }

@@ -1,0 +1,114 @@
+//! Cross-replica wake-ups: one dedicated connection per replica LISTENs on [`CHANNEL`] and
+//! NOTIFYs the kinds this replica made leasable, so a lease request waiting on any replica is
+//! woken by work committed on any other.
+//!
+//! The NOTIFY is sent after the producing transaction committed (the application notifies
+//! [`WorkSignal`] only then), from this connection, not inside the producing transaction: the
+//! commit path pays nothing, and notifications that pile up while one is in flight go out
+//! together as one. A replica ignores its own notifications (same backend pid). While the
+//! connection is down, waiters fall back to the lease use case's periodic re-check; after a
+//! reconnect every kind is woken once, for whatever was announced meanwhile.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use muster_app::signal::WorkSignal;
+use muster_domain::Kind;
+use tokio::sync::{mpsc, oneshot};
+use tokio_postgres::{AsyncMessage, NoTls, Notification};
+
+use crate::PgError;
+use crate::pool::{PoolSettings, pg_config};
+
+/// The notification channel: its payload is the kinds, comma-separated.
+pub const CHANNEL: &str = "muster_work";
+
+/// The bridge connection's `application_name` (in `pg_stat_activity`).
+pub const APPLICATION_NAME: &str = "muster-wake";
+
+/// First wait before reconnecting; doubled up to [`RECONNECT_MAX`].
+const RECONNECT_MIN: Duration = Duration::from_millis(250);
+const RECONNECT_MAX: Duration = Duration::from_secs(5);
+
+/// Passes wake-ups between this replica's [`WorkSignal`] and the other replicas'.
+pub struct WakeBridge {
+    config: tokio_postgres::Config,
+    signal: WorkSignal,
+}
+
+impl WakeBridge {
+    pub fn new(url: &str, settings: &PoolSettings, signal: WorkSignal) -> Result<Self, PgError> {
+        let mut config = pg_config(url, settings)?;
+        config.application_name(APPLICATION_NAME);
+        Ok(WakeBridge { config, signal })
+    }
+
+    /// Listens and announces until dropped, reconnecting with backoff when the connection fails.
+    pub async fn run(self) {
+        let mut backoff = RECONNECT_MIN;
+        loop {
+            let e = self.session(&mut backoff).await;
+            tracing::warn!(error = %e, retry_in_ms = backoff.as_millis() as u64,
+                "cross-replica wake-ups interrupted; lease requests fall back to their re-check");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(RECONNECT_MAX);
+        }
+    }
+
+    /// One connection's life: answers why it ended.
+    async fn session(&self, backoff: &mut Duration) -> String {
+        let (client, mut connection) = match self.config.connect(NoTls).await {
+            Ok(c) => c,
+            Err(e) => return e.to_string(),
+        };
+        // The connection is driven by a task of its own (a query's answer needs it polled);
+        // its notifications come here. It ends when `client` is dropped.
+        let (tx, mut notifications) = mpsc::unbounded_channel::<Notification>();
+        let (end_tx, mut ended) = oneshot::channel::<String>();
+        tokio::spawn(async move {
+            let mut messages = futures_util::stream::poll_fn(|cx| connection.poll_message(cx));
+            let reason = loop {
+                match messages.next().await {
+                    Some(Ok(AsyncMessage::Notification(n))) => {
+                        let _ = tx.send(n);
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => break e.to_string(),
+                    None => break "the connection closed".to_owned(),
+                }
+            };
+            let _ = end_tx.send(reason);
+        });
+        let own_pid: i32 = match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+            Ok(()) => match client.query_one("SELECT pg_backend_pid()", &[]).await {
+                Ok(row) => row.get(0),
+                Err(e) => return e.to_string(),
+            },
+            Err(e) => return e.to_string(),
+        };
+        *backoff = RECONNECT_MIN;
+        tracing::info!("listening for other replicas' work");
+        // Work announced while this replica was not listening: look again now.
+        for kind in Kind::ALL {
+            self.signal.wake_from_peer(kind);
+        }
+        loop {
+            tokio::select! {
+                Some(n) = notifications.recv() => {
+                    if n.process_id() != own_pid {
+                        for kind in n.payload().split(',').filter_map(|k| k.parse::<Kind>().ok()) {
+                            self.signal.wake_from_peer(kind);
+                        }
+                    }
+                }
+                kinds = self.signal.outbound() => {
+                    let payload = kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(",");
+                    if let Err(e) = client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await {
+                        return e.to_string();
+                    }
+                }
+                reason = &mut ended => return reason.unwrap_or_else(|_| "the connection's task ended".to_owned()),
+            }
+        }
+    }
+}
