@@ -62,6 +62,11 @@ pub struct Settings {
         hide_env_values = true
     )]
     pub database_url: Option<String>,
+    /// The role `muster migrate` grants what `serve` needs (created NOLOGIN when absent; its
+    /// login is the operator's business). `serve` connects as it.
+    #[arg(long, env = "MUSTER_RUNTIME_ROLE", default_value = muster_pg::DEFAULT_RUNTIME_ROLE,
+          global = true, value_parser = runtime_role)]
+    pub runtime_role: String,
     /// Address to serve on.
     #[arg(
         long,
@@ -135,6 +140,13 @@ pub struct Settings {
     pub dev_web_dir: Option<PathBuf>,
 }
 
+/// A role name `migrate` accepts (checked at startup).
+fn runtime_role(raw: &str) -> Result<String, String> {
+    muster_pg::validate_role(raw)
+        .map(|()| raw.to_owned())
+        .map_err(|e| e.to_string())
+}
+
 /// A directory that exists (checked at startup, so a typo fails loudly).
 fn existing_dir(raw: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(raw);
@@ -168,6 +180,7 @@ impl Settings {
     pub fn new(database_url: impl Into<String>) -> Self {
         Settings {
             database_url: Some(database_url.into()),
+            runtime_role: muster_pg::DEFAULT_RUNTIME_ROLE.to_owned(),
             listen: "127.0.0.1:0".parse().expect("literal address"),
             tokens: None,
             auth: None,

@@ -424,7 +424,7 @@ async fn housekeeping(
 /// Applies pending migrations.
 pub async fn migrate(settings: &Settings) -> anyhow::Result<Vec<i32>> {
     let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
-    Ok(muster_pg::migrate(&pool).await?)
+    Ok(muster_pg::migrate(&pool, &settings.runtime_role).await?)
 }
 
 /// Verifies every ledger chain.

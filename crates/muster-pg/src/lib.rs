@@ -9,6 +9,7 @@
 
 mod error;
 mod feed;
+mod grants;
 mod hint;
 mod logbook;
 mod migrate;
@@ -16,6 +17,10 @@ mod pool;
 mod verify;
 
 pub use error::PgError;
+pub use grants::{
+    DEFAULT_RUNTIME_ROLE, Grant, ObjectKind, RUNTIME_GRANTS, RoleCheck, check_connected_role,
+    privilege_differences, validate_role,
+};
 pub use logbook::PgLogbook;
 pub use migrate::{MIGRATIONS, Migration, SchemaStatus, migrate, schema_status};
 pub use muster_app::ports::StoreError;
