@@ -33,7 +33,15 @@ pub enum Command {
         difficulty: u8,
     },
     /// Verify every hash chain of the ledger and exit (non-zero when one is broken).
-    LedgerVerify,
+    LedgerVerify {
+        /// Also print `N:DIGEST`: the newest ledger sequence N and a digest over every chain
+        /// head as of N, to record outside Logbook.
+        #[arg(long, conflicts_with = "against")]
+        head: bool,
+        /// Also check that the ledger up to N still hashes to DIGEST (as `--head` printed it).
+        #[arg(long, value_name = "N:DIGEST")]
+        against: Option<String>,
+    },
 }
 
 /// How `/v1` bearer tokens are checked.

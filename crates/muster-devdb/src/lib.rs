@@ -86,6 +86,9 @@ pub struct ClusterOptions {
     /// More `name = value` lines for the cluster's settings file, after the ones above
     /// (e.g. `shared_preload_libraries = 'pg_stat_statements'` for `cargo xtask profile`).
     pub extra_settings: Vec<String>,
+    /// Files written into the data directory before the first start, readable only by the
+    /// cluster's account (e.g. `server.crt` and `server.key` for `ssl = on`): (name, contents).
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
 impl Default for ClusterOptions {
@@ -95,6 +98,7 @@ impl Default for ClusterOptions {
             max_connections: 200,
             log_to: None,
             extra_settings: Vec::new(),
+            files: Vec::new(),
         }
     }
 }
@@ -169,6 +173,7 @@ impl TempCluster {
         cluster.spawn_watchdog()?;
         cluster.prepare_directories()?;
         cluster.initdb(&initdb)?;
+        cluster.write_files()?;
         cluster.start_on_free_port()?;
         Ok(cluster)
     }
@@ -337,6 +342,18 @@ impl TempCluster {
             }
         }
         Err(DevDbError::Initdb { output: transcript })
+    }
+
+    fn write_files(&self) -> Result<(), DevDbError> {
+        for (name, contents) in &self.options.files {
+            let path = self.data_dir.join(name);
+            fs::write(&path, contents)
+                .map_err(|e| DevDbError::io(format!("writing {}", path.display()), e))?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+                .map_err(|e| DevDbError::io(format!("chmod {}", path.display()), e))?;
+            self.chown(&path)?;
+        }
+        Ok(())
     }
 
     fn write_include(&self) -> Result<(), DevDbError> {

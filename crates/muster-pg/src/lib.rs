@@ -14,6 +14,7 @@ mod hint;
 mod logbook;
 mod migrate;
 mod pool;
+mod tls;
 mod verify;
 
 pub use error::PgError;
@@ -25,4 +26,5 @@ pub use logbook::PgLogbook;
 pub use migrate::{MIGRATIONS, Migration, SchemaStatus, migrate, schema_status};
 pub use muster_app::ports::StoreError;
 pub use pool::{PoolSettings, connect_pool};
-pub use verify::{LedgerReport, verify_ledger};
+pub use tls::{DbTarget, MakeRustls, SslMode, parse_url};
+pub use verify::{LedgerHead, LedgerReport, ledger_head, verify_against, verify_ledger};

@@ -22,6 +22,7 @@ mod intake;
 mod items;
 mod leases;
 mod ledger;
+mod role;
 mod rows;
 mod tx;
 
@@ -30,6 +31,8 @@ mod tx;
 pub struct PgLogbook {
     pool: Pool,
     hints: Arc<LeaseHints>,
+    /// The connected role's privileges (`role.rs`).
+    role: Arc<muster_app::dependency::Configuration>,
 }
 
 impl std::fmt::Debug for PgLogbook {
@@ -45,6 +48,7 @@ impl PgLogbook {
         PgLogbook {
             pool,
             hints: Arc::default(),
+            role: Arc::default(),
         }
     }
 
@@ -107,7 +111,7 @@ const _: [ItemState; 5] = ItemState::ALL;
 impl muster_app::ports::Readiness for PgLogbook {
     async fn check(&self) -> Result<(), String> {
         self.ping().await.map_err(|e| e.to_string())?;
-        match crate::schema_status(&self.pool)
+        let schema = match crate::schema_status(&self.pool)
             .await
             .map_err(|e| e.to_string())?
         {
@@ -126,6 +130,9 @@ impl muster_app::ports::Readiness for PgLogbook {
                 );
                 Ok(())
             }
-        }
+        };
+        schema?;
+        // A role that lacks a grant `serve` needs: not ready until it is fixed.
+        self.role_problem().await.map_or(Ok(()), Err)
     }
 }
