@@ -16,5 +16,6 @@ mod openapi;
 mod outage;
 mod redaction;
 mod replay;
+mod roles;
 mod shutdown;
 mod sigterm;
