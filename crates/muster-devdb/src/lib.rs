@@ -42,6 +42,10 @@ use std::process::{Child, Command, Output, Stdio};
 /// The superuser name given to `initdb -U`; also the user in [`TempCluster::url`].
 pub const SUPERUSER: &str = "postgres";
 
+/// The runtime role `muster migrate` creates and grants by default (`--runtime-role`): the
+/// role `muster serve` runs as in the local runs, with production privileges.
+pub const RUNTIME_ROLE: &str = "muster_app";
+
 /// The only address the cluster listens on.
 const HOST: &str = "127.0.0.1";
 
@@ -192,6 +196,13 @@ impl TempCluster {
     /// `postgresql://postgres@127.0.0.1:54321/postgres` (trust authentication).
     pub fn url(&self, database: &str) -> String {
         format!("postgresql://{SUPERUSER}@{HOST}:{}/{database}", self.port)
+    }
+
+    /// Gives `role` (created `NOLOGIN` by `muster migrate`) a login and answers `url` (a URL of
+    /// this cluster) as that role. The cluster trusts local connections: no password.
+    pub fn login_as(&self, url: &str, role: &str) -> Result<String, DevDbError> {
+        psql(&self.url(SUPERUSER), &format!("alter role {role} login"))?;
+        Ok(url.replacen(&format!("://{SUPERUSER}@"), &format!("://{role}@"), 1))
     }
 
     /// Creates database `name` (with psql, as the superuser) and answers its [`Self::url`].

@@ -256,8 +256,15 @@ macro_rules! refused_to_the_runtime_role {
     )*};
 }
 
+#[tokio::test]
+async fn the_runtime_role_cannot_update_the_ledger() {
+    assert_eq!(
+        as_runtime_role("UPDATE core.ledger SET actor = 'forger'").await,
+        "42501"
+    );
+}
+
 refused_to_the_runtime_role! {
-    the_runtime_role_cannot_update_the_ledger: "UPDATE core.ledger SET actor = 'forger'",
     the_runtime_role_cannot_delete_from_the_ledger: "DELETE FROM core.ledger",
     the_runtime_role_cannot_truncate_the_ledger: "TRUNCATE core.ledger",
     the_runtime_role_cannot_alter_the_ledger: "ALTER TABLE core.ledger ADD COLUMN forged text",
