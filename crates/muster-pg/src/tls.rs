@@ -50,6 +50,18 @@ pub enum SslMode {
     VerifyFull,
 }
 
+impl std::fmt::Display for SslMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        })
+    }
+}
+
 impl SslMode {
     fn parse(value: &str) -> Result<SslMode, PgError> {
         Ok(match value {
@@ -204,6 +216,7 @@ fn load_roots(path: &Path) -> Result<RootCertStore, PgError> {
 #[derive(Clone)]
 pub struct MakeRustls {
     config: Arc<ClientConfig>,
+    mode: SslMode,
 }
 
 impl MakeRustls {
@@ -246,6 +259,7 @@ impl MakeRustls {
             .with_no_client_auth();
         Ok(MakeRustls {
             config: Arc::new(config),
+            mode,
         })
     }
 }
@@ -364,6 +378,7 @@ where
         Ok(RustlsConnect {
             connector: tokio_rustls::TlsConnector::from(Arc::clone(&self.config)),
             name,
+            mode: self.mode,
         })
     }
 }
@@ -372,6 +387,7 @@ where
 pub struct RustlsConnect {
     connector: tokio_rustls::TlsConnector,
     name: ServerName<'static>,
+    mode: SslMode,
 }
 
 impl<S> TlsConnect<S> for RustlsConnect
@@ -383,12 +399,45 @@ where
     type Future = Pin<Box<dyn Future<Output = io::Result<RustlsStream<S>>> + Send>>;
 
     fn connect(self, stream: S) -> Self::Future {
+        let (mode, host) = (self.mode, self.name.to_str().into_owned());
         Box::pin(async move {
             self.connector
                 .connect(self.name, stream)
                 .await
                 .map(|s| RustlsStream(Box::new(s)))
+                .map_err(|e| explain(e, mode, &host))
         })
+    }
+}
+
+/// A refused certificate, said in the terms of the URL.
+fn explain(e: io::Error, mode: SslMode, host: &str) -> io::Error {
+    let refused = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .and_then(|r| match r {
+            rustls::Error::InvalidCertificate(c) => Some(c.clone()),
+            _ => None,
+        });
+    match refused {
+        Some(c) => {
+            let hint = match c {
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. } => {
+                    format!("the certificate does not name the URL's host {host:?}")
+                }
+                rustls::CertificateError::UnknownIssuer
+                | rustls::CertificateError::BadSignature => {
+                    "the certificate is not signed by a CA of sslrootcert".to_owned()
+                }
+                _ => "the certificate is not acceptable".to_owned(),
+            };
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("Logbook's certificate refused (sslmode={mode}): {hint} ({c:?})"),
+            )
+        }
+        None => e,
     }
 }
 
