@@ -6,7 +6,7 @@
 use deadpool_postgres::Pool;
 use futures_util::TryStreamExt;
 use muster_ledger::{ChainError, ChainHead, Entry, Hash, SealedEntry, verify_against_head};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::PgError;
@@ -184,6 +184,8 @@ async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Ha
         heads: Vec::new(),
     });
     let mut current: Vec<(SealedEntry, u64)> = Vec::new();
+    // `type:id` of every subject with a chain.
+    let mut chained: HashSet<String> = HashSet::new();
     while let Some(r) = rows.try_next().await? {
         let prev: Vec<u8> = r.get(10);
         let hash: Vec<u8> = r.get(11);
@@ -209,25 +211,32 @@ async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Ha
         });
         if new_subject {
             finish_subject(&current, &items, &edits, &mut report, heads.as_mut())?;
+            chained.insert(format!(
+                "{}:{}",
+                current[0].0.entry.subject_type, current[0].0.entry.subject_id
+            ));
             current.clear();
         }
         current.push((sealed, r.get::<_, i64>(12) as u64));
     }
     if !current.is_empty() {
         finish_subject(&current, &items, &edits, &mut report, heads.as_mut())?;
+        chained.insert(format!(
+            "{}:{}",
+            current[0].0.entry.subject_type, current[0].0.entry.subject_id
+        ));
     }
     // Every item and edit has at least its first entry: a subject whose chain is missing
     // entirely is as broken as one whose chain was cut short.
-    for (t, rows, seen) in [
-        ("item", &items, report.item_subjects),
-        ("edit", &edits, report.edit_subjects),
-    ] {
-        if seen != rows.len() as u64 {
-            return Err(PgError::Ledger(format!(
-                "{} {t}s have no ledger chain ({t}s: {}, chains: {seen})",
-                rows.len() as u64 - seen.min(rows.len() as u64),
-                rows.len()
-            )));
+    for (t, rows) in [("item", &items), ("edit", &edits)] {
+        let mut missing: Vec<String> = rows
+            .keys()
+            .map(|id| format!("{t}:{id}"))
+            .filter(|subject| !chained.contains(subject))
+            .collect();
+        missing.sort();
+        if let Some(subject) = missing.into_iter().next() {
+            return Err(ChainError::NoChain { subject }.into());
         }
     }
     let digest = heads.map(|h| {

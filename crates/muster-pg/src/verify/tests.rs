@@ -103,7 +103,7 @@ async fn an_edit_without_any_chain_fails_verification() {
         &format!("DELETE FROM core.ledger WHERE subject_id = '{id}'"),
     )
     .await;
-    assert_eq!(error_code(&db).await, "E_LEDGER");
+    assert_eq!(error_code(&db).await, "E_LEDGER_NO_CHAIN");
 }
 
 #[tokio::test]
