@@ -22,7 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve the API (the default).
     Serve,
-    /// Apply pending migrations to Logbook and exit.
+    /// Apply pending migrations to Logbook as the schema owner, grant the runtime role
+    /// (`--runtime-role`) what `serve` needs, and exit.
     Migrate,
     /// Solve an edit-intake proof-of-work challenge and print the nonce (the reference solver).
     Solve {

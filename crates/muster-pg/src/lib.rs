@@ -1,7 +1,8 @@
 //! The Logbook adapter: Muster's ports on PostgreSQL.
 //!
 //! This crate owns every SQL statement of Muster and the migrations (`/migrations`, embedded at
-//! build time). It knows nothing of HTTP.
+//! build time), the runtime role's grants (`grants.rs`) and TLS to Logbook (`tls.rs`). It knows
+//! nothing of HTTP.
 //!
 //! Availability: every pool checkout, connect and statement is bounded in time, and failures to
 //! reach the database surface as [`StoreError::Unavailable`] so callers answer fast; the pool

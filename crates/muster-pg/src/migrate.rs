@@ -3,8 +3,10 @@
 //! runs cannot interleave. Applied files are remembered with a BLAKE3 checksum; changing an
 //! applied file is refused.
 //!
-//! (A runner such as refinery would do this too, but its tokio-postgres driver pulls a TLS stack
-//! into a service that needs none; the job is small enough to own.)
+//! After the files, the runtime role is granted exactly `grants::RUNTIME_GRANTS` (every run, so
+//! drift is repaired): the role's name is a setting, which checksummed SQL files cannot carry.
+//!
+//! (A runner such as refinery would apply the files too; the job is small enough to own.)
 
 use deadpool_postgres::Pool;
 

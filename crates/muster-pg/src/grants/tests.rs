@@ -132,6 +132,22 @@ async fn migrate_again_keeps_exactly_the_listed_privileges() {
 }
 
 #[tokio::test]
+async fn migrate_leaves_alone_a_listed_object_a_newer_release_dropped() {
+    let db = fresh_db().await;
+    db.client()
+        .await
+        .batch_execute("DROP TABLE core.pow_spent")
+        .await
+        .expect("drop a table");
+    assert_eq!(
+        crate::migrate(&db.pool(), DEFAULT_RUNTIME_ROLE)
+            .await
+            .expect("migrate"),
+        Vec::<i32>::new()
+    );
+}
+
+#[tokio::test]
 async fn migrate_as_the_runtime_role_is_refused() {
     let db = fresh_db().await;
     let pool = crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool");
