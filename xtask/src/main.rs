@@ -397,6 +397,12 @@ fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
         "muster migrate",
         Command::new(&muster).args(["migrate", "--database-url", &database_url]),
     )?;
+    // In the throwaway cluster `serve` runs as the runtime role `migrate` granted, with
+    // production privileges; a given MUSTER_DATABASE_URL is used as it is.
+    let database_url = match &cluster {
+        Some(cluster) => cluster.login_as(&database_url, muster_devdb::RUNTIME_ROLE)?,
+        None => database_url,
+    };
 
     let tokens = DevTokens::new(dev_principals());
     let dev_dir = target_dir(&root).join("dev");

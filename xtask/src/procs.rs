@@ -159,7 +159,8 @@ pub(crate) fn wait_healthy(port: u16, server: &mut Proc, log: &Path) -> Result<(
 }
 
 /// Creates database `name` in `cluster` and migrates it with `muster migrate` (warnings only);
-/// answers its URL.
+/// answers its URL (the superuser's). The runtime role gets a login: `serve` connects with
+/// [`runtime_url`].
 pub(crate) fn migrated_database(
     cluster: &TempCluster,
     muster: &Path,
@@ -172,5 +173,15 @@ pub(crate) fn migrated_database(
             .args(["migrate", "--database-url", &url, "--log-format", "pretty"])
             .env("RUST_LOG", "warn"),
     )?;
+    cluster.login_as(&url, muster_devdb::RUNTIME_ROLE)?;
     Ok(url)
+}
+
+/// A database URL of a throwaway cluster (the superuser's) as the runtime role, for `serve`.
+pub(crate) fn runtime_url(url: &str) -> String {
+    url.replacen(
+        &format!("://{}@", muster_devdb::SUPERUSER),
+        &format!("://{}@", muster_devdb::RUNTIME_ROLE),
+        1,
+    )
 }

@@ -22,7 +22,8 @@ pub struct Cli {
 pub enum Command {
     /// Serve the API (the default).
     Serve,
-    /// Apply pending migrations to Logbook and exit.
+    /// Apply pending migrations to Logbook as the schema owner, grant the runtime role
+    /// (`--runtime-role`) what `serve` needs, and exit.
     Migrate,
     /// Solve an edit-intake proof-of-work challenge and print the nonce (the reference solver).
     Solve {
@@ -33,7 +34,15 @@ pub enum Command {
         difficulty: u8,
     },
     /// Verify every hash chain of the ledger and exit (non-zero when one is broken).
-    LedgerVerify,
+    LedgerVerify {
+        /// Also print `N:DIGEST`: the newest ledger sequence N and a digest over every chain
+        /// head as of N, to record outside Logbook.
+        #[arg(long, conflicts_with = "against")]
+        head: bool,
+        /// Also check that the ledger up to N still hashes to DIGEST (as `--head` printed it).
+        #[arg(long, value_name = "N:DIGEST")]
+        against: Option<String>,
+    },
 }
 
 /// How `/v1` bearer tokens are checked.
@@ -62,6 +71,11 @@ pub struct Settings {
         hide_env_values = true
     )]
     pub database_url: Option<String>,
+    /// The role `muster migrate` grants what `serve` needs (created NOLOGIN when absent; its
+    /// login is the operator's business). `serve` connects as it.
+    #[arg(long, env = "MUSTER_RUNTIME_ROLE", default_value = muster_pg::DEFAULT_RUNTIME_ROLE,
+          global = true, value_parser = runtime_role)]
+    pub runtime_role: String,
     /// Address to serve on.
     #[arg(
         long,
@@ -164,6 +178,13 @@ impl std::fmt::Debug for ClockAdapter {
     }
 }
 
+/// A role name `migrate` accepts (checked at startup).
+fn runtime_role(raw: &str) -> Result<String, String> {
+    muster_pg::validate_role(raw)
+        .map(|()| raw.to_owned())
+        .map_err(|e| e.to_string())
+}
+
 /// A directory that exists (checked at startup, so a typo fails loudly).
 fn existing_dir(raw: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(raw);
@@ -197,6 +218,7 @@ impl Settings {
     pub fn new(database_url: impl Into<String>) -> Self {
         Settings {
             database_url: Some(database_url.into()),
+            runtime_role: muster_pg::DEFAULT_RUNTIME_ROLE.to_owned(),
             listen: "127.0.0.1:0".parse().expect("literal address"),
             tokens: None,
             auth: None,

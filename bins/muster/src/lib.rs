@@ -321,6 +321,9 @@ pub async fn serve(
     if let Some(wake) = app.wake {
         tasks.push(tokio::spawn(wake.run()));
     }
+    tasks.push(tokio::spawn(
+        app.logbook.clone().check_role_when_reachable(),
+    ));
     if let (Some(probe), Some(status)) = (app.api_probe, app.state.api_server.clone()) {
         tasks.push(tokio::spawn(probe.run(status)));
     }
@@ -442,13 +445,31 @@ async fn housekeeping(
 /// Applies pending migrations.
 pub async fn migrate(settings: &Settings) -> anyhow::Result<Vec<i32>> {
     let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
-    Ok(muster_pg::migrate(&pool).await?)
+    Ok(muster_pg::migrate(&pool, &settings.runtime_role).await?)
 }
 
 /// Verifies every ledger chain.
 pub async fn ledger_verify(settings: &Settings) -> anyhow::Result<muster_pg::LedgerReport> {
+    Ok(ledger_verify_with(settings, false, None).await?.0)
+}
+
+/// Verifies every ledger chain; with `head`, answers `N:DIGEST` too; with `against`, checks
+/// that the ledger up to N still hashes to DIGEST.
+pub async fn ledger_verify_with(
+    settings: &Settings,
+    head: bool,
+    against: Option<&str>,
+) -> anyhow::Result<(muster_pg::LedgerReport, Option<muster_pg::LedgerHead>)> {
     let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
-    Ok(muster_pg::verify_ledger(&pool).await?)
+    if let Some(recorded) = against {
+        let recorded: muster_pg::LedgerHead = recorded.parse()?;
+        return Ok((muster_pg::verify_against(&pool, recorded).await?, None));
+    }
+    if head {
+        let (report, head) = muster_pg::ledger_head(&pool).await?;
+        return Ok((report, Some(head)));
+    }
+    Ok((muster_pg::verify_ledger(&pool).await?, None))
 }
 
 /// Resolves on SIGTERM or SIGINT.

@@ -45,12 +45,27 @@ async fn main() -> anyhow::Result<()> {
                 .context("no nonce found")?;
             println!("{nonce}");
         }
-        Command::LedgerVerify => {
-            let report = muster::ledger_verify(&cli.settings).await?;
-            println!(
-                "ledger verified: {} subjects, {} entries, every chain intact",
-                report.subjects, report.entries
+        Command::LedgerVerify { head, against } => {
+            let (report, head) =
+                muster::ledger_verify_with(&cli.settings, head, against.as_deref()).await?;
+            let summary = format!(
+                "ledger verified: {} subjects, {} entries, every chain intact{}",
+                report.subjects,
+                report.entries,
+                if against.is_some() {
+                    "; the ledger up to the recorded head still hashes to its digest"
+                } else {
+                    ""
+                }
             );
+            match head {
+                // The head alone on stdout, to be recorded elsewhere.
+                Some(head) => {
+                    eprintln!("{summary}");
+                    println!("{head}");
+                }
+                None => println!("{summary}"),
+            }
         }
     }
     Ok(())

@@ -68,9 +68,39 @@ impl Dependency {
     }
 }
 
+/// A check of how a dependency is set up (Logbook: the privileges of the role `serve` connects
+/// as), made once the dependency answers: unknown until then, then right or wrong and why.
+/// Readiness fails while it is wrong.
+#[derive(Debug, Default)]
+pub struct Configuration {
+    state: Shared<Option<Result<(), String>>>,
+}
+
+impl Configuration {
+    /// Records a check's verdict; answers whether it differs from the one before.
+    pub fn record(&self, verdict: Result<(), String>) -> bool {
+        self.state.replace(Some(verdict.clone())) != Some(verdict)
+    }
+
+    /// `None` until checked, then the verdict.
+    pub fn verdict(&self) -> Option<Result<(), String>> {
+        self.state.get()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_configuration_is_unknown_until_checked_and_a_repeated_verdict_is_no_change() {
+        let c = Configuration::default();
+        assert_eq!(c.verdict(), None);
+        assert!(c.record(Err("lacks UPDATE on core.items".into())));
+        assert!(!c.record(Err("lacks UPDATE on core.items".into())));
+        assert!(c.record(Ok(())));
+        assert_eq!(c.verdict(), Some(Ok(())));
+    }
 
     #[test]
     fn every_call_is_counted_and_only_the_unanswered_as_failures() {

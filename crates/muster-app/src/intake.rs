@@ -253,7 +253,7 @@ impl Intake {
             bump(&self.stats.spent);
             return Err(AppError::Pow("this challenge was already used".into()));
         }
-        let (edit, entry) = Edit::submit(self.ids.edit_id(), &s.target, &owner, actor, now);
+        let (edit, entry) = Edit::submit(self.ids.edit_id(), &s.target, &owner, &body, actor, now);
         tx.insert_edit(&edit, &body, now).await?;
         tx.append(&[entry]).await?;
         tx.commit().await?;

@@ -42,6 +42,10 @@ use std::process::{Child, Command, Output, Stdio};
 /// The superuser name given to `initdb -U`; also the user in [`TempCluster::url`].
 pub const SUPERUSER: &str = "postgres";
 
+/// The runtime role `muster migrate` creates and grants by default (`--runtime-role`): the
+/// role `muster serve` runs as in the local runs, with production privileges.
+pub const RUNTIME_ROLE: &str = "muster_app";
+
 /// The only address the cluster listens on.
 const HOST: &str = "127.0.0.1";
 
@@ -86,6 +90,9 @@ pub struct ClusterOptions {
     /// More `name = value` lines for the cluster's settings file, after the ones above
     /// (e.g. `shared_preload_libraries = 'pg_stat_statements'` for `cargo xtask profile`).
     pub extra_settings: Vec<String>,
+    /// Files written into the data directory before the first start, readable only by the
+    /// cluster's account (e.g. `server.crt` and `server.key` for `ssl = on`): (name, contents).
+    pub files: Vec<(String, Vec<u8>)>,
 }
 
 impl Default for ClusterOptions {
@@ -95,6 +102,7 @@ impl Default for ClusterOptions {
             max_connections: 200,
             log_to: None,
             extra_settings: Vec::new(),
+            files: Vec::new(),
         }
     }
 }
@@ -169,6 +177,7 @@ impl TempCluster {
         cluster.spawn_watchdog()?;
         cluster.prepare_directories()?;
         cluster.initdb(&initdb)?;
+        cluster.write_files()?;
         cluster.start_on_free_port()?;
         Ok(cluster)
     }
@@ -187,6 +196,13 @@ impl TempCluster {
     /// `postgresql://postgres@127.0.0.1:54321/postgres` (trust authentication).
     pub fn url(&self, database: &str) -> String {
         format!("postgresql://{SUPERUSER}@{HOST}:{}/{database}", self.port)
+    }
+
+    /// Gives `role` (created `NOLOGIN` by `muster migrate`) a login and answers `url` (a URL of
+    /// this cluster) as that role. The cluster trusts local connections: no password.
+    pub fn login_as(&self, url: &str, role: &str) -> Result<String, DevDbError> {
+        psql(&self.url(SUPERUSER), &format!("alter role {role} login"))?;
+        Ok(url.replacen(&format!("://{SUPERUSER}@"), &format!("://{role}@"), 1))
     }
 
     /// Creates database `name` (with psql, as the superuser) and answers its [`Self::url`].
@@ -337,6 +353,18 @@ impl TempCluster {
             }
         }
         Err(DevDbError::Initdb { output: transcript })
+    }
+
+    fn write_files(&self) -> Result<(), DevDbError> {
+        for (name, contents) in &self.options.files {
+            let path = self.data_dir.join(name);
+            fs::write(&path, contents)
+                .map_err(|e| DevDbError::io(format!("writing {}", path.display()), e))?;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o600))
+                .map_err(|e| DevDbError::io(format!("chmod {}", path.display()), e))?;
+            self.chown(&path)?;
+        }
+        Ok(())
     }
 
     fn write_include(&self) -> Result<(), DevDbError> {

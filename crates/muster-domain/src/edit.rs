@@ -94,13 +94,20 @@ pub enum Decided {
     Already,
 }
 
+/// The digest of a proposal's text that its `submitted` ledger entry records: BLAKE3, hex.
+pub fn body_digest(body: &str) -> String {
+    blake3::hash(body.as_bytes()).to_hex().to_string()
+}
+
 impl Edit {
     /// A new proposal, held for review, and the ledger entry that records it. The proposal's
-    /// text is not in the ledger entry (the ledger keeps the transition, Logbook the text).
+    /// text is not in the ledger entry, its BLAKE3 is (`body_blake3`, [`body_digest`]): the
+    /// stored text can be checked against the chain.
     pub fn submit(
         id: EditId,
         target: &str,
         owner: &str,
+        body: &str,
         actor: Principal,
         now: OffsetDateTime,
     ) -> (Edit, SealedEntry) {
@@ -111,7 +118,7 @@ impl Edit {
             state: EditState::PendingApproval,
             chain: ChainHead::genesis(),
         };
-        let data = json!({"target": target, "owner": owner});
+        let data = json!({"target": target, "owner": owner, "body_blake3": body_digest(body)});
         let entry = edit.record(
             "submitted",
             None,
@@ -192,6 +199,7 @@ mod tests {
             EditId(Uuid::from_u128(1)),
             "docs/intro",
             "alice",
+            "better wording",
             Principal::Conn,
             T,
         )
@@ -200,17 +208,33 @@ mod tests {
 
     #[test]
     fn a_submitted_edit_waits_for_review() {
-        let (edit, entry) = Edit::submit(
+        let (edit, _) = Edit::submit(
             EditId(Uuid::from_u128(1)),
             "docs/intro",
             "alice",
+            "better wording",
             Principal::Conn,
             T,
         );
         assert_eq!(edit.state, EditState::PendingApproval);
+    }
+
+    #[test]
+    fn the_submitted_entry_commits_to_the_bodys_blake3() {
+        let (_, entry) = Edit::submit(
+            EditId(Uuid::from_u128(1)),
+            "docs/intro",
+            "alice",
+            "better wording",
+            Principal::Conn,
+            T,
+        );
         assert_eq!(
             entry.entry.data,
-            r#"{"owner":"alice","target":"docs/intro"}"#
+            format!(
+                r#"{{"body_blake3":"{}","owner":"alice","target":"docs/intro"}}"#,
+                blake3::hash(b"better wording").to_hex()
+            )
         );
     }
 

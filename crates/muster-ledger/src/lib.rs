@@ -170,6 +170,18 @@ pub enum ChainError {
         expected: u64,
         found: u64,
     },
+    #[error("subject {subject}: the stored text is not the one its `submitted` entry records")]
+    BodyChanged { subject: String },
+    #[error("subject {subject}: no ledger chain at all")]
+    NoChain { subject: String },
+    #[error(
+        "the ledger up to entry {seq} no longer hashes to {expected} (it hashes to {found}): entries up to {seq} were changed, removed or added"
+    )]
+    DigestMismatch {
+        seq: u64,
+        expected: String,
+        found: String,
+    },
 }
 
 impl ChainError {
@@ -181,6 +193,9 @@ impl ChainError {
             ChainError::Tampered { .. } => "E_LEDGER_TAMPERED",
             ChainError::ForeignEntry { .. } => "E_LEDGER_FOREIGN",
             ChainError::HeadMismatch { .. } => "E_LEDGER_HEAD",
+            ChainError::BodyChanged { .. } => "E_LEDGER_BODY",
+            ChainError::NoChain { .. } => "E_LEDGER_NO_CHAIN",
+            ChainError::DigestMismatch { .. } => "E_LEDGER_DIGEST",
         }
     }
 }
@@ -243,6 +258,35 @@ pub fn verify_against_head<'a>(
         });
     }
     Ok(())
+}
+
+/// Domain separation for [`heads_digest`].
+const HEADS_TAG: &[u8] = b"muster-ledger-heads-v1";
+
+/// One digest over the heads of every chain as of ledger sequence `at` (the newest entry of
+/// each subject among the entries up to `at`): an operator records `at:digest` elsewhere, and
+/// a later rewrite of any entry up to `at` (a changed, removed or added entry, or a removed
+/// subject) gives another digest. Subjects are taken in byte order of (type, id), whatever
+/// order they are given in.
+pub fn heads_digest<'a>(
+    at: u64,
+    heads: impl IntoIterator<Item = (&'a str, &'a str, ChainHead)>,
+) -> Hash {
+    let mut heads: Vec<(&str, &str, ChainHead)> = heads.into_iter().collect();
+    heads.sort_unstable_by(|a, b| {
+        (a.0.as_bytes(), a.1.as_bytes()).cmp(&(b.0.as_bytes(), b.1.as_bytes()))
+    });
+    let mut h = blake3::Hasher::new();
+    put_bytes(&mut h, HEADS_TAG);
+    h.update(&at.to_be_bytes());
+    h.update(&(heads.len() as u64).to_be_bytes());
+    for (subject_type, subject_id, head) in heads {
+        put_bytes(&mut h, subject_type.as_bytes());
+        put_bytes(&mut h, subject_id.as_bytes());
+        h.update(&head.len.to_be_bytes());
+        h.update(&head.hash);
+    }
+    *h.finalize().as_bytes()
 }
 
 #[cfg(test)]

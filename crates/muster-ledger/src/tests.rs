@@ -141,3 +141,39 @@ proptest! {
         prop_assert!(verify_chain("item", ID, &chain).is_err());
     }
 }
+
+fn head(len: u64, byte: u8) -> ChainHead {
+    ChainHead {
+        len,
+        hash: [byte; 32],
+    }
+}
+
+#[test]
+fn the_heads_digest_does_not_depend_on_the_order_subjects_are_given_in() {
+    let a = heads_digest(7, [("item", "a", head(2, 1)), ("edit", "b", head(1, 2))]);
+    let b = heads_digest(7, [("edit", "b", head(1, 2)), ("item", "a", head(2, 1))]);
+    assert_eq!(a, b);
+}
+
+#[test]
+fn a_shorter_chain_changes_the_heads_digest() {
+    let whole = heads_digest(7, [("item", "a", head(2, 1))]);
+    let cut = heads_digest(7, [("item", "a", head(1, 1))]);
+    assert_ne!(whole, cut);
+}
+
+#[test]
+fn a_removed_subject_changes_the_heads_digest() {
+    let both = heads_digest(7, [("item", "a", head(2, 1)), ("item", "b", head(1, 3))]);
+    let one = heads_digest(7, [("item", "a", head(2, 1))]);
+    assert_ne!(both, one);
+}
+
+#[test]
+fn the_sequence_the_digest_is_taken_at_is_part_of_it() {
+    assert_ne!(
+        heads_digest(7, [("item", "a", head(2, 1))]),
+        heads_digest(8, [("item", "a", head(2, 1))])
+    );
+}

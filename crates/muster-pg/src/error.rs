@@ -17,6 +17,12 @@ pub enum PgError {
     UnknownMigration(i32),
     #[error(transparent)]
     Chain(#[from] muster_ledger::ChainError),
+    #[error("database role: {0}")]
+    Role(String),
+    #[error("TLS to Logbook: {0}")]
+    Tls(String),
+    #[error("ledger: {0}")]
+    Ledger(String),
 }
 
 impl PgError {
@@ -28,6 +34,9 @@ impl PgError {
             PgError::MigrationChanged { .. } => "E_MIGRATION_CHANGED",
             PgError::UnknownMigration(_) => "E_MIGRATION_UNKNOWN",
             PgError::Chain(e) => e.code(),
+            PgError::Role(_) => "E_DB_ROLE",
+            PgError::Tls(_) => "E_DB_TLS",
+            PgError::Ledger(_) => "E_LEDGER",
         }
     }
 }

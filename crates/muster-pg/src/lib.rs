@@ -1,7 +1,8 @@
 //! The Logbook adapter: Muster's ports on PostgreSQL.
 //!
 //! This crate owns every SQL statement of Muster and the migrations (`/migrations`, embedded at
-//! build time). It knows nothing of HTTP.
+//! build time), the runtime role's grants (`grants.rs`) and TLS to Logbook (`tls.rs`). It knows
+//! nothing of HTTP.
 //!
 //! Availability: every pool checkout, connect and statement is bounded in time, and failures to
 //! reach the database surface as [`StoreError::Unavailable`] so callers answer fast; the pool
@@ -9,17 +10,24 @@
 
 mod error;
 mod feed;
+mod grants;
 mod hint;
 mod logbook;
 mod migrate;
 mod pool;
+mod tls;
 mod verify;
 mod wake;
 
 pub use error::PgError;
+pub use grants::{
+    DEFAULT_RUNTIME_ROLE, Grant, ObjectKind, RUNTIME_GRANTS, RoleCheck, check_connected_role,
+    privilege_differences, validate_role,
+};
 pub use logbook::PgLogbook;
 pub use migrate::{MIGRATIONS, Migration, SchemaStatus, migrate, schema_status};
 pub use muster_app::ports::StoreError;
 pub use pool::{PoolSettings, connect_pool};
-pub use verify::{LedgerReport, verify_ledger};
+pub use tls::{DbTarget, MakeRustls, SslMode, parse_url};
+pub use verify::{LedgerHead, LedgerReport, ledger_head, verify_against, verify_ledger};
 pub use wake::{APPLICATION_NAME as WAKE_APPLICATION_NAME, CHANNEL as WAKE_CHANNEL, WakeBridge};

@@ -3,8 +3,10 @@
 //! runs cannot interleave. Applied files are remembered with a BLAKE3 checksum; changing an
 //! applied file is refused.
 //!
-//! (A runner such as refinery would do this too, but its tokio-postgres driver pulls a TLS stack
-//! into a service that needs none; the job is small enough to own.)
+//! After the files, the runtime role is granted exactly `grants::RUNTIME_GRANTS` (every run, so
+//! drift is repaired): the role's name is a setting, which checksummed SQL files cannot carry.
+//!
+//! (A runner such as refinery would apply the files too; the job is small enough to own.)
 
 use deadpool_postgres::Pool;
 
@@ -63,13 +65,22 @@ fn checksum(m: &Migration) -> Vec<u8> {
     blake3::hash(m.sql.as_bytes()).as_bytes().to_vec()
 }
 
-/// Applies every pending migration; answers the versions applied now.
-pub async fn migrate(pool: &Pool) -> Result<Vec<i32>, PgError> {
+/// Applies every pending migration, then gives the runtime role `runtime_role` (created
+/// `NOLOGIN` when absent) exactly the privileges of [`crate::grants::RUNTIME_GRANTS`]; answers
+/// the versions applied now. Runs as the schema owner.
+pub async fn migrate(pool: &Pool, runtime_role: &str) -> Result<Vec<i32>, PgError> {
+    crate::grants::validate_role(runtime_role)?;
     let mut client = pool.get().await?;
+    crate::grants::refuse_runtime_role_as_owner(&client, runtime_role).await?;
     client
         .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
         .await?;
-    let result = apply_pending(&mut client).await;
+    let result = match apply_pending(&mut client).await {
+        Ok(applied) => crate::grants::grant_runtime_role(&mut client, runtime_role)
+            .await
+            .map(|()| applied),
+        Err(e) => Err(e),
+    };
     let unlock = client
         .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
         .await;
@@ -204,7 +215,7 @@ mod tests {
             )
             .await
             .expect("record a migration");
-        super::migrate(&db.pool()).await
+        super::migrate(&db.pool(), crate::DEFAULT_RUNTIME_ROLE).await
     }
 
     #[tokio::test]

@@ -1,7 +1,6 @@
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::NoTls;
 
 use crate::PgError;
 
@@ -32,11 +31,11 @@ impl Default for PoolSettings {
     }
 }
 
-/// Parses a connection URL and applies the session settings Muster relies on.
-pub(crate) fn pg_config(url: &str, s: &PoolSettings) -> Result<tokio_postgres::Config, PgError> {
-    let mut cfg: tokio_postgres::Config = url
-        .parse()
-        .map_err(|e: tokio_postgres::Error| PgError::Url(e.to_string()))?;
+/// Parses a connection URL (`sslmode` and `sslrootcert` as libpq reads them) and applies the
+/// session settings Muster relies on.
+pub(crate) fn pg_config(url: &str, s: &PoolSettings) -> Result<crate::tls::DbTarget, PgError> {
+    let mut target = crate::tls::parse_url(url)?;
+    let cfg = &mut target.config;
     cfg.connect_timeout(s.connect_timeout);
     cfg.keepalives(true);
     cfg.keepalives_idle(Duration::from_secs(10));
@@ -50,15 +49,15 @@ pub(crate) fn pg_config(url: &str, s: &PoolSettings) -> Result<tokio_postgres::C
         s.statement_timeout.as_millis(),
         s.lock_timeout.as_millis()
     ));
-    Ok(cfg)
+    Ok(target)
 }
 
 /// A connection pool with every wait bounded.
 pub fn connect_pool(url: &str, s: &PoolSettings) -> Result<Pool, PgError> {
-    let cfg = pg_config(url, s)?;
+    let target = pg_config(url, s)?;
     let mgr = Manager::from_config(
-        cfg,
-        NoTls,
+        target.config,
+        target.tls,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },

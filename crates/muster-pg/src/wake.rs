@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use muster_app::signal::WorkSignal;
 use muster_domain::Kind;
 use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::{AsyncMessage, NoTls, Notification};
+use tokio_postgres::{AsyncMessage, Notification};
 
 use crate::PgError;
 use crate::pool::{PoolSettings, pg_config};
@@ -32,15 +32,16 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 
 /// Passes wake-ups between this replica's [`WorkSignal`] and the other replicas'.
 pub struct WakeBridge {
-    config: tokio_postgres::Config,
+    /// The pool's URL read the pool's way, TLS included.
+    target: crate::tls::DbTarget,
     signal: WorkSignal,
 }
 
 impl WakeBridge {
     pub fn new(url: &str, settings: &PoolSettings, signal: WorkSignal) -> Result<Self, PgError> {
-        let mut config = pg_config(url, settings)?;
-        config.application_name(APPLICATION_NAME);
-        Ok(WakeBridge { config, signal })
+        let mut target = pg_config(url, settings)?;
+        target.config.application_name(APPLICATION_NAME);
+        Ok(WakeBridge { target, signal })
     }
 
     /// Listens and announces until dropped, reconnecting with backoff when the connection fails.
@@ -57,7 +58,7 @@ impl WakeBridge {
 
     /// One connection's life: answers why it ended.
     async fn session(&self, backoff: &mut Duration) -> String {
-        let (client, mut connection) = match self.config.connect(NoTls).await {
+        let (client, mut connection) = match self.target.config.connect(self.target.tls.clone()).await {
             Ok(c) => c,
             Err(e) => return e.to_string(),
         };

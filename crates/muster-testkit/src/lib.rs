@@ -123,23 +123,84 @@ async fn template() -> &'static str {
             }
             let pool = muster_pg::connect_pool(&server_url(&name), &PoolSettings::default())
                 .expect("pool");
-            muster_pg::migrate(&pool)
+            muster_pg::migrate(&pool, muster_pg::DEFAULT_RUNTIME_ROLE)
                 .await
                 .expect("migrate the template database");
             pool.close();
+            give_runtime_role_a_login(&client).await;
             name
         })
         .await
+}
+
+/// The runtime role's password in throwaway clusters (some authenticate TCP by password).
+pub const RUNTIME_PASSWORD: &str = "muster-test";
+
+/// `migrate` creates the runtime role `NOLOGIN`; in a throwaway cluster the tests log in as it.
+/// The role is the cluster's, shared by every test process on it: a concurrent `ALTER ROLE`
+/// of the same role is retried.
+async fn give_runtime_role_a_login(admin: &tokio_postgres::Client) {
+    let sql = format!(
+        "ALTER ROLE {} LOGIN PASSWORD '{RUNTIME_PASSWORD}'",
+        muster_pg::DEFAULT_RUNTIME_ROLE
+    );
+    for _ in 0..50 {
+        if admin.batch_execute(&sql).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    admin
+        .batch_execute(&sql)
+        .await
+        .expect("give the runtime role a login");
+}
+
+/// `url` with its user (and password) replaced.
+pub fn with_user(url: &str, user: &str, password: &str) -> String {
+    let scheme_end = url.find("://").map(|i| i + 3).unwrap_or(0);
+    let rest = &url[scheme_end..];
+    let host_start = match (rest.find('@'), rest.find('/')) {
+        (Some(at), Some(slash)) if at < slash => at + 1,
+        (Some(at), None) => at + 1,
+        _ => 0,
+    };
+    format!(
+        "{}{user}:{password}@{}",
+        &url[..scheme_end],
+        &rest[host_start..]
+    )
 }
 
 /// A fresh, migrated database of its own.
 #[derive(Debug, Clone)]
 pub struct TestDb {
     pub name: String,
+    /// As the cluster's superuser (for setting rows up and injecting faults).
     pub url: String,
+    /// As the runtime role `muster migrate` granted (`muster_app`): what `serve` connects as.
+    pub app_url: String,
 }
 
 impl TestDb {
+    /// Migrates the database at `url` (a superuser URL of a cluster of the test's own) and
+    /// gives its runtime role a login, as the shared template is.
+    pub async fn migrate_own(name: &str, url: String) -> TestDb {
+        let pool = muster_pg::connect_pool(&url, &PoolSettings::default()).expect("pool");
+        muster_pg::migrate(&pool, muster_pg::DEFAULT_RUNTIME_ROLE)
+            .await
+            .expect("migrate");
+        let client = pool.get().await.expect("connect");
+        give_runtime_role_a_login(&client).await;
+        drop(client);
+        pool.close();
+        TestDb {
+            name: name.to_owned(),
+            app_url: with_user(&url, muster_pg::DEFAULT_RUNTIME_ROLE, RUNTIME_PASSWORD),
+            url,
+        }
+    }
+
     /// A pool on this database with the production settings.
     pub fn pool(&self) -> deadpool_postgres::Pool {
         muster_pg::connect_pool(&self.url, &PoolSettings::default()).expect("pool")
@@ -176,15 +237,33 @@ pub async fn fresh_db() -> TestDb {
             Err(e) => panic!("create test database: {e}"),
         }
     }
+    let url = server_url(&name);
     TestDb {
-        url: server_url(&name),
+        app_url: with_user(&url, muster_pg::DEFAULT_RUNTIME_ROLE, RUNTIME_PASSWORD),
+        url,
         name,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::replace_db;
+    use super::{replace_db, with_user};
+
+    #[test]
+    fn the_user_of_a_url_is_replaced() {
+        assert_eq!(
+            with_user("postgresql://postgres@h:5/a", "app", "pw"),
+            "postgresql://app:pw@h:5/a"
+        );
+        assert_eq!(
+            with_user("postgresql://postgres:postgres@h:5/a?x=1", "app", "pw"),
+            "postgresql://app:pw@h:5/a?x=1"
+        );
+        assert_eq!(
+            with_user("postgresql://h:5/a", "app", "pw"),
+            "postgresql://app:pw@h:5/a"
+        );
+    }
 
     #[test]
     fn the_database_name_of_a_url_is_replaced() {

@@ -119,7 +119,8 @@ impl TestApp {
     pub async fn spawn_on(db: TestDb, adjust: impl FnOnce(&mut Settings)) -> TestApp {
         init_test_log();
         let dir = TempDir::new("muster-test");
-        let mut settings = Settings::new(db.url.clone());
+        // The server runs with production privileges: as the runtime role.
+        let mut settings = Settings::new(db.app_url.clone());
         settings.tokens = Some(write_tokens(&dir.0));
         adjust(&mut settings);
         let app = muster::build(&settings).expect("build the app");
@@ -158,7 +159,7 @@ impl TestApp {
     pub async fn attach(db: TestDb, addr: SocketAddr) -> TestApp {
         let app = TestApp {
             addr,
-            settings: Settings::new(db.url.clone()),
+            settings: Settings::new(db.app_url.clone()),
             db,
             client: Client::builder(TokioExecutor::new()).build_http(),
             shutdown: Mutex::new(None),

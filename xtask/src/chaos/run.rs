@@ -15,7 +15,9 @@ use serde_json::Value;
 
 use super::{Ctx, Fault, LEASE_TTL_MS, Scenario, now_ms, thresholds};
 use crate::fleet::{FleetFiles, fleet_files};
-use crate::procs::{Proc, append, free_port, migrated_database, psql_query, wait_healthy};
+use crate::procs::{
+    Proc, append, free_port, migrated_database, psql_query, runtime_url, wait_healthy,
+};
 
 /// A muster replica: its port and the current process, if any.
 pub(super) struct Replica {
@@ -146,7 +148,7 @@ impl<'a> Run<'a> {
         let mut serve = Command::new(&self.ctx.muster);
         serve
             .arg("serve")
-            .args(["--database-url", &self.url])
+            .args(["--database-url", &runtime_url(&self.url)])
             .args(["--listen", &format!("127.0.0.1:{}", r.port)])
             .arg("--tokens")
             .arg(&self.tokens)

@@ -364,11 +364,25 @@ fn deployment_listens_on_the_service_port_on_all_interfaces() {
 #[test]
 fn database_url_comes_from_the_secret_and_no_dev_token_file_is_used() {
     let all = manifests();
-    let example = all
+    let examples: Vec<_> = all
         .iter()
-        .find(|m| m.kind() == "Secret" && is_example(&m.file))
-        .expect("deploy/k8s has an example Secret (*.example.yaml)");
+        .filter(|m| m.kind() == "Secret" && is_example(&m.file))
+        .collect();
+    assert!(
+        !examples.is_empty(),
+        "deploy/k8s has example Secrets (*.example.yaml)"
+    );
     for m in workloads(&all) {
+        // The migration Job connects as the schema owner, everything else as the runtime role.
+        let wanted = if m.kind() == "Job" {
+            "muster-database-owner"
+        } else {
+            "muster-database"
+        };
+        let example = examples
+            .iter()
+            .find(|e| e.name() == wanted)
+            .unwrap_or_else(|| panic!("no example Secret `{wanted}` in deploy/k8s"));
         for (c, container) in m.containers() {
             let entry = env_value(container, "MUSTER_DATABASE_URL")
                 .unwrap_or_else(|| panic!("{}: env MUSTER_DATABASE_URL is missing", m.at(&c)));
@@ -382,10 +396,18 @@ fn database_url_comes_from_the_secret_and_no_dev_token_file_is_used() {
                 example.file
             );
             let key = secret["key"].as_str().unwrap_or_default();
+            let url = example.get(&format!("/stringData/{key}"));
             assert!(
-                !example.get(&format!("/stringData/{key}")).is_null(),
+                !url.is_null(),
                 "{}: env MUSTER_DATABASE_URL names key {key:?}, which {} does not have",
                 m.at(&c),
+                example.file
+            );
+            assert!(
+                url.as_str()
+                    .unwrap_or_default()
+                    .contains("sslmode=verify-full"),
+                "{}: the example URL must check Logbook's certificate (sslmode=verify-full)",
                 example.file
             );
             assert!(

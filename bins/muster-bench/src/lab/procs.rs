@@ -87,6 +87,8 @@ pub(crate) fn migrated_database(
         &format!("muster migrate ({name})"),
         Command::new(muster).args(["migrate", "--database-url", &url]),
     )?;
+    // `serve` runs as the runtime role `migrate` granted (see `ServeArgs::spawn`).
+    cluster.login_as(&url, muster_devdb::RUNTIME_ROLE)?;
     Ok(url)
 }
 
@@ -134,9 +136,15 @@ impl ServeArgs<'_> {
 
     pub(crate) fn spawn(&self, log_path: &Path) -> Result<Proc> {
         let log = std::fs::File::create(log_path)?;
+        // As the runtime role, with production privileges (`migrated_database` gave it a login).
+        let url = self.url.replacen(
+            &format!("://{}@", muster_devdb::SUPERUSER),
+            &format!("://{}@", muster_devdb::RUNTIME_ROLE),
+            1,
+        );
         let child = with_nofile(self.muster)
             .arg("serve")
-            .args(["--database-url", self.url, "--listen", self.listen])
+            .args(["--database-url", &url, "--listen", self.listen])
             .arg("--tokens")
             .arg(self.tokens)
             .arg("--ownership-map")

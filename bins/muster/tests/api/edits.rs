@@ -296,7 +296,7 @@ async fn no_client_ip_reaches_the_database_or_the_log() {
         .port();
     let mut child = crate::harness::KillOnDrop(Some(
         std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
-            .env("MUSTER_DATABASE_URL", &db.url)
+            .env("MUSTER_DATABASE_URL", &db.app_url)
             .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
             .env("MUSTER_TOKENS", crate::harness::write_tokens(&dir.0))
             .env("MUSTER_OWNERSHIP_MAP", &map)

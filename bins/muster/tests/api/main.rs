@@ -17,5 +17,6 @@ mod outage;
 mod redaction;
 mod replay;
 mod rollout;
+mod roles;
 mod shutdown;
 mod sigterm;

@@ -22,13 +22,7 @@ async fn with_postgres_down_calls_answer_503_fast_and_service_resumes_when_it_re
         .unwrap()
         .expect("start PostgreSQL");
     let url = cluster.url("postgres");
-    let pool = muster_pg::connect_pool(&url, &muster_pg::PoolSettings::default()).unwrap();
-    muster_pg::migrate(&pool).await.unwrap();
-    pool.close();
-    let db = TestDb {
-        name: "postgres".into(),
-        url,
-    };
+    let db = TestDb::migrate_own("postgres", url).await;
     let app = TestApp::spawn_on(db, |_| {}).await;
     app.enqueue("trawl", "normal", json!({})).await;
 

@@ -62,7 +62,7 @@ async fn sigterm_under_load_fails_no_request_and_loses_no_lease() {
     let mut child = crate::harness::KillOnDrop(Some(
         Command::new(env!("CARGO_BIN_EXE_muster"))
             .arg("serve")
-            .env("MUSTER_DATABASE_URL", &db.url)
+            .env("MUSTER_DATABASE_URL", &db.app_url)
             .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
             .env("MUSTER_TOKENS", write_tokens(&dir.0))
             .stdout(Stdio::null())

@@ -23,6 +23,7 @@ mod intake;
 mod items;
 mod leases;
 mod ledger;
+mod role;
 mod rows;
 mod tx;
 
@@ -33,6 +34,8 @@ pub struct PgLogbook {
     hints: Arc<LeaseHints>,
     /// The readiness verdict on the schema of the last check that reached Logbook.
     schema_verdict: Arc<Shared<Result<(), String>>>,
+    /// The connected role's privileges (`role.rs`).
+    role: Arc<muster_app::dependency::Configuration>,
 }
 
 impl std::fmt::Debug for PgLogbook {
@@ -49,6 +52,7 @@ impl PgLogbook {
             pool,
             hints: Arc::default(),
             schema_verdict: Arc::new(Shared::new(Ok(()))),
+            role: Arc::default(),
         }
     }
 
@@ -154,6 +158,8 @@ impl muster_app::ports::Readiness for PgLogbook {
             }
         };
         let _previous = self.schema_verdict.replace(verdict.clone());
-        verdict
+        verdict?;
+        // A role that lacks a grant `serve` needs: not ready until it is fixed.
+        self.role_problem().await.map_or(Ok(()), Err)
     }
 }

@@ -1,0 +1,293 @@
+//! The runtime role: what `muster serve` may do in Logbook, granted by `muster migrate` (which
+//! runs as the schema owner) and checked by `serve` at its first connection.
+//!
+//! [`RUNTIME_GRANTS`] is the whole list: every table, sequence and function of schema `core`
+//! appears in it with exactly the privileges `serve` needs (an object with none is listed with
+//! none). A migration that adds an object adds its line here; the test `grants::tests` fails
+//! for an object of the catalog that is missing, and for any privilege more or less than the
+//! list's. On `core.ledger` the runtime role may only `SELECT` and `INSERT`; it owns nothing,
+//! so it cannot alter, truncate or switch off a trigger of anything.
+
+use crate::PgError;
+
+/// `--runtime-role`'s default.
+pub const DEFAULT_RUNTIME_ROLE: &str = "muster_app";
+
+/// What kind of object a grant is on (each has its own privileges in PostgreSQL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    Table,
+    Sequence,
+    Function,
+}
+
+impl ObjectKind {
+    /// Every privilege PostgreSQL knows for this kind of object.
+    pub fn all_privileges(self) -> &'static [&'static str] {
+        match self {
+            ObjectKind::Table => &[
+                "SELECT",
+                "INSERT",
+                "UPDATE",
+                "DELETE",
+                "TRUNCATE",
+                "REFERENCES",
+                "TRIGGER",
+            ],
+            ObjectKind::Sequence => &["USAGE", "SELECT", "UPDATE"],
+            ObjectKind::Function => &["EXECUTE"],
+        }
+    }
+
+    fn keyword(self) -> &'static str {
+        match self {
+            ObjectKind::Table => "TABLE",
+            ObjectKind::Sequence => "SEQUENCE",
+            ObjectKind::Function => "FUNCTION",
+        }
+    }
+}
+
+/// The privileges of the runtime role on one object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    pub kind: ObjectKind,
+    /// Qualified name; a function with its argument types (`core.f(text)`).
+    pub object: &'static str,
+    pub privileges: &'static [&'static str],
+}
+
+const fn table(object: &'static str, privileges: &'static [&'static str]) -> Grant {
+    Grant {
+        kind: ObjectKind::Table,
+        object,
+        privileges,
+    }
+}
+
+/// Every object of schema `core` and what the runtime role may do with it.
+pub const RUNTIME_GRANTS: &[Grant] = &[
+    table("core.schema_migrations", &["SELECT"]),
+    table("core.items", &["SELECT", "INSERT", "UPDATE"]),
+    table("core.leases", &["SELECT", "INSERT", "UPDATE"]),
+    // Append-only for the server: the chain can be extended and read, nothing else.
+    table("core.ledger", &["SELECT", "INSERT"]),
+    table("core.worker_digests", &["SELECT", "INSERT", "UPDATE"]),
+    table("core.worker_health", &["SELECT", "INSERT", "UPDATE"]),
+    table("core.edits", &["SELECT", "INSERT", "UPDATE"]),
+    table("core.intake_secrets", &["SELECT", "INSERT"]),
+    table("core.intake_salts", &["SELECT", "INSERT", "DELETE"]),
+    table(
+        "core.intake_counts",
+        &["SELECT", "INSERT", "UPDATE", "DELETE"],
+    ),
+    table("core.pow_spent", &["SELECT", "INSERT", "DELETE"]),
+    // The ledger's identity sequence: an identity column draws its value without a privilege
+    // check, so INSERT on the table is all it takes.
+    Grant {
+        kind: ObjectKind::Sequence,
+        object: "core.ledger_seq_seq",
+        privileges: &[],
+    },
+    Grant {
+        kind: ObjectKind::Function,
+        object: "core.expect_rows(text, bigint, bigint)",
+        privileges: &["EXECUTE"],
+    },
+    // A trigger fires whatever the privileges of the one whose statement fired it.
+    Grant {
+        kind: ObjectKind::Function,
+        object: "core.ledger_refuse_change()",
+        privileges: &[],
+    },
+];
+
+/// A role name as an SQL identifier. Only plain lower-case names are accepted, so that the
+/// name needs no quoting rules of its own and means the same in psql and in Kubernetes.
+pub fn validate_role(role: &str) -> Result<(), PgError> {
+    let mut chars = role.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if first_ok && rest_ok && role.len() <= 63 && !role.starts_with("pg_") {
+        Ok(())
+    } else {
+        Err(PgError::Role(format!(
+            "runtime role {role:?}: a role name is 1 to 63 of a-z, 0-9 and _, not starting with a digit or pg_"
+        )))
+    }
+}
+
+/// Refuses to migrate as the runtime role itself (it would own what it must not change).
+pub(crate) async fn refuse_runtime_role_as_owner(
+    client: &tokio_postgres::Client,
+    role: &str,
+) -> Result<(), PgError> {
+    let me: String = client
+        .query_one("SELECT current_user::text", &[])
+        .await?
+        .get(0);
+    if me == role {
+        return Err(PgError::Role(format!(
+            "`muster migrate` is connected as {role}, the runtime role: migrate as the schema owner, serve as {role}"
+        )));
+    }
+    Ok(())
+}
+
+/// Creates the runtime role (`NOLOGIN`) when it does not exist and gives it exactly
+/// [`RUNTIME_GRANTS`] (each listed object's privileges revoked, then the listed ones granted),
+/// plus `USAGE` on schema `core`. Runs as the schema owner, inside `migrate`'s lock.
+pub(crate) async fn grant_runtime_role(
+    client: &mut deadpool_postgres::Object,
+    role: &str,
+) -> Result<(), PgError> {
+    validate_role(role)?;
+    let exists = client
+        .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&role])
+        .await?
+        .is_some();
+    if !exists {
+        match client
+            .batch_execute(&format!("CREATE ROLE {role} NOLOGIN"))
+            .await
+        {
+            Ok(()) => tracing::info!(
+                role,
+                "runtime role created (NOLOGIN): give it a login and password out of band"
+            ),
+            // Created by a concurrent `migrate` of another database of the same cluster.
+            Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::DUPLICATE_OBJECT) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let tx = client.transaction().await?;
+    let mut sql = format!("GRANT USAGE ON SCHEMA core TO {role};\n");
+    for g in RUNTIME_GRANTS {
+        // An object a newer release dropped (this binary migrating a newer schema after a
+        // rollback) is left alone: the newer release's grants are in force.
+        let lookup = match g.kind {
+            ObjectKind::Function => "SELECT to_regprocedure($1) IS NOT NULL",
+            _ => "SELECT to_regclass($1) IS NOT NULL",
+        };
+        if !tx.query_one(lookup, &[&g.object]).await?.get::<_, bool>(0) {
+            tracing::warn!(object = g.object, "not granted: the object does not exist");
+            continue;
+        }
+        let kw = g.kind.keyword();
+        sql.push_str(&format!("REVOKE ALL ON {kw} {} FROM {role};\n", g.object));
+        if g.kind == ObjectKind::Function {
+            // Functions are executable by PUBLIC by default: only the listed grants count.
+            sql.push_str(&format!("REVOKE ALL ON {kw} {} FROM PUBLIC;\n", g.object));
+        }
+        if !g.privileges.is_empty() {
+            sql.push_str(&format!(
+                "GRANT {} ON {kw} {} TO {role};\n",
+                g.privileges.join(", "),
+                g.object
+            ));
+        }
+    }
+    tx.batch_execute(&sql).await?;
+    tx.commit().await?;
+    tracing::info!(role, objects = RUNTIME_GRANTS.len(), "runtime role granted");
+    Ok(())
+}
+
+/// What the connected role is, as far as `serve` cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RoleCheck {
+    /// A role with exactly the privileges `serve` needs.
+    Runtime { role: String },
+    /// The schema owner or a superuser: everything works, nothing is protected.
+    Privileged { role: String, why: &'static str },
+    /// A role that lacks privileges `serve` needs (each as `PRIVILEGE on object`).
+    Missing { role: String, missing: Vec<String> },
+}
+
+/// The privileges `role` lacks or has beyond [`RUNTIME_GRANTS`], each as `PRIVILEGE on object`
+/// (`missing`, `extra`). Counts grants to PUBLIC and through role membership, as PostgreSQL does.
+pub async fn privilege_differences(
+    client: &tokio_postgres::Client,
+    role: &str,
+) -> Result<(Vec<String>, Vec<String>), PgError> {
+    let (mut kinds, mut objects, mut privileges) = (Vec::new(), Vec::new(), Vec::new());
+    for g in RUNTIME_GRANTS {
+        for p in g.kind.all_privileges() {
+            kinds.push(g.kind.keyword());
+            objects.push(g.object);
+            privileges.push(*p);
+        }
+    }
+    // NULL (the object does not exist) counts as not granted.
+    let rows = client
+        .query(
+            "SELECT o, p, coalesce(CASE k
+                 WHEN 'TABLE' THEN has_table_privilege($1, to_regclass(o), p)
+                 WHEN 'SEQUENCE' THEN has_sequence_privilege($1, to_regclass(o), p)
+                 ELSE has_function_privilege($1, to_regprocedure(o), p) END, false)
+             FROM unnest($2::text[], $3::text[], $4::text[]) AS x(k, o, p)",
+            &[&role, &kinds, &objects, &privileges],
+        )
+        .await?;
+    let mut missing = Vec::new();
+    let mut extra = Vec::new();
+    for r in rows {
+        let (object, p, has): (String, String, bool) = (r.get(0), r.get(1), r.get(2));
+        let wanted = RUNTIME_GRANTS
+            .iter()
+            .any(|g| g.object == object && g.privileges.contains(&p.as_str()));
+        let line = format!("{p} on {object}");
+        match (wanted, has) {
+            (true, false) => missing.push(line),
+            (false, true) => extra.push(line),
+            _ => {}
+        }
+    }
+    let usage: bool = client
+        .query_one("SELECT has_schema_privilege($1, 'core', 'USAGE')", &[&role])
+        .await?
+        .get(0);
+    if !usage {
+        missing.push("USAGE on schema core".into());
+    }
+    Ok((missing, extra))
+}
+
+/// Checks the connected role (at `serve`'s first connection): a superuser or the owner of
+/// `core.ledger` is [`RoleCheck::Privileged`]; otherwise every privilege of [`RUNTIME_GRANTS`]
+/// must be there.
+pub async fn check_connected_role(client: &tokio_postgres::Client) -> Result<RoleCheck, PgError> {
+    let row = client
+        .query_one(
+            "SELECT current_user::text,
+                    (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),
+                    coalesce(pg_has_role(current_user,
+                        (SELECT relowner FROM pg_class WHERE oid = to_regclass('core.ledger')), 'USAGE'), false)",
+            &[],
+        )
+        .await?;
+    let role: String = row.get(0);
+    if row.get::<_, bool>(1) {
+        return Ok(RoleCheck::Privileged {
+            role,
+            why: "a superuser",
+        });
+    }
+    if row.get::<_, bool>(2) {
+        return Ok(RoleCheck::Privileged {
+            role,
+            why: "the schema owner",
+        });
+    }
+    let (missing, _) = privilege_differences(client, &role).await?;
+    Ok(if missing.is_empty() {
+        RoleCheck::Runtime { role }
+    } else {
+        RoleCheck::Missing { role, missing }
+    })
+}
+
+#[cfg(test)]
+mod tests;

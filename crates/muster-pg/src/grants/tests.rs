@@ -1,0 +1,312 @@
+//! The runtime role's grants against the catalog, and what it cannot do to the ledger.
+
+use super::*;
+use muster_testkit::{TestDb, fresh_db};
+
+/// Objects of schema `core` (tables, sequences, views, functions) not in [`RUNTIME_GRANTS`],
+/// and listed objects missing from the catalog.
+async fn unlisted_objects(db: &TestDb) -> (Vec<String>, Vec<String>) {
+    let client = db.client().await;
+    let rows = client
+        .query(
+            "SELECT c.oid::regclass::text FROM pg_class c
+             WHERE c.relnamespace = 'core'::regnamespace AND c.relkind IN ('r', 'p', 'S', 'v', 'm', 'f')
+             UNION ALL
+             SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'core'::regnamespace
+             ORDER BY 1",
+            &[],
+        )
+        .await
+        .expect("the catalog");
+    let in_catalog: Vec<String> = rows.iter().map(|r| r.get(0)).collect();
+    let listed: Vec<String> = RUNTIME_GRANTS
+        .iter()
+        .map(|g| g.object.replace(", ", ","))
+        .collect();
+    let unlisted = in_catalog
+        .iter()
+        .filter(|o| !listed.contains(o))
+        .cloned()
+        .collect();
+    let gone = listed
+        .iter()
+        .filter(|o| !in_catalog.contains(o))
+        .cloned()
+        .collect();
+    (unlisted, gone)
+}
+
+async fn differences(db: &TestDb) -> (Vec<String>, Vec<String>) {
+    privilege_differences(&db.client().await, DEFAULT_RUNTIME_ROLE)
+        .await
+        .expect("the privileges")
+}
+
+#[tokio::test]
+async fn every_table_sequence_and_function_of_the_schema_is_in_the_grant_list() {
+    let db = fresh_db().await;
+    assert_eq!(unlisted_objects(&db).await, (vec![], vec![]));
+}
+
+#[tokio::test]
+async fn a_table_added_without_a_line_in_the_grant_list_is_found() {
+    let db = fresh_db().await;
+    db.client()
+        .await
+        .batch_execute("CREATE TABLE core.forgotten (id int)")
+        .await
+        .expect("a new table");
+    assert_eq!(
+        unlisted_objects(&db).await,
+        (vec!["core.forgotten".to_owned()], vec![])
+    );
+}
+
+#[tokio::test]
+async fn the_runtime_role_has_exactly_the_listed_privileges() {
+    let db = fresh_db().await;
+    assert_eq!(differences(&db).await, (vec![], vec![]));
+}
+
+#[tokio::test]
+async fn a_privilege_granted_beyond_the_list_is_found() {
+    let db = fresh_db().await;
+    db.client()
+        .await
+        .batch_execute("GRANT DELETE ON core.ledger TO muster_app")
+        .await
+        .expect("an extra grant");
+    assert_eq!(
+        differences(&db).await,
+        (vec![], vec!["DELETE on core.ledger".to_owned()])
+    );
+}
+
+#[tokio::test]
+async fn a_privilege_revoked_from_the_list_is_found() {
+    let db = fresh_db().await;
+    db.client()
+        .await
+        .batch_execute("REVOKE INSERT ON core.leases FROM muster_app")
+        .await
+        .expect("a revoke");
+    assert_eq!(
+        differences(&db).await,
+        (vec!["INSERT on core.leases".to_owned()], vec![])
+    );
+}
+
+#[tokio::test]
+async fn the_runtime_role_owns_nothing_and_is_no_superuser() {
+    let db = fresh_db().await;
+    let owned: i64 = db
+        .client()
+        .await
+        .query_one(
+            "SELECT (SELECT count(*) FROM pg_class WHERE relowner = r.oid)
+                  + (SELECT count(*) FROM pg_proc WHERE proowner = r.oid)
+                  + (SELECT count(*) FROM pg_namespace WHERE nspowner = r.oid)
+                  + (SELECT count(*) FROM pg_type WHERE typowner = r.oid)
+                  + CASE WHEN r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolbypassrls THEN 1000 ELSE 0 END
+             FROM pg_roles r WHERE r.rolname = 'muster_app'",
+            &[],
+        )
+        .await
+        .expect("the role")
+        .get(0);
+    assert_eq!(owned, 0);
+}
+
+#[tokio::test]
+async fn migrate_again_keeps_exactly_the_listed_privileges() {
+    let db = fresh_db().await;
+    let client = db.client().await;
+    client
+        .batch_execute("GRANT ALL ON core.ledger TO muster_app")
+        .await
+        .expect("an over-grant");
+    crate::migrate(&db.pool(), DEFAULT_RUNTIME_ROLE)
+        .await
+        .expect("migrate");
+    assert_eq!(differences(&db).await, (vec![], vec![]));
+}
+
+#[tokio::test]
+async fn migrate_leaves_alone_a_listed_object_a_newer_release_dropped() {
+    let db = fresh_db().await;
+    db.client()
+        .await
+        .batch_execute("DROP TABLE core.pow_spent")
+        .await
+        .expect("drop a table");
+    assert_eq!(
+        crate::migrate(&db.pool(), DEFAULT_RUNTIME_ROLE)
+            .await
+            .expect("migrate"),
+        Vec::<i32>::new()
+    );
+}
+
+#[tokio::test]
+async fn migrate_as_the_runtime_role_is_refused() {
+    let db = fresh_db().await;
+    let pool = crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool");
+    let e = crate::migrate(&pool, DEFAULT_RUNTIME_ROLE)
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), "E_DB_ROLE");
+}
+
+#[tokio::test]
+async fn the_runtime_role_is_created_nologin_when_absent() {
+    let db = fresh_db().await;
+    crate::migrate(&db.pool(), "muster_app_nologin_probe")
+        .await
+        .expect("migrate");
+    let login: bool = db
+        .client()
+        .await
+        .query_one(
+            "SELECT rolcanlogin FROM pg_roles WHERE rolname = 'muster_app_nologin_probe'",
+            &[],
+        )
+        .await
+        .expect("the new role")
+        .get(0);
+    assert!(!login);
+}
+
+#[test]
+fn a_role_name_that_would_need_quoting_is_refused() {
+    for bad in ["", "Muster", "app; DROP TABLE x", "1app", "pg_app", "a-b"] {
+        assert!(validate_role(bad).is_err(), "{bad:?}");
+    }
+    assert!(validate_role("muster_app2").is_ok());
+}
+
+#[tokio::test]
+async fn the_runtime_role_is_reported_as_such_at_connection() {
+    let db = fresh_db().await;
+    let pool = crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool");
+    let check = check_connected_role(&pool.get().await.expect("connect"))
+        .await
+        .expect("check");
+    assert_eq!(
+        check,
+        RoleCheck::Runtime {
+            role: "muster_app".into()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_superuser_is_reported_as_privileged_at_connection() {
+    let db = fresh_db().await;
+    let check = check_connected_role(&db.client().await)
+        .await
+        .expect("check");
+    assert!(
+        matches!(
+            check,
+            RoleCheck::Privileged {
+                why: "a superuser",
+                ..
+            }
+        ),
+        "{check:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_runtime_role_that_lacks_a_grant_is_reported_with_the_grant() {
+    let db = fresh_db().await;
+    db.client()
+        .await
+        .batch_execute("REVOKE UPDATE ON core.items FROM muster_app")
+        .await
+        .expect("a revoke");
+    let pool = crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool");
+    let check = check_connected_role(&pool.get().await.expect("connect"))
+        .await
+        .expect("check");
+    assert_eq!(
+        check,
+        RoleCheck::Missing {
+            role: "muster_app".into(),
+            missing: vec!["UPDATE on core.items".into()]
+        }
+    );
+}
+
+/// Runs `sql` as the runtime role on a database with a ledger row; answers the SQLSTATE.
+async fn as_runtime_role(sql: &str) -> String {
+    let db = fresh_db().await;
+    db.client()
+        .await
+        .batch_execute(
+            "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+             VALUES ('item', 'x', 1, 'enqueued', 'test', now(), '{}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))",
+        )
+        .await
+        .expect("a ledger row");
+    let (client, conn) = tokio_postgres::connect(&db.app_url, tokio_postgres::NoTls)
+        .await
+        .expect("connect as the runtime role");
+    tokio::spawn(conn);
+    match client.batch_execute(sql).await {
+        Ok(()) => "ran".into(),
+        Err(e) => e
+            .code()
+            .map(|c| c.code().to_owned())
+            .unwrap_or_else(|| e.to_string()),
+    }
+}
+
+/// One test per statement: the runtime role is refused with 42501 (insufficient_privilege).
+macro_rules! refused_to_the_runtime_role {
+    ($($name:ident: $sql:literal,)*) => {$(
+        #[tokio::test]
+        async fn $name() {
+            assert_eq!(as_runtime_role($sql).await, "42501", "{}", $sql);
+        }
+    )*};
+}
+
+#[tokio::test]
+async fn the_runtime_role_cannot_update_the_ledger() {
+    assert_eq!(
+        as_runtime_role("UPDATE core.ledger SET actor = 'forger'").await,
+        "42501"
+    );
+}
+
+refused_to_the_runtime_role! {
+    the_runtime_role_cannot_delete_from_the_ledger: "DELETE FROM core.ledger",
+    the_runtime_role_cannot_truncate_the_ledger: "TRUNCATE core.ledger",
+    the_runtime_role_cannot_alter_the_ledger: "ALTER TABLE core.ledger ADD COLUMN forged text",
+    the_runtime_role_cannot_drop_the_ledger: "DROP TABLE core.ledger",
+    the_runtime_role_cannot_switch_off_the_ledgers_triggers: "ALTER TABLE core.ledger DISABLE TRIGGER USER",
+    the_runtime_role_cannot_switch_off_every_trigger_of_the_ledger: "ALTER TABLE core.ledger DISABLE TRIGGER ALL",
+    the_runtime_role_cannot_drop_a_ledger_trigger: "DROP TRIGGER ledger_no_update_delete ON core.ledger",
+    the_runtime_role_cannot_add_a_trigger_to_the_ledger: "CREATE TRIGGER forged BEFORE INSERT ON core.ledger FOR EACH ROW EXECUTE FUNCTION core.ledger_refuse_change()",
+    the_runtime_role_cannot_replace_the_ledgers_trigger_function: "CREATE OR REPLACE FUNCTION core.ledger_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$",
+    the_runtime_role_cannot_drop_the_ledgers_trigger_function: "DROP FUNCTION core.ledger_refuse_change() CASCADE",
+    the_runtime_role_cannot_replace_a_function_it_calls: "CREATE OR REPLACE FUNCTION core.expect_rows(what text, actual bigint, expected bigint) RETURNS bigint LANGUAGE sql AS $$ SELECT actual $$",
+    the_runtime_role_cannot_take_the_ledger_over: "ALTER TABLE core.ledger OWNER TO muster_app",
+    the_runtime_role_cannot_skip_triggers_as_a_replica: "SET session_replication_role = replica",
+    the_runtime_role_cannot_create_objects_in_the_schema: "CREATE TABLE core.forged (id int)",
+    the_runtime_role_cannot_rewrite_the_migration_history: "UPDATE core.schema_migrations SET checksum = '\\x00'",
+}
+
+#[tokio::test]
+async fn the_runtime_role_can_append_to_and_read_the_ledger() {
+    assert_eq!(
+        as_runtime_role(
+            "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+             VALUES ('item', 'x', 2, 'leased', 'test', now(), '{}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'));
+             SELECT count(*) FROM core.ledger"
+        )
+        .await,
+        "ran"
+    );
+}

@@ -1,0 +1,74 @@
+//! The role `serve` is connected as, checked at the first connection that works: the runtime
+//! role with every grant it needs serves; a role that lacks one is named in the log and keeps
+//! `/readyz` at 503 (checked again at every readiness probe until it is fixed); the schema
+//! owner or a superuser serves with a warning (development and tests).
+
+use std::time::Duration;
+
+use muster_app::ports::StoreError;
+
+use super::PgLogbook;
+use crate::PgError;
+use crate::error::pool_err;
+use crate::grants::{RoleCheck, check_connected_role};
+
+impl PgLogbook {
+    /// Checks the connected role and records the verdict (logged when it changes).
+    pub async fn check_role(&self) -> Result<(), StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let check = check_connected_role(&client).await.map_err(|e| match e {
+            PgError::Unavailable(m) => StoreError::Unavailable(m),
+            other => StoreError::Internal(other.to_string()),
+        })?;
+        let verdict = match &check {
+            RoleCheck::Runtime { .. } | RoleCheck::Privileged { .. } => Ok(()),
+            RoleCheck::Missing { role, missing } => Err(format!(
+                "database role {role} lacks {}: run `muster migrate --runtime-role {role}` as the schema owner",
+                missing.join(", ")
+            )),
+        };
+        if self.role.record(verdict.clone()) {
+            match (&check, &verdict) {
+                (RoleCheck::Privileged { role, why }, _) => tracing::warn!(
+                    role = %role,
+                    "connected to Logbook as {why}: serving, but nothing stops this process from rewriting the ledger; in production serve as the runtime role (--runtime-role of `muster migrate`)"
+                ),
+                (RoleCheck::Runtime { role }, _) => {
+                    tracing::info!(role = %role, "connected to Logbook as the runtime role; every grant present")
+                }
+                (_, Err(why)) => {
+                    tracing::error!(reason = %why, "not ready: the database role is misconfigured")
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The check at `serve`'s start: retried every second until Logbook answers once.
+    pub async fn check_role_when_reachable(self) {
+        loop {
+            match self.check_role().await {
+                Ok(()) => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "role check waits for Logbook");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    /// For readiness: the misconfiguration found, checked again while there is one.
+    pub(crate) async fn role_problem(&self) -> Option<String> {
+        match self.role.verdict() {
+            Some(Ok(())) => None,
+            // Not known yet (Logbook never answered) or wrong: ask now.
+            _ => {
+                if let Err(e) = self.check_role().await {
+                    tracing::debug!(error = %e, "role check failed");
+                }
+                self.role.verdict().and_then(Result::err)
+            }
+        }
+    }
+}

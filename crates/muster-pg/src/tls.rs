@@ -1,0 +1,494 @@
+//! TLS to Logbook with libpq's meaning of `sslmode` and `sslrootcert`, on rustls (ring).
+//!
+//! tokio-postgres's own parser refuses `sslmode=verify-ca`, `verify-full` and `sslrootcert`, so
+//! [`parse_url`] takes those two parameters out of the URL (or `key=value` string) first, hands
+//! the rest to tokio-postgres, and builds the connector from them:
+//!
+//! | `sslmode`      | TLS                    | server certificate checked                          |
+//! |----------------|------------------------|-----------------------------------------------------|
+//! | `disable`      | never                  | —                                                   |
+//! | `prefer` (default) | if the server offers it | no                                           |
+//! | `require`      | always                 | no; with `sslrootcert` given, as `verify-ca`        |
+//! | `verify-ca`    | always                 | chain to `sslrootcert`                              |
+//! | `verify-full`  | always                 | chain to `sslrootcert` and the host name            |
+//!
+//! `sslrootcert` defaults to `~/.postgresql/root.crt`, as in libpq. The connector is hand-written
+//! (about a hundred lines over `tokio-rustls`, which the workspace already builds for the
+//! Kubernetes API) rather than the `tokio-postgres-rustls` crate: one crate fewer, and the
+//! `verify-ca` verifier (chain without host name) is needed either way. Channel binding
+//! (`SCRAM-SHA-256-PLUS`) is not offered; SCRAM runs without it, as libpq's `channel_binding=prefer`
+//! does when the client has none.
+
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::client::WebPkiServerVerifier;
+use tokio_rustls::rustls::client::danger::{
+    HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
+};
+use tokio_rustls::rustls::crypto::WebPkiSupportedAlgorithms;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio_rustls::rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+use crate::PgError;
+
+/// libpq's `sslmode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SslMode {
+    Disable,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl std::fmt::Display for SslMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        })
+    }
+}
+
+impl SslMode {
+    fn parse(value: &str) -> Result<SslMode, PgError> {
+        Ok(match value {
+            "disable" => SslMode::Disable,
+            "prefer" => SslMode::Prefer,
+            "require" => SslMode::Require,
+            "verify-ca" => SslMode::VerifyCa,
+            "verify-full" => SslMode::VerifyFull,
+            // libpq's `allow` (plain first, TLS if refused) has no counterpart in the driver.
+            other => {
+                return Err(PgError::Url(format!(
+                    "sslmode={other}: use disable, prefer, require, verify-ca or verify-full"
+                )));
+            }
+        })
+    }
+}
+
+/// A connection URL read: the driver's configuration and the TLS connector it needs.
+#[derive(Clone)]
+pub struct DbTarget {
+    pub config: tokio_postgres::Config,
+    pub mode: SslMode,
+    pub tls: MakeRustls,
+}
+
+impl std::fmt::Debug for DbTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbTarget")
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+/// Reads `sslmode` and `sslrootcert` out of `url`, the rest with tokio-postgres.
+pub fn parse_url(url: &str) -> Result<DbTarget, PgError> {
+    let (rest, mode, rootcert) = take_tls_params(url)?;
+    let mut config: tokio_postgres::Config = rest
+        .parse()
+        .map_err(|e: tokio_postgres::Error| PgError::Url(e.to_string()))?;
+    let mode = mode.unwrap_or(SslMode::Prefer);
+    config.ssl_mode(match mode {
+        SslMode::Disable => tokio_postgres::config::SslMode::Disable,
+        SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+        _ => tokio_postgres::config::SslMode::Require,
+    });
+    let tls = MakeRustls::new(mode, rootcert.as_deref())?;
+    Ok(DbTarget { config, mode, tls })
+}
+
+/// `url` without `sslmode` and `sslrootcert`, and their values.
+fn take_tls_params(url: &str) -> Result<(String, Option<SslMode>, Option<PathBuf>), PgError> {
+    let (mut mode, mut rootcert) = (None, None);
+    let mut take = |key: &str, value: String| -> Result<bool, PgError> {
+        match key {
+            "sslmode" => mode = Some(SslMode::parse(&value)?),
+            "sslrootcert" => rootcert = Some(PathBuf::from(value)),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let Some((head, query)) = url.split_once('?') else {
+            return Ok((url.to_owned(), None, None));
+        };
+        let mut kept = Vec::new();
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            if !take(&percent_decode(k)?, percent_decode(v)?)? {
+                kept.push(pair);
+            }
+        }
+        let rest = if kept.is_empty() {
+            head.to_owned()
+        } else {
+            format!("{head}?{}", kept.join("&"))
+        };
+        return Ok((rest, mode, rootcert));
+    }
+    // `key=value key=value`: plain (unquoted) values only for these two keys.
+    let mut kept = Vec::new();
+    for token in url.split_whitespace() {
+        let taken = match token.split_once('=') {
+            Some((k, v)) => take(k, v.to_owned())?,
+            None => false,
+        };
+        if !taken {
+            kept.push(token);
+        }
+    }
+    Ok((kept.join(" "), mode, rootcert))
+}
+
+fn percent_decode(s: &str) -> Result<String, PgError> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = s
+                .get(i + 1..i + 3)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+                .ok_or_else(|| PgError::Url(format!("bad percent-encoding in {s:?}")))?;
+            out.push(hex);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| PgError::Url(format!("{s:?} is not UTF-8 once decoded")))
+}
+
+/// The CA file: `sslrootcert`, else libpq's default `~/.postgresql/root.crt` when it exists.
+fn root_file(given: Option<&Path>) -> Option<PathBuf> {
+    if let Some(p) = given {
+        return Some(p.to_owned());
+    }
+    let home = std::env::var_os("HOME")?;
+    let default = Path::new(&home).join(".postgresql/root.crt");
+    default.is_file().then_some(default)
+}
+
+fn load_roots(path: &Path) -> Result<RootCertStore, PgError> {
+    let pem = std::fs::read(path)
+        .map_err(|e| PgError::Tls(format!("sslrootcert {}: {e}", path.display())))?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| {
+            PgError::Tls(format!(
+                "sslrootcert {}: not a PEM certificate bundle: {e}",
+                path.display()
+            ))
+        })?;
+        roots.add(cert).map_err(|e| {
+            PgError::Tls(format!(
+                "sslrootcert {}: certificate refused: {e}",
+                path.display()
+            ))
+        })?;
+    }
+    if roots.is_empty() {
+        return Err(PgError::Tls(format!(
+            "sslrootcert {}: no certificate in the file",
+            path.display()
+        )));
+    }
+    Ok(roots)
+}
+
+/// A tokio-postgres TLS connector on rustls.
+#[derive(Clone)]
+pub struct MakeRustls {
+    config: Arc<ClientConfig>,
+    mode: SslMode,
+}
+
+impl MakeRustls {
+    fn new(mode: SslMode, rootcert: Option<&Path>) -> Result<MakeRustls, PgError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| PgError::Tls(e.to_string()))?;
+        let roots = match mode {
+            SslMode::VerifyCa | SslMode::VerifyFull => {
+                let path = root_file(rootcert).ok_or_else(|| {
+                    PgError::Tls(
+                        "sslmode=verify-ca and verify-full need the CA's certificate: sslrootcert=<file> (or ~/.postgresql/root.crt)"
+                            .into(),
+                    )
+                })?;
+                Some(load_roots(&path)?)
+            }
+            // libpq: with a root certificate given, `require` verifies as `verify-ca`.
+            SslMode::Require => rootcert.map(load_roots).transpose()?,
+            SslMode::Disable | SslMode::Prefer => None,
+        };
+        let verifier: Arc<dyn ServerCertVerifier> = match roots {
+            Some(roots) => {
+                let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .build()
+                    .map_err(|e| PgError::Tls(e.to_string()))?;
+                Arc::new(ChainVerifier {
+                    inner: webpki,
+                    check_name: mode == SslMode::VerifyFull,
+                })
+            }
+            None => Arc::new(NoVerifier {
+                algorithms: provider.signature_verification_algorithms,
+            }),
+        };
+        let config = builder
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth();
+        Ok(MakeRustls {
+            config: Arc::new(config),
+            mode,
+        })
+    }
+}
+
+/// The chain checked against the CA; the host name only for `verify-full`.
+#[derive(Debug)]
+struct ChainVerifier {
+    inner: Arc<WebPkiServerVerifier>,
+    check_name: bool,
+}
+
+impl ServerCertVerifier for ChainVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match self.inner.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        ) {
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// `prefer` and `require` without a CA: encrypted, the server not authenticated (libpq's
+/// meaning). The handshake's signatures are still checked.
+#[derive(Debug)]
+struct NoVerifier {
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for NoVerifier {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+impl<S> MakeTlsConnect<S> for MakeRustls
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Stream = RustlsStream<S>;
+    type TlsConnect = RustlsConnect;
+    type Error = io::Error;
+
+    fn make_tls_connect(&mut self, domain: &str) -> Result<RustlsConnect, io::Error> {
+        let name = ServerName::try_from(domain.to_owned()).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{domain:?} is no host name for TLS: {e}"),
+            )
+        })?;
+        Ok(RustlsConnect {
+            connector: tokio_rustls::TlsConnector::from(Arc::clone(&self.config)),
+            name,
+            mode: self.mode,
+        })
+    }
+}
+
+/// One connection's handshake.
+pub struct RustlsConnect {
+    connector: tokio_rustls::TlsConnector,
+    name: ServerName<'static>,
+    mode: SslMode,
+}
+
+impl<S> TlsConnect<S> for RustlsConnect
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Stream = RustlsStream<S>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<RustlsStream<S>>> + Send>>;
+
+    fn connect(self, stream: S) -> Self::Future {
+        let (mode, host) = (self.mode, self.name.to_str().into_owned());
+        Box::pin(async move {
+            self.connector
+                .connect(self.name, stream)
+                .await
+                .map(|s| RustlsStream(Box::new(s)))
+                .map_err(|e| explain(e, mode, &host))
+        })
+    }
+}
+
+/// A refused certificate, said in the terms of the URL.
+fn explain(e: io::Error, mode: SslMode, host: &str) -> io::Error {
+    let refused = e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .and_then(|r| match r {
+            rustls::Error::InvalidCertificate(c) => Some(c.clone()),
+            _ => None,
+        });
+    match refused {
+        Some(c) => {
+            let hint = match c {
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. } => {
+                    format!("the certificate does not name the URL's host {host:?}")
+                }
+                rustls::CertificateError::UnknownIssuer
+                | rustls::CertificateError::BadSignature => {
+                    "the certificate is not signed by a CA of sslrootcert".to_owned()
+                }
+                _ => "the certificate is not acceptable".to_owned(),
+            };
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("Logbook's certificate refused (sslmode={mode}): {hint} ({c:?})"),
+            )
+        }
+        None => e,
+    }
+}
+
+/// An encrypted connection to Logbook.
+pub struct RustlsStream<S>(Box<tokio_rustls::client::TlsStream<S>>);
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for RustlsStream<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for RustlsStream<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.0).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> tokio_postgres::tls::TlsStream for RustlsStream<S> {
+    fn channel_binding(&self) -> ChannelBinding {
+        ChannelBinding::none()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,170 @@
+//! What verification catches: a changed edit text, a cut chain, a ledger rewritten with its
+//! heads (`--against`), and what the head digest is.
+
+use muster_app::ports::Logbook;
+use muster_domain::Principal;
+use muster_domain::edit::{Decided, Decision, Edit, EditId};
+use muster_testkit::{TestDb, fresh_db};
+
+use super::*;
+use crate::PgLogbook;
+
+const CS: Principal = Principal::Worker(muster_domain::Kind::Countersign);
+
+/// A database with one edit, submitted and approved by the runtime role; answers the edit's id.
+async fn one_approved_edit() -> (TestDb, String) {
+    let db = fresh_db().await;
+    let logbook = PgLogbook::new(
+        crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool"),
+    );
+    let now = muster_ledger::truncate_to_micros(time::OffsetDateTime::now_utc());
+    let id = EditId(uuid::Uuid::now_v7());
+    let (mut edit, entry) = Edit::submit(
+        id,
+        "docs/intro",
+        "alice",
+        "better wording",
+        Principal::Conn,
+        now,
+    );
+    let mut tx = logbook.begin().await.expect("begin");
+    tx.insert_edit(&edit, "better wording", now)
+        .await
+        .expect("insert");
+    tx.append(&[entry]).await.expect("append");
+    tx.commit().await.expect("commit");
+    let Ok(Decided::Now(decided)) = edit.decide(Decision::Approve, "alice", "alice", CS, now)
+    else {
+        panic!("decided");
+    };
+    let mut tx = logbook.begin().await.expect("begin");
+    tx.save_edit(&edit, now).await.expect("save");
+    tx.append(&[*decided]).await.expect("append");
+    tx.commit().await.expect("commit");
+    (db, id.to_string())
+}
+
+/// Runs `sql` as the superuser with the ledger's guard switched off (what only the schema
+/// owner or a superuser can do).
+async fn behind_muster(db: &TestDb, sql: &str) {
+    db.client()
+        .await
+        .batch_execute(&format!(
+            "ALTER TABLE core.ledger DISABLE TRIGGER USER; {sql}; ALTER TABLE core.ledger ENABLE TRIGGER USER;"
+        ))
+        .await
+        .expect("the change behind muster");
+}
+
+async fn error_code(db: &TestDb) -> &'static str {
+    verify_ledger(&db.pool())
+        .await
+        .expect_err("verification fails")
+        .code()
+}
+
+#[tokio::test]
+async fn an_intact_edit_verifies_with_its_text() {
+    let (db, _) = one_approved_edit().await;
+    let report = verify_ledger(&db.pool()).await.expect("verifies");
+    assert_eq!(
+        (report.edit_subjects, report.entries, report.bodies),
+        (1, 2, 1)
+    );
+}
+
+#[tokio::test]
+async fn an_edit_text_changed_after_submission_fails_verification() {
+    let (db, _) = one_approved_edit().await;
+    db.client()
+        .await
+        .batch_execute("UPDATE core.edits SET body = 'worse wording'")
+        .await
+        .expect("change the text");
+    assert_eq!(error_code(&db).await, "E_LEDGER_BODY");
+}
+
+#[tokio::test]
+async fn a_deleted_tail_of_an_edits_chain_fails_verification() {
+    let (db, id) = one_approved_edit().await;
+    behind_muster(
+        &db,
+        &format!("DELETE FROM core.ledger WHERE subject_id = '{id}' AND subject_seq = 2"),
+    )
+    .await;
+    assert_eq!(error_code(&db).await, "E_LEDGER_HEAD");
+}
+
+#[tokio::test]
+async fn an_edit_without_any_chain_fails_verification() {
+    let (db, id) = one_approved_edit().await;
+    behind_muster(
+        &db,
+        &format!("DELETE FROM core.ledger WHERE subject_id = '{id}'"),
+    )
+    .await;
+    assert_eq!(error_code(&db).await, "E_LEDGER_NO_CHAIN");
+}
+
+#[tokio::test]
+async fn the_head_digest_is_the_same_when_taken_twice() {
+    let (db, _) = one_approved_edit().await;
+    let (_, first) = ledger_head(&db.pool()).await.expect("head");
+    let (_, second) = ledger_head(&db.pool()).await.expect("head");
+    assert_eq!(first, second);
+}
+
+#[tokio::test]
+async fn a_recorded_head_still_verifies_after_more_entries_are_appended() {
+    let (db, _) = one_approved_edit().await;
+    let (_, head) = ledger_head(&db.pool()).await.expect("head");
+    let logbook = PgLogbook::new(db.pool());
+    let now = muster_ledger::truncate_to_micros(time::OffsetDateTime::now_utc());
+    let id = EditId(uuid::Uuid::now_v7());
+    let (edit, entry) = Edit::submit(id, "docs/other", "bob", "more", Principal::Conn, now);
+    let mut tx = logbook.begin().await.expect("begin");
+    tx.insert_edit(&edit, "more", now).await.expect("insert");
+    tx.append(&[entry]).await.expect("append");
+    tx.commit().await.expect("commit");
+    assert!(verify_against(&db.pool(), head).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_tail_deleted_with_its_head_rewritten_passes_the_chains_but_not_the_recorded_digest() {
+    let (db, id) = one_approved_edit().await;
+    let (_, head) = ledger_head(&db.pool()).await.expect("head");
+    // A superuser's forgery: the last entry removed and the edit's row set back to match.
+    behind_muster(
+        &db,
+        &format!(
+            "DELETE FROM core.ledger WHERE subject_id = '{id}' AND subject_seq = 2;
+             UPDATE core.edits SET state = 'pending_approval', decided_at = NULL, chain_len = 1,
+                 chain_head = (SELECT hash FROM core.ledger WHERE subject_id = '{id}' AND subject_seq = 1)"
+        ),
+    )
+    .await;
+    assert!(verify_ledger(&db.pool()).await.is_ok());
+    let e = verify_against(&db.pool(), head).await.expect_err("caught");
+    assert_eq!(e.code(), "E_LEDGER_DIGEST");
+}
+
+#[test]
+fn a_head_reads_back_as_it_is_printed() {
+    let head = LedgerHead {
+        seq: 42,
+        digest: [7; 32],
+    };
+    assert_eq!(
+        head.to_string().parse::<LedgerHead>().expect("parsed"),
+        head
+    );
+    assert_eq!(head.to_string(), format!("42:{}", "07".repeat(32)));
+}
+
+#[test]
+fn a_head_without_a_digest_is_refused() {
+    assert_eq!(
+        "42".parse::<LedgerHead>().expect_err("refused").code(),
+        "E_LEDGER"
+    );
+}
