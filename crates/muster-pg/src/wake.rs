@@ -58,10 +58,11 @@ impl WakeBridge {
 
     /// One connection's life: answers why it ended.
     async fn session(&self, backoff: &mut Duration) -> String {
-        let (client, mut connection) = match self.target.config.connect(self.target.tls.clone()).await {
-            Ok(c) => c,
-            Err(e) => return e.to_string(),
-        };
+        let (client, mut connection) =
+            match self.target.config.connect(self.target.tls.clone()).await {
+                Ok(c) => c,
+                Err(e) => return e.to_string(),
+            };
         // The connection is driven by a task of its own (a query's answer needs it polled);
         // its notifications come here. It ends when `client` is dropped.
         let (tx, mut notifications) = mpsc::unbounded_channel::<Notification>();

@@ -16,7 +16,7 @@ mod openapi;
 mod outage;
 mod redaction;
 mod replay;
-mod rollout;
 mod roles;
+mod rollout;
 mod shutdown;
 mod sigterm;
