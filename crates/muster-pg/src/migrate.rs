@@ -41,6 +41,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     8 "lease_indexes",
     9 "drop_lease_order",
     10 "health_events_redacted_anew",
+    11 "items_listing_index",
 ];
 
 /// The newest migration this binary knows.

@@ -10,6 +10,7 @@ mod harness;
 mod health;
 mod leases;
 mod ledger;
+mod listing;
 mod metrics;
 mod monitoring;
 mod openapi;

@@ -21,9 +21,7 @@ impl Muster {
 
     /// `GET /v1/items/{id}`: operators and Conn.
     pub async fn item(&self, actor: Principal, id: ItemId) -> Result<ItemView, AppError> {
-        if !matches!(actor, Principal::Operator | Principal::Conn) {
-            return Err(AppError::Forbidden(format!("{actor} may not read items")));
-        }
+        crate::auth::may_read_items(actor)?;
         self.stores
             .items
             .item_view(id)

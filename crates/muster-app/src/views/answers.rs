@@ -96,6 +96,38 @@ pub struct ItemView {
     pub history: Vec<HistoryEntry>,
 }
 
+/// An item as a line of `GET /v1/items`: no payload, result or history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemSummary {
+    pub id: String,
+    pub kind: Kind,
+    pub priority: Priority,
+    pub state: ItemState,
+    pub attempt: u32,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When the item last changed: the time of its newest ledger row.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    /// The `error` of the item's newest failure (`{"code", "message"}`), if it ever failed.
+    pub last_error: Option<Value>,
+}
+
+/// One page of `GET /v1/items`; `next` is the id to pass as `after` for the next page, `None`
+/// on the last page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemPage {
+    pub items: Vec<ItemSummary>,
+    pub next: Option<String>,
+}
+
+/// The answer to `POST /v1/items/retry`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BulkRetried {
+    pub retried: u64,
+    pub item_ids: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Retried {
     pub item_id: String,

@@ -22,6 +22,7 @@ mod intake;
 mod items;
 mod leases;
 mod ledger;
+mod listing;
 mod rows;
 mod tx;
 
