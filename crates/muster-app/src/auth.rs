@@ -31,6 +31,14 @@ pub fn may_read_items(p: Principal) -> Result<(), AppError> {
     }
 }
 
+/// Who may read the fleet's health: Conn and operators.
+pub fn may_read_health(p: Principal) -> Result<(), AppError> {
+    match p {
+        Principal::Conn | Principal::Operator => Ok(()),
+        other => Err(AppError::Forbidden(format!("{other} may not read health"))),
+    }
+}
+
 /// Who may send failed items back to the queue: operators only.
 pub fn may_retry_items(p: Principal) -> Result<(), AppError> {
     match p {

@@ -24,7 +24,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/leases/{id}/needs_subtool", post(leases::needs_subtool))
         .route("/v1/completions", post(leases::completions))
         .route("/v1/workers/{kind}/digest", put(fleet::report_digest))
-        .route("/v1/health", post(fleet::report_health))
+        .route("/v1/health", post(fleet::report_health).get(fleet::health))
         // Only the routes above count their bodies against the budget (route_layer wraps
         // the routes added so far): the public edit routes below cut theirs at 4 KiB.
         .route_layer(axum::middleware::from_fn_with_state(

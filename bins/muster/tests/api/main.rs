@@ -8,6 +8,7 @@ mod feed;
 mod group_commit;
 mod harness;
 mod health;
+mod health_reads;
 mod leases;
 mod ledger;
 mod listing;

@@ -143,16 +143,28 @@ pub struct DigestRecorded {
     pub replayed: u64,
 }
 
-/// The latest health of one kind, as the live feed publishes it.
+/// The current health of one kind: an entry of `GET /v1/health` and the data of a `health`
+/// event. Its pods aggregated as Shipkeeper's newest report of the kind gave them; `events`
+/// are that report's only.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HealthView {
     pub kind: Kind,
+    /// The worker image deployed for the kind, if Shipkeeper reported one.
+    pub digest: Option<String>,
     pub ready: Option<bool>,
     pub restarts: u32,
     pub phase: Option<String>,
     pub events: Vec<muster_domain::health::HealthEvent>,
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
+}
+
+/// `GET /v1/health`: every kind with a stored report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HealthSnapshot {
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    pub kinds: Vec<HealthView>,
 }
 
 /// The answer to a health report.
