@@ -106,8 +106,9 @@ impl ItemStore for PgTx {
     }
 
     async fn lock_failed(&mut self, kind: Kind, max: u32) -> Result<Vec<Item>, StoreError> {
-        let sql = listing::lock_failed_statement();
-        let rows = self.query(&sql, &[&kind.as_str(), &i64::from(max)]).await?;
+        // Planned for its values (not cached: `max` varies): see `listing`.
+        let sql = listing::lock_failed_statement(kind, max);
+        let rows = self.query_once(&sql).await?;
         rows.iter().map(|r| item_from_row(r, 0)).collect()
     }
 
@@ -247,15 +248,11 @@ impl ItemReads for PgLogbook {
         filter: &ItemFilter,
         rows: u32,
     ) -> Result<Vec<ItemSummary>, StoreError> {
-        let (sql, bounds) = listing::page_statement(filter);
-        let after = listing::after(filter);
-        let rows = i64::from(rows);
-        let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&after, &rows];
-        params.extend(bounds.iter().map(|b| b.as_sql()));
+        // Planned for its values each time (not prepared and cached): see `listing`.
+        let sql = listing::page_statement(filter, rows);
         let client = self.pool.get().await.map_err(pool_err)?;
-        let stmt = client.prepare_cached(&sql).await.map_err(store_err)?;
         client
-            .query(&stmt, &params)
+            .query(sql.as_str(), &[])
             .await
             .map_err(store_err)?
             .iter()

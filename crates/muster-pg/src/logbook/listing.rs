@@ -1,14 +1,19 @@
 //! The statements that find items: a page of `GET /v1/items` and a kind's failed items for a
 //! bulk retry. Both read `items_listing` (state, kind, priority, id) one group at a time in id
-//! order and merge the groups (a Merge Append under the LIMIT), so a page reads about as many
-//! index entries as it returns, plus one per group, whatever else the table holds.
+//! order, at most a page of each, and merge the groups, so a page reads about as many index
+//! entries as it returns, plus one probe per group, whatever else the table holds.
+//!
+//! Every value is written into the statement (closed sets of words, a UUID and a number: nothing
+//! a caller can shape) and the statement is planned for those values each time. A prepared,
+//! generic plan does not know how large a group is: it walked the primary key in id order for
+//! an empty group, through every later row (seconds with a million items). The statistics
+//! `items_listing_groups` (V11) give the planner the size of each (state, kind, priority).
 
 use muster_app::ports::StoreError;
 use muster_app::views::ItemSummary;
 use muster_domain::listing::ItemFilter;
-use muster_domain::{ItemState, Kind, Priority};
+use muster_domain::{Kind, Priority};
 use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::rows::{ITEM_COLS, internal};
@@ -23,104 +28,62 @@ const SUMMARY_COLS: &str = "i.id, i.kind, i.priority, i.state, i.attempt, i.crea
       WHERE l.subject_type = 'item' AND l.subject_id = i.id::text AND l.event = 'failed'
       ORDER BY l.subject_seq DESC LIMIT 1)";
 
-/// One value a page statement takes beside `after` and the limit.
-pub(super) enum Bound {
-    Text(String),
-    Rank(i16),
-}
-
-impl Bound {
-    pub(super) fn as_sql(&self) -> &(dyn ToSql + Sync) {
-        match self {
-            Bound::Text(t) => t,
-            Bound::Rank(r) => r,
-        }
-    }
-}
-
-/// The statement of one page (`$1` after, `$2` rows) and its further parameters. The text
-/// depends only on which filters are given, so at most eight statements are prepared per
-/// connection; the values the filter does not fix are spelled out from the closed sets of
-/// states, kinds and priorities.
-pub(super) fn page_statement(filter: &ItemFilter) -> (String, Vec<Bound>) {
-    let mut bounds = Vec::new();
+/// The statement of one page of at most `rows` items.
+pub(super) fn page_statement(filter: &ItemFilter, rows: u32) -> String {
+    let after = filter.after.map_or(Uuid::nil(), |a| a.0);
     let page = if filter.is_unfiltered() {
-        "SELECT i.id FROM core.items i WHERE i.id > $1 ORDER BY i.id LIMIT $2".to_owned()
+        format!("SELECT p.id FROM core.items p WHERE p.id > '{after}' ORDER BY p.id LIMIT {rows}")
     } else {
-        let mut param = |b: Bound| {
-            bounds.push(b);
-            format!("${}", bounds.len() + 2)
-        };
-        let state = filter
-            .state
-            .map(|s| param(Bound::Text(s.as_str().to_owned())));
-        let kind = filter
-            .kind
-            .map(|k| param(Bound::Text(k.as_str().to_owned())));
-        let priority = filter.priority.map(|p| param(Bound::Rank(p.rank())));
-        let branches: Vec<String> = filter
-            .groups()
-            .into_iter()
-            .map(|(s, k, p)| {
-                branch(
-                    &state.clone().unwrap_or_else(|| state_literal(s)),
-                    &kind.clone().unwrap_or_else(|| kind_literal(k)),
-                    &priority.clone().unwrap_or_else(|| p.rank().to_string()),
-                    Some("$1"),
-                )
-            })
-            .collect();
-        format!(
-            "SELECT u.id FROM ({}) u ORDER BY u.id LIMIT $2",
-            branches.join(" UNION ALL ")
+        merged(
+            filter
+                .groups()
+                .into_iter()
+                .map(|(s, k, p)| group(s.as_str(), k, p, Some(after), rows)),
+            rows,
         )
     };
-    (
-        format!(
-            "SELECT {SUMMARY_COLS} FROM ({page}) page JOIN core.items i ON i.id = page.id
-             ORDER BY i.id"
-        ),
-        bounds,
-    )
+    format!("SELECT {SUMMARY_COLS} FROM core.items i WHERE i.id = ANY(ARRAY({page})) ORDER BY i.id")
 }
 
-/// Locks up to `$2` failed items of kind `$1`, oldest first by id, skipping those another
+/// Locks up to `max` failed items of `kind`, oldest first by id, skipping those another
 /// transaction holds.
-pub(super) fn lock_failed_statement() -> String {
-    let branches: Vec<String> = Priority::ALL
-        .iter()
-        .map(|p| branch("'failed'", "$1", &p.rank().to_string(), None))
-        .collect();
+pub(super) fn lock_failed_statement(kind: Kind, max: u32) -> String {
+    let page = merged(
+        Priority::ALL
+            .iter()
+            .map(|&p| group("failed", kind, p, None, max)),
+        max,
+    );
     format!(
         "SELECT {ITEM_COLS} FROM core.items i
-         WHERE i.id IN (SELECT u.id FROM ({}) u ORDER BY u.id LIMIT $2) AND i.state = 'failed'
+         WHERE i.id = ANY(ARRAY({page})) AND i.state = 'failed'
          ORDER BY i.id
-         FOR UPDATE OF i SKIP LOCKED",
-        branches.join(" UNION ALL ")
+         FOR UPDATE OF i SKIP LOCKED"
     )
 }
 
-/// One group in id order; `after` bounds it where the statement has a start.
-fn branch(state: &str, kind: &str, priority: &str, after: Option<&str>) -> String {
-    let after = after.map_or(String::new(), |a| format!(" AND g.id > {a}"));
+/// The first `rows` ids of the groups, in id order.
+fn merged(groups: impl Iterator<Item = String>, rows: u32) -> String {
+    let groups: Vec<String> = groups.collect();
     format!(
-        "SELECT g.id FROM core.items g
-         WHERE g.state = {state} AND g.kind = {kind} AND g.priority = {priority}{after}"
+        "SELECT u.id FROM ({}) u ORDER BY u.id LIMIT {rows}",
+        groups.join(" UNION ALL ")
     )
 }
 
-// States and kinds are closed sets of lower-case words: safe to write into the statement.
-fn state_literal(s: ItemState) -> String {
-    format!("'{}'", s.as_str())
-}
-
-fn kind_literal(k: Kind) -> String {
-    format!("'{}'", k.as_str())
-}
-
-/// Where a page starts: after the given id, or from the beginning.
-pub(super) fn after(filter: &ItemFilter) -> Uuid {
-    filter.after.map_or(Uuid::nil(), |a| a.0)
+/// One group in id order, after `after` where the statement has a start, at most `rows` of
+/// it. The LIMIT in each group is what makes the plan a Merge Append of short index scans:
+/// without it PostgreSQL reads every row of the groups and sorts them. States, kinds and
+/// priorities are closed sets of lower-case words and numbers, safe to write into the text.
+fn group(state: &str, kind: Kind, priority: Priority, after: Option<Uuid>, rows: u32) -> String {
+    let after = after.map_or(String::new(), |a| format!(" AND g.id > '{a}'"));
+    format!(
+        "(SELECT g.id FROM core.items g
+          WHERE g.state = '{state}' AND g.kind = '{kind}' AND g.priority = {priority}{after}
+          ORDER BY g.id LIMIT {rows})",
+        kind = kind.as_str(),
+        priority = priority.rank(),
+    )
 }
 
 pub(super) fn summary_from_row(r: &Row) -> Result<ItemSummary, StoreError> {
