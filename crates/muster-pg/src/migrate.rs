@@ -259,6 +259,7 @@ mod tests {
             [
                 "items_idempotency",
                 "items_lease_expiry",
+                "items_listing",
                 "items_parked",
                 "items_pkey",
                 "items_queued_order",
