@@ -30,8 +30,14 @@ const SUMMARY_COLS: &str = "i.id, i.kind, i.priority, i.state, i.attempt, i.crea
 
 /// The statement of one page of at most `rows` items.
 pub(super) fn page_statement(filter: &ItemFilter, rows: u32) -> String {
+    let page = page_ids(filter, rows);
+    format!("SELECT {SUMMARY_COLS} FROM core.items i WHERE i.id = ANY(ARRAY({page})) ORDER BY i.id")
+}
+
+/// The ids of one page, in id order.
+fn page_ids(filter: &ItemFilter, rows: u32) -> String {
     let after = filter.after.map_or(Uuid::nil(), |a| a.0);
-    let page = if filter.is_unfiltered() {
+    if filter.is_unfiltered() {
         format!("SELECT p.id FROM core.items p WHERE p.id > '{after}' ORDER BY p.id LIMIT {rows}")
     } else {
         merged(
@@ -41,8 +47,7 @@ pub(super) fn page_statement(filter: &ItemFilter, rows: u32) -> String {
                 .map(|(s, k, p)| group(s.as_str(), k, p, Some(after), rows)),
             rows,
         )
-    };
-    format!("SELECT {SUMMARY_COLS} FROM core.items i WHERE i.id = ANY(ARRAY({page})) ORDER BY i.id")
+    }
 }
 
 /// Locks up to `max` failed items of `kind`, oldest first by id, skipping those another
@@ -100,4 +105,64 @@ pub(super) fn summary_from_row(r: &Row) -> Result<ItemSummary, StoreError> {
         updated_at: r.get(6),
         last_error: r.get(7),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_domain::listing::ItemFilter;
+    use muster_domain::{ItemState, Kind};
+
+    /// Buffers (shared hits and reads) the plan of `sql` touched when it ran.
+    async fn buffers(client: &tokio_postgres::Client, sql: &str) -> i64 {
+        let plan: serde_json::Value = client
+            .query_one(
+                &format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}"),
+                &[],
+            )
+            .await
+            .expect("explain")
+            .get(0);
+        let top = &plan[0]["Plan"];
+        top["Shared Hit Blocks"].as_i64().unwrap_or(0)
+            + top["Shared Read Blocks"].as_i64().unwrap_or(0)
+    }
+
+    /// 50,000 `done` trawl items of normal priority (time-ordered ids), analyzed.
+    async fn many_done() -> muster_testkit::TestDb {
+        let db = muster_testkit::fresh_db().await;
+        db.client()
+            .await
+            .batch_execute(
+                "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
+                     payload, created_at, chain_len, chain_head)
+                 SELECT (lpad(to_hex(1700000000000 + g), 12, '0') || '70008000' || lpad(to_hex(g), 12, '0'))::uuid,
+                     'trawl', 1, 'done', 1, 1, now(), '{}'::jsonb, now(), 0,
+                     decode(repeat('00', 32), 'hex')
+                 FROM generate_series(1, 50000) g;
+                 ANALYZE core.items;",
+            )
+            .await
+            .expect("fill");
+        db
+    }
+
+    #[tokio::test]
+    async fn a_page_of_a_large_group_or_of_an_empty_one_touches_few_buffers() {
+        let db = many_done().await;
+        let client = db.client().await;
+        let done = ItemFilter::new(Some(ItemState::Done), Some(Kind::Trawl), None, None, None)
+            .expect("a filter");
+        let failed =
+            ItemFilter::new(Some(ItemState::Failed), None, None, None, None).expect("a filter");
+        // The ids of a page: a few leaf pages of the large group, about three buffers per
+        // empty group (30 of them). Reading the large group whole is hundreds; walking the
+        // primary key for an empty group, thousands.
+        for (name, filter, most) in [("done trawl", done, 20), ("failed", failed, 120)] {
+            let touched = buffers(&client, &super::page_ids(&filter, 101)).await;
+            assert!(
+                touched <= most,
+                "{name}: {touched} buffers for the ids of one page"
+            );
+        }
+    }
 }
