@@ -6,7 +6,9 @@
 //! away and `ledger-verify` is never run on it. The server must be (re)started after a fill: its
 //! live feed counts the depths once at start.
 //!
-//! `backlog` measures, against a running server: `GET /v1/queues` latency and the lease→complete
+//! `backlog` measures, against a running server: `GET /v1/queues` latency, `GET /v1/items` page
+//! latency (the seeded `done` history, a minority of a large backlog, and the queued items; each
+//! paged on with `next`, from the start again at the last page), and the lease→complete
 //! cycle rate at N workers. After each completion the worker enqueues one new trawl item over
 //! HTTP (operator token), so the backlog keeps its size for the whole run (a 1,000-item backlog
 //! would otherwise drain in about a second; the pipeline routes forbid trawl → trawl `next`
@@ -172,6 +174,32 @@ pub(crate) async fn fill(database_url: &str, to: u64) -> Result<BacklogFill> {
     })
 }
 
+/// `requests` sequential `GET /v1/items?{filter}&limit=100` pages, each after the previous
+/// page's `next` (from the start again after the last page): their latencies.
+async fn item_pages(
+    http: &Http,
+    operator_token: &str,
+    filter: &str,
+    requests: usize,
+) -> Result<Vec<Duration>> {
+    let mut out = Vec::with_capacity(requests);
+    let mut next: Option<String> = None;
+    for _ in 0..requests {
+        let path = match &next {
+            Some(after) => format!("/v1/items?{filter}&limit=100&after={after}"),
+            None => format!("/v1/items?{filter}&limit=100"),
+        };
+        let t = Instant::now();
+        let (status, body) = http.get(&path, operator_token).await?;
+        out.push(t.elapsed());
+        if status != 200 {
+            bail!("GET {path} answered {status}: {body}");
+        }
+        next = body["next"].as_str().map(str::to_owned);
+    }
+    Ok(out)
+}
+
 /// Per-request latencies of a cycle.
 #[derive(Default)]
 struct Lat {
@@ -236,6 +264,17 @@ pub(crate) async fn measure(
         })
         .unwrap_or(0);
 
+    // GET /v1/items, sequential: a page of the minority (the seeded done history) and of the
+    // majority (the queued backlog).
+    let done_pages = item_pages(&http, operator_token, "state=done&kind=trawl", requests).await?;
+    let queued_pages = item_pages(
+        &http,
+        operator_token,
+        "state=queued&kind=trawl&priority=normal",
+        requests,
+    )
+    .await?;
+
     // Lease→complete (+ one next item) at `workers`.
     let start = Instant::now();
     let deadline = start + length;
@@ -281,6 +320,8 @@ pub(crate) async fn measure(
         enqueue: percentiles(lat.enqueue),
         errors: tally.errors,
         first_error: tally.first_error,
+        items_done_page: percentiles(done_pages),
+        items_queued_page: percentiles(queued_pages),
         lease: percentiles(lat.lease),
         queues: percentiles(queues),
         ran_dry: tally.ran_dry,

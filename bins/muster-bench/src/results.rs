@@ -223,6 +223,10 @@ pub(crate) struct BacklogMeasured {
     pub(crate) enqueue: Percentiles,
     pub(crate) errors: u64,
     pub(crate) first_error: Option<String>,
+    /// `GET /v1/items?state=done&kind=trawl` pages of 100, paged on with `next`.
+    pub(crate) items_done_page: Percentiles,
+    /// `GET /v1/items?state=queued&kind=trawl&priority=normal` pages of 100, likewise.
+    pub(crate) items_queued_page: Percentiles,
     pub(crate) lease: Percentiles,
     pub(crate) queues: Percentiles,
     pub(crate) ran_dry: bool,

@@ -23,6 +23,30 @@ pub fn may_watch(p: Principal) -> Result<(), AppError> {
     }
 }
 
+/// Who may find and read items and the fleet's health: Conn and operators.
+pub fn may_read_items(p: Principal) -> Result<(), AppError> {
+    match p {
+        Principal::Conn | Principal::Operator => Ok(()),
+        other => Err(AppError::Forbidden(format!("{other} may not read items"))),
+    }
+}
+
+/// Who may read the fleet's health: Conn and operators.
+pub fn may_read_health(p: Principal) -> Result<(), AppError> {
+    match p {
+        Principal::Conn | Principal::Operator => Ok(()),
+        other => Err(AppError::Forbidden(format!("{other} may not read health"))),
+    }
+}
+
+/// Who may send failed items back to the queue: operators only.
+pub fn may_retry_items(p: Principal) -> Result<(), AppError> {
+    match p {
+        Principal::Operator => Ok(()),
+        other => Err(AppError::Forbidden(format!("{other} may not retry items"))),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     /// The authority that checks tokens could not answer; fail closed.

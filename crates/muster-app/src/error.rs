@@ -72,3 +72,9 @@ impl From<TransitionError> for AppError {
         }
     }
 }
+
+impl From<muster_domain::listing::ListingError> for AppError {
+    fn from(e: muster_domain::listing::ListingError) -> Self {
+        AppError::BadRequest(e.to_string())
+    }
+}

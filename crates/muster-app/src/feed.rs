@@ -58,6 +58,9 @@ pub struct Transition {
     pub actor: String,
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
+    /// An edit's target (its ownership-map id); absent for items.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 /// One queue depth.
@@ -104,6 +107,8 @@ struct State {
     depths: Depths,
     /// Since when the cursor has been waiting at a gap, if it is.
     waiting_since: Option<tokio::time::Instant>,
+    /// The health the pump read last: the snapshot on connect while Logbook cannot be read.
+    health: Vec<HealthView>,
 }
 
 struct Inner {
@@ -164,6 +169,7 @@ impl Feed {
                     position: 0,
                     depths: Depths::default(),
                     waiting_since: None,
+                    health: Vec::new(),
                 }),
                 started: tokio::sync::watch::channel(false).0,
             }),
@@ -331,6 +337,7 @@ impl Feed {
                         for h in health.iter().filter(|h| !last_health.contains(h)) {
                             self.publish(FeedEvent::Health(h.clone()));
                         }
+                        self.state().health = health.clone();
                         last_health = health;
                     }
                     Err(e) => tracing::warn!(error = %e, "live feed health read failed"),
@@ -380,6 +387,15 @@ impl Feed {
             (st.position, self.view(&st.depths))
         };
         let mut first = vec![FeedEvent::Queues(queues)];
+        // Right after the depths, the current health of every kind with a stored report.
+        let health = match self.inner.health.latest_health().await {
+            Ok(health) => health,
+            Err(e) => {
+                tracing::warn!(error = %e, "health snapshot read failed; sending the last one read");
+                self.state().health.clone()
+            }
+        };
+        first.extend(health.into_iter().map(FeedEvent::Health));
         let mut skip_through = position;
         if let Some(last) = last_event_id {
             let newest = self.inner.source.newest_seq().await?;
@@ -421,6 +437,11 @@ impl Feed {
 }
 
 fn transition(e: LedgerEvent) -> Transition {
+    let target = if e.subject_type == "edit" {
+        e.target
+    } else {
+        None
+    };
     Transition {
         seq: e.seq,
         subject: e.subject_type,
@@ -430,6 +451,7 @@ fn transition(e: LedgerEvent) -> Transition {
         to: e.to_state,
         actor: e.actor,
         at: e.at,
+        target,
     }
 }
 

@@ -147,7 +147,7 @@ impl Edit {
             EditState::PendingApproval => {
                 let to = decision.outcome();
                 self.state = to;
-                let data = json!({"owner": owner, "decision": decision});
+                let data = json!({"target": self.target, "owner": owner, "decision": decision});
                 let entry = self.record(
                     "decided",
                     Some(EditState::PendingApproval),

@@ -35,6 +35,7 @@ pub mod feed;
 pub mod health;
 pub mod item;
 pub mod kind;
+pub mod listing;
 pub mod principal;
 pub mod priority;
 pub mod redact;

@@ -13,7 +13,8 @@ pub fn router(state: AppState) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
-        .route("/v1/items", post(items::enqueue))
+        .route("/v1/items", post(items::enqueue).get(items::list))
+        .route("/v1/items/retry", post(items::retry_failed))
         .route("/v1/items/{id}", get(items::item))
         .route("/v1/items/{id}/retry", post(items::retry))
         .route("/v1/leases", post(leases::lease))
@@ -23,7 +24,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/leases/{id}/needs_subtool", post(leases::needs_subtool))
         .route("/v1/completions", post(leases::completions))
         .route("/v1/workers/{kind}/digest", put(fleet::report_digest))
-        .route("/v1/health", post(fleet::report_health))
+        .route("/v1/health", post(fleet::report_health).get(fleet::health))
         // Only the routes above count their bodies against the budget (route_layer wraps
         // the routes added so far): the public edit routes below cut theirs at 4 KiB.
         .route_layer(axum::middleware::from_fn_with_state(

@@ -43,6 +43,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     8 "lease_indexes",
     9 "drop_lease_order",
     10 "health_events_redacted_anew",
+    11 "items_listing_index",
 ];
 
 /// The newest migration this binary knows.
@@ -269,6 +270,7 @@ mod tests {
             [
                 "items_idempotency",
                 "items_lease_expiry",
+                "items_listing",
                 "items_parked",
                 "items_pkey",
                 "items_queued_order",

@@ -38,7 +38,7 @@ pub use client::{Resp, lease_path};
 #[cfg(feature = "server")]
 pub use server::{TestApp, dead_addr, principals, retry_pipeline, token, write_tokens};
 #[cfg(feature = "server")]
-pub use sse::{SseEvent, SseStream};
+pub use sse::{SseEvent, SseStream, received_feed_items};
 
 static OWN_CLUSTER: OnceLock<TempCluster> = OnceLock::new();
 static TEMPLATE: OnceCell<String> = OnceCell::const_new();

@@ -7,6 +7,25 @@ use serde_json::Value;
 
 use crate::server::{TestApp, token};
 
+/// Every item of the live feed any stream of this process has received, as a client parses it:
+/// `{"event", "data" (the text of the data line), "id"}` with the fields the item had, or
+/// `{"retry": n}`. `bins/muster/tests/api/openapi.rs` checks them against the feed's schema.
+static RECEIVED: std::sync::Mutex<Vec<Value>> = std::sync::Mutex::new(Vec::new());
+
+/// The feed items received so far by every stream of this process (see [`RECEIVED`]).
+pub fn received_feed_items() -> Vec<Value> {
+    RECEIVED.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+fn record(item: serde_json::Map<String, Value>) {
+    if !item.is_empty() {
+        RECEIVED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Value::Object(item));
+    }
+}
+
 /// One Server-Sent Event as a client sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SseEvent {
@@ -39,18 +58,27 @@ impl SseStream {
                     data: Value::Null,
                 };
                 let mut is_event = false;
+                let mut item = serde_json::Map::new();
                 for line in block.lines() {
                     if let Some(v) = line.strip_prefix("retry: ") {
                         self.retry_ms = v.parse().ok();
+                        item.insert(
+                            "retry".into(),
+                            v.parse::<u64>().map_or(Value::from(v), Value::from),
+                        );
                     } else if let Some(v) = line.strip_prefix("id: ") {
                         ev.id = v.parse().ok();
+                        item.insert("id".into(), Value::from(v));
                     } else if let Some(v) = line.strip_prefix("event: ") {
                         ev.event = v.to_owned();
                         is_event = true;
+                        item.insert("event".into(), Value::from(v));
                     } else if let Some(v) = line.strip_prefix("data: ") {
                         ev.data = serde_json::from_str(v).expect("data is JSON");
+                        item.insert("data".into(), Value::from(v));
                     }
                 }
+                record(item);
                 if is_event {
                     return Some(ev);
                 }

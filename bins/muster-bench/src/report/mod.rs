@@ -519,6 +519,28 @@ fn backlog_rows(rows: &mut Vec<Row>, backlog: &[BacklogSize]) {
         format!("{} with {bs} queued", pair(&bm.queues)),
         p_ratio(&gm.queues, &bm.queues),
     ]);
+    for (filter, g, b) in [
+        (
+            "state=done&kind=trawl",
+            &gm.items_done_page,
+            &bm.items_done_page,
+        ),
+        (
+            "state=queued&kind=trawl&priority=normal",
+            &gm.items_queued_page,
+            &bm.items_queued_page,
+        ),
+    ] {
+        rows.push([
+            format!(
+                "backlog: `GET /v1/items?{filter}` page of 100 latency p50 / p99 ms ({} pages, on with `next`), {gs} queued",
+                g.n
+            ),
+            pair(g),
+            format!("{} with {bs} queued", pair(b)),
+            p_ratio(g, b),
+        ]);
+    }
     let note = trouble(&gs, gm.errors, gm.ran_dry) + &trouble(&bs, bm.errors, bm.ran_dry);
     rows.push([
         format!(

@@ -427,3 +427,73 @@ async fn a_restart_does_not_reset_the_daily_cap() {
     let r = submit(&again, Some("192.0.2.44"), proposal(&again, "t").await).await;
     r.assert_error(StatusCode::TOO_MANY_REQUESTS, "E_RATE_LIMITED");
 }
+
+#[tokio::test]
+async fn an_edits_transitions_on_the_feed_carry_its_target_and_its_decision_event_too() {
+    let (app, _map) = intake_app(10).await;
+    let mut feed = app.events("conn", None).await;
+    let r = submit(&app, Some("203.0.113.7"), proposal(&app, "t").await).await;
+    let id = r.body["edit_id"].as_str().unwrap().to_owned();
+    let ok = app
+        .post(
+            &format!("/v1/edits/{id}/decision"),
+            "worker:countersign",
+            json!({"decision": "reject", "owner": "alice"}),
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::OK, "{:?}", ok.body);
+    let mut seen = Vec::new();
+    while seen.len() < 4 {
+        let e = feed
+            .next_within(Duration::from_secs(5))
+            .await
+            .expect("an event");
+        if e.event == "transition" || e.event == "edit" {
+            seen.push((
+                e.event,
+                e.data["to"]
+                    .as_str()
+                    .or(e.data["state"].as_str())
+                    .map(str::to_owned),
+                e.data["target"].clone(),
+            ));
+        }
+    }
+    let target = json!("docs/intro");
+    assert_eq!(
+        seen,
+        [
+            (
+                "transition".to_owned(),
+                Some("pending_approval".to_owned()),
+                target.clone()
+            ),
+            (
+                "edit".to_owned(),
+                Some("pending_approval".to_owned()),
+                target.clone()
+            ),
+            (
+                "transition".to_owned(),
+                Some("rejected".to_owned()),
+                target.clone()
+            ),
+            ("edit".to_owned(), Some("rejected".to_owned()), target),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_items_transition_carries_no_target() {
+    let app = TestApp::spawn().await;
+    let mut feed = app.events("conn", None).await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let t = feed
+        .next_named("transition", Duration::from_secs(5))
+        .await
+        .expect("a transition");
+    assert_eq!(
+        (t.data["subject"].as_str(), t.data.get("target")),
+        (Some("item"), None)
+    );
+}

@@ -105,8 +105,8 @@ fn load_openapi() -> Value {
     );
     let doc = to_json(&docs[0], "");
     assert_eq!(
-        doc["openapi"], "3.1.0",
-        "{OPENAPI}: `openapi` must be 3.1.0"
+        doc["openapi"], "3.2.0",
+        "{OPENAPI}: `openapi` must be 3.2.0 (the live feed is described with `itemSchema`)"
     );
     doc
 }
@@ -229,6 +229,23 @@ fn validate(doc: &Value, schema: &Value, inst: &Value, at: &str, errors: &mut Ve
                 }
             }
             "format" => check_format(value.as_str().unwrap_or(""), inst, at, errors),
+            // A string that carries JSON: checked here (JSON Schema only annotates with these).
+            "contentMediaType" => {
+                assert_eq!(
+                    value, "application/json",
+                    "{OPENAPI}: only contentMediaType application/json is understood"
+                );
+                if let Some(text) = inst.as_str()
+                    && serde_json::from_str::<Value>(text).is_err()
+                {
+                    errors.push(format!("{at}: {text:?} is not JSON"));
+                }
+            }
+            "contentSchema" => {
+                if let Some(parsed) = inst.as_str().and_then(|t| serde_json::from_str(t).ok()) {
+                    validate(doc, value, &parsed, &format!("{at}(json)"), errors);
+                }
+            }
             "minimum" | "maximum" => {
                 if let (Some(n), Some(limit)) = (inst.as_f64(), value.as_f64())
                     && !within_bound(key, n, limit)
@@ -1160,4 +1177,94 @@ fn every_documented_example_fits_its_schema() {
         }
     }
     assert!(checked > 20, "only {checked} examples found");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. The live feed against its item schema
+
+/// The event names the feed's `itemSchema` has a branch for (and `retry`, the opening item).
+fn feed_branches(doc: &Value) -> BTreeSet<String> {
+    let feed = pointer(doc, "#/components/schemas/FeedItem");
+    feed["oneOf"]
+        .as_array()
+        .expect("FeedItem.oneOf")
+        .iter()
+        .map(|b| {
+            let b = deref(doc, b);
+            b["properties"]["event"]["const"]
+                .as_str()
+                .unwrap_or("retry")
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Every item of the live feed that the streams of this test process received — this test's
+/// own, which make every kind of event, and those of every end-to-end test that has received
+/// events by the time it checks — fits the `itemSchema` of `GET /v1/events`.
+#[tokio::test]
+async fn every_feed_item_the_end_to_end_tests_receive_fits_the_feed_schema() {
+    let doc = load_openapi();
+    let item_schema = &doc["paths"]["/v1/events"]["get"]["responses"]["200"]["content"]["text/event-stream"]
+        ["itemSchema"];
+    assert!(
+        item_schema.is_object(),
+        "{OPENAPI}: GET /v1/events documents no itemSchema"
+    );
+    let map = MapFile::new();
+    let app = replay_server(&map).await;
+    let r = app
+        .report_health(
+            json!({"pods": [{"kind": "trawl", "ready": true, "restarts": 0, "phase": "Running"}],
+                             "events": [{"kind": "trawl", "reason": "Pulled", "message": "m"}]}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    let mut feed = app.events("conn", None).await;
+    let made = prepare(&app, "pending_edit").await;
+    let edit = made.edit.expect("an edit");
+    let decided = app
+        .post(
+            &format!("/v1/edits/{edit}/decision"),
+            "worker:countersign",
+            json!({"decision": "approve", "owner": "alice"}),
+        )
+        .await;
+    assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
+    prepare(&app, "failed_trawl_item").await;
+    let mut names = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
+    while !names.contains("heartbeat") && tokio::time::Instant::now() < deadline {
+        if let Some(e) = feed.next_within(std::time::Duration::from_secs(6)).await {
+            names.insert(e.event);
+        }
+    }
+    let mut resumed = app.events("operator", Some("999999999")).await;
+    let reset = resumed
+        .next_named("reset", std::time::Duration::from_secs(5))
+        .await
+        .expect("a reset for an id never sent");
+    names.insert(reset.event);
+    names.insert("retry".to_owned());
+    assert_eq!(
+        names,
+        feed_branches(&doc),
+        "this test receives every kind of feed item the schema describes"
+    );
+
+    let items = muster_testkit::received_feed_items();
+    let mut failures = Vec::new();
+    for item in &items {
+        let errors = schema_errors(&doc, item_schema, item);
+        if !errors.is_empty() {
+            failures.push(format!("{item}:\n    {}", errors.join("\n    ")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} feed items received do not fit the itemSchema of GET /v1/events:\n  {}",
+        failures.len(),
+        items.len(),
+        failures.join("\n  ")
+    );
 }

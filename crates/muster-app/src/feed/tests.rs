@@ -28,9 +28,11 @@ fn feed_with(source: MockFeedSource, settings: FeedSettings) -> (Feed, WorkSigna
     let signal = WorkSignal::new();
     let mut jitter = MockJitter::new();
     jitter.expect_sample().return_const(0.5);
+    let mut health = MockHealthLog::new();
+    health.expect_latest_health().returning(|| Ok(Vec::new()));
     let feed = Feed::new(
         Arc::new(source),
-        Arc::new(MockHealthLog::new()),
+        Arc::new(health),
         Arc::new(clock),
         Arc::new(jitter),
         signal.clone(),

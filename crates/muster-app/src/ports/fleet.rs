@@ -14,13 +14,15 @@ use crate::views::HealthView;
 #[async_trait]
 pub trait HealthLog: Send + Sync {
     /// Keeps the latest (already redacted) health of each kind in the report: one record per
-    /// kind, its events appended and cut to the newest `MAX_EVENTS_PER_KIND`.
+    /// kind, whose events are this report's (at most `MAX_EVENTS_PER_KIND`), replacing those
+    /// of earlier reports.
     async fn store_health(
         &self,
         health: &[KindHealth],
         at: OffsetDateTime,
     ) -> Result<(), StoreError>;
-    /// The latest health of every kind that has reported (for the live feed).
+    /// The latest health of every kind that has reported, with its deployed digest (for
+    /// `GET /v1/health` and the live feed), in kind order.
     async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError>;
 }
 

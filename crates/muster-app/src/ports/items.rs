@@ -1,13 +1,14 @@
 //! Items: inserted, locked and written back inside a transaction; read outside one.
 
 use async_trait::async_trait;
+use muster_domain::listing::ItemFilter;
 use muster_domain::{Item, ItemId, ItemState, Kind, Priority};
 use muster_ledger::SealedEntry;
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::StoreError;
-use crate::views::ItemView;
+use crate::views::{ItemSummary, ItemView};
 
 /// An item to insert, with the entry that records its creation.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +38,13 @@ pub enum Inserted {
 pub trait ItemReads: Send + Sync {
     /// An item with its ledger history.
     async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError>;
+    /// Up to `rows` items that match `filter`, oldest first by id, after `filter.after`. The
+    /// cost follows `rows` and the number of the filter's groups, never the rest of the table.
+    async fn list_items(
+        &self,
+        filter: &ItemFilter,
+        rows: u32,
+    ) -> Result<Vec<ItemSummary>, StoreError>;
     /// When the oldest queued item of each kind and priority was enqueued (for metrics); one
     /// index probe per pair, whatever the backlog.
     async fn oldest_queued(&self) -> Result<Vec<(Kind, Priority, OffsetDateTime)>, StoreError>;
@@ -52,6 +60,9 @@ pub trait ItemStore: Send {
     async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
     /// Locks and returns an item.
     async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
+    /// Locks and returns up to `max` failed items of `kind`, oldest first by id, skipping any
+    /// that another transaction holds.
+    async fn lock_failed(&mut self, kind: Kind, max: u32) -> Result<Vec<Item>, StoreError>;
     /// Writes back an item's working state.
     async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
     /// Writes back the working states of distinct items, each with its result if given.

@@ -21,6 +21,7 @@ mockall::mock! {
         async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
         async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
         async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
+        async fn lock_failed(&mut self, kind: Kind, max: u32) -> Result<Vec<Item>, StoreError>;
         async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
         async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError>;
     }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::Muster;
 use crate::error::AppError;
 use crate::nodes::NodeDirectory;
-use crate::views::{HealthAccepted, ItemView};
+use crate::views::{HealthAccepted, HealthSnapshot, ItemView};
 
 impl Muster {
     /// Redacts health reports with the node names `nodes` holds (form and position only until
@@ -21,14 +21,22 @@ impl Muster {
 
     /// `GET /v1/items/{id}`: operators and Conn.
     pub async fn item(&self, actor: Principal, id: ItemId) -> Result<ItemView, AppError> {
-        if !matches!(actor, Principal::Operator | Principal::Conn) {
-            return Err(AppError::Forbidden(format!("{actor} may not read items")));
-        }
+        crate::auth::may_read_items(actor)?;
         self.stores
             .items
             .item_view(id)
             .await?
             .ok_or_else(|| AppError::NotFound(format!("no item {id}")))
+    }
+
+    /// `GET /v1/health`: the current health of every kind with a stored report.
+    pub async fn health(&self, actor: Principal) -> Result<HealthSnapshot, AppError> {
+        crate::auth::may_read_health(actor)?;
+        let kinds = self.stores.health.latest_health().await?;
+        Ok(HealthSnapshot {
+            at: self.clock.now(),
+            kinds,
+        })
     }
 
     /// How long the oldest queued item of each kind and priority has waited, in seconds (for

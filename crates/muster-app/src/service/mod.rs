@@ -28,6 +28,7 @@ mod fail;
 mod group;
 mod inspect;
 mod lease;
+mod listing;
 mod park;
 
 use group::{CompletionLanes, LeaseLanes};

@@ -96,6 +96,38 @@ pub struct ItemView {
     pub history: Vec<HistoryEntry>,
 }
 
+/// An item as a line of `GET /v1/items`: no payload, result or history.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemSummary {
+    pub id: String,
+    pub kind: Kind,
+    pub priority: Priority,
+    pub state: ItemState,
+    pub attempt: u32,
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// When the item last changed: the time of its newest ledger row.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+    /// The `error` of the item's newest failure (`{"code", "message"}`), if it ever failed.
+    pub last_error: Option<Value>,
+}
+
+/// One page of `GET /v1/items`; `next` is the id to pass as `after` for the next page, `None`
+/// on the last page.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ItemPage {
+    pub items: Vec<ItemSummary>,
+    pub next: Option<String>,
+}
+
+/// The answer to `POST /v1/items/retry`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BulkRetried {
+    pub retried: u64,
+    pub item_ids: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Retried {
     pub item_id: String,
@@ -111,16 +143,28 @@ pub struct DigestRecorded {
     pub replayed: u64,
 }
 
-/// The latest health of one kind, as the live feed publishes it.
+/// The current health of one kind: an entry of `GET /v1/health` and the data of a `health`
+/// event. Its pods aggregated as Shipkeeper's newest report of the kind gave them; `events`
+/// are that report's only.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HealthView {
     pub kind: Kind,
+    /// The worker image deployed for the kind, if Shipkeeper reported one.
+    pub digest: Option<String>,
     pub ready: Option<bool>,
     pub restarts: u32,
     pub phase: Option<String>,
     pub events: Vec<muster_domain::health::HealthEvent>,
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
+}
+
+/// `GET /v1/health`: every kind with a stored report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HealthSnapshot {
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    pub kinds: Vec<HealthView>,
 }
 
 /// The answer to a health report.

@@ -87,3 +87,7 @@ pub(crate) async fn report_health(
         &s.muster.report_health(p, &pods, &events).await?,
     ))
 }
+
+pub(crate) async fn health(State(s): State<AppState>, Caller(p): Caller) -> ApiResult {
+    Ok(ok_json(StatusCode::OK, &s.muster.health(p).await?))
+}

@@ -1,13 +1,16 @@
-//! Items: enqueue, inspect, retry.
+//! Items: enqueue, inspect, find, retry (one or a kind's failed items).
 
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use muster_app::views::EnqueueRequest;
-use muster_domain::{ItemId, Kind, Priority};
+use muster_domain::listing::{DEFAULT_PAGE, ItemFilter};
+use muster_domain::{ItemId, ItemState, Kind, Priority};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::{ApiResult, ok_json};
+use crate::error::ApiError;
 use crate::extract::{Caller, JsonBody, path_id};
 use crate::state::AppState;
 
@@ -62,4 +65,56 @@ pub(crate) async fn retry(
 ) -> ApiResult {
     let id = ItemId(path_id(&id, "item")?);
     Ok(ok_json(StatusCode::OK, &s.muster.retry(p, id).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListQuery {
+    #[serde(default)]
+    state: Option<ItemState>,
+    #[serde(default)]
+    kind: Option<Kind>,
+    #[serde(default)]
+    priority: Option<Priority>,
+    #[serde(default)]
+    limit: Option<u32>,
+    #[serde(default)]
+    after: Option<uuid::Uuid>,
+}
+
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> ApiResult {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+    let filter = ItemFilter::new(q.state, q.kind, q.priority, q.after.map(ItemId), q.limit)
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(ok_json(
+        StatusCode::OK,
+        &s.muster.list_items(p, filter).await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BulkRetryBody {
+    kind: Kind,
+    #[serde(default = "default_max")]
+    max: u32,
+}
+
+fn default_max() -> u32 {
+    DEFAULT_PAGE
+}
+
+pub(crate) async fn retry_failed(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    JsonBody(b): JsonBody<BulkRetryBody>,
+) -> ApiResult {
+    Ok(ok_json(
+        StatusCode::OK,
+        &s.muster.retry_failed(p, b.kind, b.max).await?,
+    ))
 }

@@ -98,7 +98,7 @@ impl HealthLog for PgLogbook {
                      restarts = CASE WHEN EXCLUDED.pods > 0 THEN EXCLUDED.restarts ELSE h.restarts END,
                      phase = coalesce(EXCLUDED.phase, h.phase),
                      events = (SELECT coalesce(jsonb_agg(e ORDER BY n), '[]'::jsonb) FROM (
-                                   SELECT e, n FROM jsonb_array_elements(h.events || EXCLUDED.events)
+                                   SELECT e, n FROM jsonb_array_elements(EXCLUDED.events)
                                        WITH ORDINALITY AS t(e, n)
                                    ORDER BY n DESC LIMIT $8) newest),
                      updated_at = EXCLUDED.updated_at",
@@ -131,7 +131,12 @@ impl HealthLog for PgLogbook {
     async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError> {
         let client = self.pool.get().await.map_err(pool_err)?;
         let rows = client
-            .query("SELECT kind, ready, restarts, phase, events, updated_at FROM core.worker_health ORDER BY kind", &[])
+            .query(
+                "SELECT h.kind, h.ready, h.restarts, h.phase, h.events, h.updated_at, d.digest
+                 FROM core.worker_health h LEFT JOIN core.worker_digests d ON d.kind = h.kind
+                 ORDER BY h.kind",
+                &[],
+            )
             .await
             .map_err(store_err)?;
         rows.iter()
@@ -140,6 +145,7 @@ impl HealthLog for PgLogbook {
                 let events: Value = r.get(4);
                 Ok(HealthView {
                     kind: kind.parse().map_err(|e| internal(format!("{e}")))?,
+                    digest: r.get(6),
                     ready: r.get(1),
                     restarts: r.get::<_, i32>(2) as u32,
                     phase: r.get(3),

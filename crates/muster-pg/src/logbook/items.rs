@@ -3,15 +3,16 @@
 
 use async_trait::async_trait;
 use muster_app::ports::{Inserted, ItemReads, ItemStore, NewItem, StoreError};
-use muster_app::views::{HistoryEntry, ItemView};
+use muster_app::views::{HistoryEntry, ItemSummary, ItemView};
+use muster_domain::listing::ItemFilter;
 use muster_domain::{Item, ItemId, Kind, Priority};
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::PgLogbook;
 use super::rows::{ITEM_COLS, fence_i64, internal, item_from_row};
 use super::tx::{Param, PgTx};
+use super::{PgLogbook, listing};
 use crate::error::{pool_err, store_err};
 
 #[async_trait]
@@ -102,6 +103,13 @@ impl ItemStore for PgTx {
         let sql = format!("SELECT {ITEM_COLS} FROM core.items i WHERE i.id = $1 FOR UPDATE");
         let rows = self.query(&sql, &[&id.0]).await?;
         rows.first().map(|r| item_from_row(r, 0)).transpose()
+    }
+
+    async fn lock_failed(&mut self, kind: Kind, max: u32) -> Result<Vec<Item>, StoreError> {
+        // Planned for its values (not cached: `max` varies): see `listing`.
+        let sql = listing::lock_failed_statement(kind, max);
+        let rows = self.query_once(&sql).await?;
+        rows.iter().map(|r| item_from_row(r, 0)).collect()
     }
 
     async fn save_item(&mut self, item: &Item) -> Result<(), StoreError> {
@@ -233,6 +241,23 @@ impl ItemReads for PgLogbook {
             created_at: row.get(8),
             history,
         }))
+    }
+
+    async fn list_items(
+        &self,
+        filter: &ItemFilter,
+        rows: u32,
+    ) -> Result<Vec<ItemSummary>, StoreError> {
+        // Planned for its values each time (not prepared and cached): see `listing`.
+        let sql = listing::page_statement(filter, rows);
+        let client = self.pool.get().await.map_err(pool_err)?;
+        client
+            .query(sql.as_str(), &[])
+            .await
+            .map_err(store_err)?
+            .iter()
+            .map(listing::summary_from_row)
+            .collect()
     }
 
     async fn oldest_queued(&self) -> Result<Vec<(Kind, Priority, OffsetDateTime)>, StoreError> {

@@ -23,6 +23,7 @@ mod intake;
 mod items;
 mod leases;
 mod ledger;
+mod listing;
 mod role;
 mod rows;
 mod tx;

@@ -145,7 +145,22 @@ impl PgTx {
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
         let stmt = self.client().prepare_cached(sql).await.map_err(store_err)?;
-        let mut answers = self.pipeline(Some((&stmt, params))).await?;
+        self.query_prepared(&stmt, params).await
+    }
+
+    /// A statement without parameters that is prepared for this one use, not cached (its text
+    /// carries its values, so it is planned for them).
+    pub(super) async fn query_once(&mut self, sql: &str) -> Result<Vec<Row>, StoreError> {
+        let stmt = self.client().prepare(sql).await.map_err(store_err)?;
+        self.query_prepared(&stmt, &[]).await
+    }
+
+    async fn query_prepared(
+        &mut self,
+        stmt: &tokio_postgres::Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, StoreError> {
+        let mut answers = self.pipeline(Some((stmt, params))).await?;
         let last = answers.pop();
         for answer in answers {
             answer.map_err(store_err)?;
