@@ -104,6 +104,11 @@ pub struct Settings {
     #[arg(long, env = "MUSTER_INFLIGHT_BODY_MIB", default_value_t = 2, global = true,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub inflight_body_mib: u16,
+    /// Open connections at most; a connection over the cap is closed at once. The default
+    /// fits the pod's memory limit at the measured cost of an idle connection (docs/security.md).
+    #[arg(long, env = "MUSTER_MAX_CONNECTIONS", default_value_t = muster_http::server::DEFAULT_MAX_CONNECTIONS, global = true,
+          value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=1_000_000), |n| n as usize))]
+    pub max_connections: usize,
     /// Log format.
     #[arg(
         long,
@@ -150,6 +155,7 @@ impl Settings {
     pub fn server_settings(&self) -> muster_http::ServerSettings {
         muster_http::ServerSettings {
             dev_web_dir: self.dev_web_dir.clone(),
+            max_connections: self.max_connections,
             ..self.server.clone()
         }
     }
@@ -177,6 +183,7 @@ impl Settings {
             lease_ttl_ms: 30_000,
             group_commits: 1,
             inflight_body_mib: 2,
+            max_connections: muster_http::server::DEFAULT_MAX_CONNECTIONS,
             log_format: LogFormat::Json,
             pipeline: None,
             feed: muster_app::feed::FeedSettings::default(),

@@ -10,10 +10,11 @@
 //! Module graph (who uses whom inside the crate; no circle): `routes` (the router) →
 //! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `sse`, `metrics`,
 //! `state`, `error`; `extract` → `state`, `budget`, `error`; `state` → `budget`, `metrics`;
-//! `budget` → `error`; `metrics` → `error`; `server` → `dev_web`, `error`; `dev_web` →
+//! `budget` → `error`; `metrics` → `error`; `server` → `conn_guard`, `dev_web`, `error`; `dev_web` →
 //! `error`; `sse` and `error` → nothing.
 
 pub mod budget;
+mod conn_guard;
 pub mod dev_web;
 pub mod error;
 mod extract;

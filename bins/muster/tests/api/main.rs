@@ -3,6 +3,7 @@
 mod bad_input;
 mod batch;
 mod budget;
+mod connections;
 mod edits;
 mod feed;
 mod group_commit;
