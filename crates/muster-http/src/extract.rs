@@ -108,6 +108,10 @@ impl<T: DeserializeOwned, const LIMIT: usize> FromRequest<AppState> for JsonBody
             }
         }
         let bytes = read_limited(req.into_body(), LIMIT, state.body_budget.read_deadline()).await?;
+        // Before parsing, so that every field of every body is covered, keys included.
+        if crate::screen::json_has_nul(&bytes) {
+            return Err(crate::screen::nul_refused());
+        }
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))

@@ -9,8 +9,8 @@
 //!
 //! Module graph (who uses whom inside the crate; no circle): `routes` (the router) →
 //! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `sse`, `metrics`,
-//! `state`, `error`; `extract` → `state`, `budget`, `error`; `state` → `budget`, `metrics`;
-//! `budget` → `error`; `metrics` → `error`; `server` → `conn_guard`, `dev_web`, `error`; `dev_web` →
+//! `state`, `error`; `extract` → `state`, `budget`, `screen`, `error`; `state` → `budget`, `metrics`;
+//! `budget` → `error`; `metrics` → `error`; `server` → `conn_guard`, `dev_web`, `screen`, `error`; `screen` → `error`; `dev_web` →
 //! `error`; `sse` and `error` → nothing.
 
 pub mod budget;
@@ -21,6 +21,7 @@ mod extract;
 mod handlers;
 pub mod metrics;
 mod routes;
+mod screen;
 pub mod server;
 mod sse;
 mod state;

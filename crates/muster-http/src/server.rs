@@ -102,7 +102,8 @@ pub async fn serve(
     settings: ServerSettings,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let router = crate::dev_web::mount(router, settings.dev_web_dir.as_deref());
+    let router = crate::dev_web::mount(router, settings.dev_web_dir.as_deref())
+        .layer(axum::middleware::from_fn(crate::screen::uri));
     let request_timeout = settings.request_timeout;
     let draining = Arc::new(AtomicBool::new(false));
     let closing = draining.clone();
