@@ -13,6 +13,7 @@ mod leases;
 mod ledger;
 mod metrics;
 mod monitoring;
+mod next_cap;
 mod nul_strings;
 mod openapi;
 mod outage;
