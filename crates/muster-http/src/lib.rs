@@ -10,7 +10,7 @@
 //! Module graph (who uses whom inside the crate; no circle): `routes` (the router) →
 //! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `sse`, `metrics`,
 //! `state`, `error`; `extract` → `state`, `budget`, `screen`, `error`; `state` → `budget`, `metrics`;
-//! `budget` → `error`; `metrics` → `error`; `server` → `conn_guard`, `dev_web`, `screen`, `error`; `screen` → `error`; `dev_web` →
+//! `budget` → `error`; `metrics` → `refreshed`, `error`; `refreshed` → nothing; `server` → `conn_guard`, `dev_web`, `screen`, `error`; `screen` → `error`; `dev_web` →
 //! `error`; `sse` and `error` → nothing.
 
 pub mod budget;
@@ -20,6 +20,7 @@ pub mod error;
 mod extract;
 mod handlers;
 pub mod metrics;
+mod refreshed;
 mod routes;
 mod screen;
 pub mod server;

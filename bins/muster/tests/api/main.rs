@@ -17,6 +17,7 @@ mod next_cap;
 mod nul_strings;
 mod openapi;
 mod outage;
+mod probes;
 mod redaction;
 mod replay;
 mod shutdown;

@@ -27,21 +27,66 @@ pub(crate) async fn healthz() -> Response {
     ok_json(StatusCode::OK, &json!({"status": "ok"}))
 }
 
+/// Readiness, checked at most once a second however often it is asked
+/// ([`crate::refreshed`]); a change is logged with its reason, which the answer never carries.
+async fn ready(s: &AppState) -> Result<(), String> {
+    s.http_metrics
+        .db
+        .ready
+        .get(|| async {
+            let now = s.readiness.check().await;
+            let was = READY.swap(now.is_ok(), std::sync::atomic::Ordering::Relaxed);
+            match (&now, was) {
+                (Err(reason), true) => tracing::warn!(%reason, "not ready"),
+                (Ok(()), false) => tracing::info!("ready"),
+                _ => {}
+            }
+            now
+        })
+        .await
+}
+
+/// The last readiness seen, to log changes only.
+static READY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
 pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
-    match s.readiness.check().await {
+    match ready(&s).await {
         Ok(()) => {
             let mut body = json!({"status": "ready"});
             if let Some(api) = &s.api_server {
                 body["api_server"] = json!(match api.state() {
-                    DependencyState::Unchecked => "unchecked".to_owned(),
-                    DependencyState::Reachable => "reachable".to_owned(),
-                    DependencyState::Unreachable(reason) => format!("unreachable: {reason}"),
+                    DependencyState::Unchecked => "unchecked",
+                    DependencyState::Reachable => "reachable",
+                    DependencyState::Unreachable(_) => "unreachable",
                 });
             }
             ok_json(StatusCode::OK, &body)
         }
-        Err(reason) => ApiError::unavailable_because(reason).into_response(),
+        Err(_) => ApiError::unavailable_because("not ready").into_response(),
     }
+}
+
+/// The oldest queued items' ages now, from a read at most 5 s old.
+async fn oldest(s: &AppState) -> crate::metrics::OldestAges {
+    let (at, ages) = s
+        .http_metrics
+        .db
+        .oldest
+        .get(|| async {
+            let ages = match s.muster.oldest_queued_ages().await {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
+                    Vec::new()
+                }
+            };
+            (std::time::Instant::now(), ages)
+        })
+        .await;
+    let since = at.elapsed().as_secs_f64();
+    ages.into_iter()
+        .map(|(k, p, age)| (k, p, age + since))
+        .collect()
 }
 
 /// `GET /metrics`: the figures of the use cases, the feed, the intake, the pool and the body
@@ -54,13 +99,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
             .map(|k| (*k, c.get(*k)))
             .collect::<Vec<_>>()
     };
-    let oldest = match s.muster.oldest_queued_ages().await {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
-            Vec::new()
-        }
-    };
+    let oldest = oldest(&s).await;
     let snapshot = Snapshot {
         counters: vec![
             (
@@ -147,7 +186,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
         },
         oldest,
         body_budget_used: s.body_budget.used_bytes(),
-        ready: s.readiness.check().await.is_ok(),
+        ready: ready(&s).await.is_ok(),
         api_server_reachable: s
             .api_server
             .as_ref()
