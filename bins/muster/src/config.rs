@@ -79,6 +79,10 @@ pub struct Settings {
     /// ServiceAccount map for `--auth tokenreview`: `{"serviceaccounts": {"<username>": "<principal>"}}`.
     #[arg(long, env = "MUSTER_SERVICEACCOUNT_MAP", global = true)]
     pub serviceaccount_map: Option<PathBuf>,
+    /// With `--auth tokenreview`: the audience a caller's token must be meant for (the
+    /// manifests project ServiceAccount tokens bound to it; docs/security.md).
+    #[arg(long, env = "MUSTER_TOKEN_AUDIENCE", default_value = muster_kube::DEFAULT_AUDIENCE, global = true)]
+    pub token_audience: String,
     /// A file of the cluster's node names, one a line, redacted from health reports (re-read when
     /// it changes). Outside a cluster; with `--auth tokenreview` the names come from the API
     /// server unless this is given. See docs/redaction.md.
@@ -178,6 +182,7 @@ impl Settings {
             tokens: None,
             auth: None,
             serviceaccount_map: None,
+            token_audience: muster_kube::DEFAULT_AUDIENCE.to_owned(),
             ownership_map: None,
             node_names: None,
             lease_ttl_ms: 30_000,
