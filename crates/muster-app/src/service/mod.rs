@@ -29,6 +29,7 @@ mod group;
 mod inspect;
 mod lease;
 mod park;
+mod worker_check;
 
 use group::{CompletionLanes, LeaseLanes};
 
