@@ -52,6 +52,8 @@ pub(crate) type OldestAges = Vec<(Kind, Priority, f64)>;
 #[derive(Debug)]
 pub(crate) struct DbGauges {
     pub(crate) ready: crate::refreshed::Refreshed<Result<(), String>>,
+    /// The last readiness seen, so that only a change is logged.
+    pub(crate) was_ready: std::sync::atomic::AtomicBool,
     /// The ages when read, and when that was.
     pub(crate) oldest: crate::refreshed::Refreshed<(Instant, OldestAges)>,
 }
@@ -60,6 +62,7 @@ impl Default for DbGauges {
     fn default() -> Self {
         DbGauges {
             ready: crate::refreshed::Refreshed::new(std::time::Duration::from_secs(1)),
+            was_ready: std::sync::atomic::AtomicBool::new(true),
             oldest: crate::refreshed::Refreshed::new(std::time::Duration::from_secs(5)),
         }
     }

@@ -35,7 +35,11 @@ async fn ready(s: &AppState) -> Result<(), String> {
         .ready
         .get(|| async {
             let now = s.readiness.check().await;
-            let was = READY.swap(now.is_ok(), std::sync::atomic::Ordering::Relaxed);
+            let was = s
+                .http_metrics
+                .db
+                .was_ready
+                .swap(now.is_ok(), std::sync::atomic::Ordering::Relaxed);
             match (&now, was) {
                 (Err(reason), true) => tracing::warn!(%reason, "not ready"),
                 (Ok(()), false) => tracing::info!("ready"),
@@ -45,9 +49,6 @@ async fn ready(s: &AppState) -> Result<(), String> {
         })
         .await
 }
-
-/// The last readiness seen, to log changes only.
-static READY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
     match ready(&s).await {
