@@ -48,7 +48,7 @@ pub(crate) fn uri_fault(path: &str, query: Option<&str>) -> Option<ApiError> {
             "the path does not percent-decode to UTF-8",
         ));
     }
-    let nul = |s: &str| s.contains('\0') || s.to_ascii_lowercase().contains("%00");
+    let nul = |s: &str| s.contains('\0') || s.contains("%00");
     (nul(path) || query.is_some_and(nul)).then(nul_refused)
 }
 
