@@ -142,3 +142,18 @@ async fn a_connection_closed_gives_its_place_under_the_cap_to_the_next() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(app.get("/healthz", "conn").await.status, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn an_idle_http1_keep_alive_connection_is_closed_after_the_header_timeout() {
+    let app = app_with_head_timeout(500).await;
+    let mut conn = TcpStream::connect(app.addr).await.unwrap();
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: m\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 1024];
+    let n = conn.read(&mut buf).await.unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    // Kept alive, then idle: closed well before the 60 s idle timeout.
+    let closed = closed_after(&mut conn, Duration::from_secs(5)).await;
+    assert!(closed.is_some(), "still open after 5 s");
+}
