@@ -18,6 +18,7 @@ mod batch;
 #[cfg_attr(not(feature = "charts"), allow(dead_code))]
 mod charts;
 mod cycles;
+mod edge;
 mod feed;
 mod http;
 mod lab;
@@ -128,6 +129,28 @@ enum Scenario {
         #[arg(long, default_value_t = 20)]
         interval_ms: u64,
         /// The server's pid (same machine), to read its RSS from /proc; optional.
+        #[arg(long)]
+        server_pid: Option<u32>,
+    },
+    /// The network edge: server RSS and lease p99 with `--idle` connections that send
+    /// nothing and with `--slow` ones that send a request head a line a second, against none;
+    /// the memory of one idle connection; how many the server closed within 12 s.
+    Edge {
+        /// Base URL of a running `muster serve` (`http://host:port`).
+        #[arg(long)]
+        url: String,
+        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
+        operator_token: String,
+        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
+        worker_token: String,
+        #[arg(long, default_value_t = 10_000)]
+        idle: usize,
+        #[arg(long, default_value_t = 1_000)]
+        slow: usize,
+        /// Lease→complete cycles sampled in each phase.
+        #[arg(long, default_value_t = 300)]
+        cycles: usize,
+        /// The server's pid (same machine), to read its RSS from /proc.
         #[arg(long)]
         server_pid: Option<u32>,
     },
@@ -336,6 +359,25 @@ fn main() -> Result<()> {
                 items,
                 Duration::from_secs(seconds),
             )
+            .await
+            .and_then(doc),
+            Scenario::Edge {
+                url,
+                operator_token,
+                worker_token,
+                idle,
+                slow,
+                cycles,
+                server_pid,
+            } => edge::edge(&edge::Params {
+                url: &url,
+                operator_token: &operator_token,
+                worker_token: &worker_token,
+                idle,
+                slow,
+                cycles,
+                server_pid,
+            })
             .await
             .and_then(doc),
             Scenario::BacklogFill { database_url, to } => {

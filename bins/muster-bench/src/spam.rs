@@ -103,7 +103,9 @@ pub(crate) async fn spam(
     // Every client sends the one body again and again.
     let repeat = |body: Value| flood(&http, token, clients, length, Arc::new(vec![body]), true);
 
-    // Honeypot: a filled-in `website` field; answered 202, nothing stored.
+    // Honeypot: a filled-in `website` field with a nonce that does not solve the challenge.
+    // The honeypot is judged after the proof of work (docs/edit-intake.md), so this is
+    // refused 400 `E_POW` at the proof-of-work layer, like the next flood.
     let honeypot = repeat(json!({
         "target": target, "body": "buy now", "website": "http://spam.example",
         "pow": {"challenge": real, "nonce": "0"},

@@ -93,6 +93,10 @@ pub struct Settings {
     /// ServiceAccount map for `--auth tokenreview`: `{"serviceaccounts": {"<username>": "<principal>"}}`.
     #[arg(long, env = "MUSTER_SERVICEACCOUNT_MAP", global = true)]
     pub serviceaccount_map: Option<PathBuf>,
+    /// With `--auth tokenreview`: the audience a caller's token must be meant for (the
+    /// manifests project ServiceAccount tokens bound to it; docs/security.md).
+    #[arg(long, env = "MUSTER_TOKEN_AUDIENCE", default_value = muster_kube::DEFAULT_AUDIENCE, global = true)]
+    pub token_audience: String,
     /// A file of the cluster's node names, one a line, redacted from health reports (re-read when
     /// it changes). Outside a cluster; with `--auth tokenreview` the names come from the API
     /// server unless this is given. See docs/redaction.md.
@@ -118,6 +122,11 @@ pub struct Settings {
     #[arg(long, env = "MUSTER_INFLIGHT_BODY_MIB", default_value_t = 2, global = true,
           value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub inflight_body_mib: u16,
+    /// Open connections at most; a connection over the cap is closed at once. The default
+    /// fits the pod's memory limit at the measured cost of an idle connection (docs/security.md).
+    #[arg(long, env = "MUSTER_MAX_CONNECTIONS", default_value_t = muster_http::server::DEFAULT_MAX_CONNECTIONS, global = true,
+          value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=1_000_000), |n| n as usize))]
+    pub max_connections: usize,
     /// Log format.
     #[arg(
         long,
@@ -200,6 +209,7 @@ impl Settings {
     pub fn server_settings(&self) -> muster_http::ServerSettings {
         muster_http::ServerSettings {
             dev_web_dir: self.dev_web_dir.clone(),
+            max_connections: self.max_connections,
             ..self.server.clone()
         }
     }
@@ -223,6 +233,7 @@ impl Settings {
             tokens: None,
             auth: None,
             serviceaccount_map: None,
+            token_audience: muster_kube::DEFAULT_AUDIENCE.to_owned(),
             ownership_map: None,
             node_names: None,
             lease_ttl_ms: 30_000,
@@ -231,6 +242,7 @@ impl Settings {
             clock: ClockAdapter::default(),
             group_commits: 1,
             inflight_body_mib: 2,
+            max_connections: muster_http::server::DEFAULT_MAX_CONNECTIONS,
             log_format: LogFormat::Json,
             pipeline: None,
             feed: muster_app::feed::FeedSettings::default(),

@@ -120,9 +120,11 @@ fn authentication(
             )?;
             let map = ServiceAccountMap::load(path)
                 .with_context(|| format!("ServiceAccount map {}", path.display()))?;
-            let kube = TokenReviewSettings::in_cluster(map);
+            let mut kube = TokenReviewSettings::in_cluster(map);
+            kube.audiences = vec![settings.token_audience.clone()];
             tracing::info!(
                 api_server = %kube.api_server,
+                audience = %settings.token_audience,
                 serviceaccounts = kube.map.len(),
                 "tokens are checked with the Kubernetes TokenReview API"
             );

@@ -3,8 +3,10 @@
 //! The edit form carries a field named `website` that people never see (hidden with CSS,
 //! `tabindex="-1"`, `autocomplete="off"`, `aria-hidden`), so a person's browser submits it as
 //! the empty string; form-filling bots tend to fill it. A request whose `website` is non-empty
-//! gets an ordinary-looking `202` with a fresh id and nothing is stored — the caller does that;
-//! this module only decides.
+//! gets an ordinary-looking `202` with a fresh id and nothing is stored — the caller does that,
+//! judging the field only after the proof of work, the target, the daily cap and the spend of
+//! the challenge, so that the answer is an accepted proposal's in every way; this module only
+//! decides.
 //!
 //! Decision: **any** non-empty value is a bot, whitespace included. A hidden field has no reason
 //! to hold even a space, and trimming would hand bots an easy escape (`" "`). The one human

@@ -9,7 +9,8 @@
 //!    Spending each challenge once is the database's job, keyed by
 //!    [`pow::VerifiedChallenge::spend_key`].
 //! 2. [`honeypot`]: a non-empty `website` field marks a bot ([`honeypot::is_bot`]); the caller
-//!    answers an ordinary-looking `202` and stores nothing.
+//!    judges it after every other layer passed and answers as for an accepted proposal, storing
+//!    nothing.
 //! 3. [`ip`]: the client IP (IPv6 by its /64) hashed with a per-UTC-day random salt
 //!    ([`ip::client_hash`]); the caller counts per hash per day. No raw IP is kept.
 //! 4. Schema: the request size limit ([`check_request_size`]), the target must be in

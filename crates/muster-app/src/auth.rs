@@ -103,7 +103,14 @@ impl TokenTable {
                 index,
                 reason: format!("unknown principal {:?}", line.principal),
             })?;
-            by_digest.insert(*digest.as_bytes(), principal);
+            // One token, one principal: a digest listed twice (even for the same principal)
+            // is a mistake in the file, refused rather than resolved by the last line.
+            if by_digest.insert(*digest.as_bytes(), principal).is_some() {
+                return Err(TokenFileError::Entry {
+                    index,
+                    reason: "this blake3 digest is listed before: each token once".into(),
+                });
+            }
         }
         Ok(TokenTable { by_digest })
     }
@@ -137,6 +144,17 @@ mod tests {
             r#"{{"tokens": [{{"blake3": "{hex}", "principal": "worker:trawl"}}]}}"#
         ))
         .unwrap()
+    }
+
+    #[test]
+    fn a_token_file_listing_one_digest_twice_is_refused() {
+        let hex = blake3::hash(b"s3cret").to_hex();
+        let e = TokenTable::from_json(&format!(
+            r#"{{"tokens": [{{"blake3": "{hex}", "principal": "worker:trawl"}},
+                            {{"blake3": "{hex}", "principal": "operator"}}]}}"#
+        ))
+        .unwrap_err();
+        assert!(matches!(e, TokenFileError::Entry { index: 1, .. }), "{e}");
     }
 
     #[test]

@@ -2,14 +2,18 @@
 //! database round trip.
 //!
 //! 1. caller is Conn and `X-Client-IP` is one address (else 400) — no I/O;
-//! 2. honeypot: a filled `website` gets an ordinary 202 with a fresh id, nothing stored — no I/O;
-//! 3. proof of work: signature, expiry and work checked statelessly — no I/O (the MAC key is
+//! 2. proof of work: signature, expiry and work checked statelessly — no I/O (the MAC key is
 //!    cached after its first load; it never changes);
-//! 4. schema: target in the ownership map (422 `E_TARGET`), body to plain text — no I/O;
-//! 5. in ONE transaction: the day's salt, the salted client hash counted against the daily cap
+//! 3. schema: target in the ownership map (422 `E_TARGET`), body to plain text — no I/O;
+//! 4. in ONE transaction: the day's salt, the salted client hash counted against the daily cap
 //!    (429), the challenge spent (400 if it was spent before), the proposal stored as
 //!    `pending_approval` with its ledger row. A refusal at any step rolls everything back: an
 //!    over-limit client burns no challenge, a spent challenge costs no quota.
+//! 5. honeypot: a filled `website` is judged last, inside that transaction, so that its answer
+//!    is an accepted proposal's in every way: it needs a valid proof of work (else the same
+//!    `E_POW`), a known target, room under the daily cap and an unspent challenge, which it
+//!    spends and counts like an accepted one — only nothing is stored or published, and the
+//!    202 carries a fresh id that names nothing.
 //!
 //! The raw IP is used only to compute the salted hash and is never stored, logged or published.
 
@@ -199,22 +203,14 @@ impl Intake {
             .and_then(|h| {
                 spam::parse_client_ip(h).map_err(|e| AppError::BadRequest(e.to_string()))
             })?;
-        // 2. Honeypot: look like success, store nothing.
-        if spam::is_bot(&s.website) {
-            bump(&self.stats.honeypot);
-            return Ok(Submitted {
-                edit_id: self.ids.edit_id().to_string(),
-                state: EditState::PendingApproval,
-            });
-        }
-        // 3. Proof of work, statelessly.
+        // 2. Proof of work, statelessly.
         let now = self.clock.now();
         let key = self.key().await?;
         let verified = spam::pow::verify(key, &s.challenge, &s.nonce, now).map_err(|e| {
             bump(&self.stats.pow);
             AppError::Pow(e.to_string())
         })?;
-        // 4. Schema.
+        // 3. Schema.
         let map = self.ownership.current();
         let target = map
             .as_deref()
@@ -232,7 +228,7 @@ impl Intake {
         }
         spam::check_request_size(body.len())
             .map_err(|_| AppError::BadRequest("the body is over 4096 bytes".into()))?;
-        // 5. Cap, spend, store: one transaction.
+        // 4. Cap, spend, store: one transaction.
         let day = spam::utc_day(now);
         let mut tx = self.logbook.begin().await?;
         let salt = DailySalt::from_bytes(tx.day_salt(day, self.ids.random32()).await?);
@@ -252,6 +248,16 @@ impl Intake {
         {
             bump(&self.stats.spent);
             return Err(AppError::Pow("this challenge was already used".into()));
+        }
+        // 5. Honeypot: the cap and the spend stand, as for an accepted proposal; nothing
+        // else is stored or published.
+        if spam::is_bot(&s.website) {
+            tx.commit().await?;
+            bump(&self.stats.honeypot);
+            return Ok(Submitted {
+                edit_id: self.ids.edit_id().to_string(),
+                state: EditState::PendingApproval,
+            });
         }
         let (edit, entry) = Edit::submit(self.ids.edit_id(), &s.target, &owner, &body, actor, now);
         tx.insert_edit(&edit, &body, now).await?;

@@ -7,7 +7,8 @@
 //! 1 MB each peaked at 279 MiB resident; with the default budget of 2 MiB, at 30 MiB
 //! (docs/operations.md).
 //!
-//! A request whose body is declared larger than [`SMALL_BODY`] (or streams without a length)
+//! A request whose body is declared larger than [`SMALL_BODY`] (or of a length not known before
+//! it is read)
 //! is authenticated first, then reserves its `Content-Length` before its body is read, and
 //! gives it back when its answer is ready. One that finds no room waits for it, its unread
 //! body left in the socket, up to `ServerSettings::body_wait` (5 s); then it is answered
@@ -23,7 +24,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::extract::Request;
 use axum::http::header;
 use prometheus_client::metrics::counter::Counter;
@@ -77,19 +78,22 @@ impl BodyBudget {
 
     /// The KiB a request reserves: none for a small body (or none at all); its declared
     /// length up to the body limit (a body that says it is longer is refused when read); the
-    /// body limit when it streams without a length. Never more than the whole budget, so that
+    /// body limit when its length is not known before it is read (HTTP/1 chunked, or an
+    /// HTTP/2 stream without `content-length`). Never more than the whole budget, so that
     /// one largest body always fits.
     pub(crate) fn charge(&self, req: &Request<Body>) -> u32 {
-        let headers = req.headers();
-        let declared = headers
+        let declared = req
+            .headers()
             .get(header::CONTENT_LENGTH)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok());
-        let bytes = match declared {
+        // The transport knows a body's length when it has one: a declared length, or an
+        // HTTP/1 request without one (no body) or an HTTP/2 stream ended with its headers.
+        let known = declared.or_else(|| req.body().size_hint().exact());
+        let bytes = match known {
             Some(n) if n <= SMALL_BODY => return 0,
             Some(n) => n.min(BODY_LIMIT as u64),
-            None if headers.contains_key(header::TRANSFER_ENCODING) => BODY_LIMIT as u64,
-            None => return 0,
+            None => BODY_LIMIT as u64,
         };
         u32::try_from(bytes.div_ceil(1024))
             .unwrap_or(u32::MAX)

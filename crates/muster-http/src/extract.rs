@@ -31,25 +31,28 @@ impl FromRequestParts<AppState> for Caller {
         if let Some(Authenticated(p)) = parts.extensions.get::<Authenticated>() {
             return Ok(Caller(*p));
         }
-        let token = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            // The scheme name is case-insensitive (RFC 7235).
-            .and_then(|v| {
-                v.split_once(' ')
-                    .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-                    .map(|(_, token)| token)
-            })
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-            .ok_or_else(ApiError::unauthenticated)?;
+        let token = bearer(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
         match state.auth.authenticate(token).await {
             Ok(Some(p)) => Ok(Caller(p)),
             Ok(None) => Err(ApiError::unauthenticated()),
             Err(AuthError::Unavailable) => Err(ApiError::unavailable()),
         }
     }
+}
+
+/// The bearer token of `Authorization`, if there is one.
+pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        // The scheme name is case-insensitive (RFC 7235).
+        .and_then(|v| {
+            v.split_once(' ')
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token)
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
 }
 
 /// The principal of a request the body budget authenticated ([`hold`]).
@@ -108,6 +111,10 @@ impl<T: DeserializeOwned, const LIMIT: usize> FromRequest<AppState> for JsonBody
             }
         }
         let bytes = read_limited(req.into_body(), LIMIT, state.body_budget.read_deadline()).await?;
+        // Before parsing, so that every field of every body is covered, keys included.
+        if crate::screen::json_has_nul(&bytes) {
+            return Err(crate::screen::nul_refused());
+        }
         serde_json::from_slice(&bytes)
             .map(JsonBody)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))

@@ -8,18 +8,22 @@
 //! what: it asks the use cases.
 //!
 //! Module graph (who uses whom inside the crate; no circle): `routes` (the router) →
-//! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `sse`, `metrics`,
-//! `state`, `error`; `extract` → `state`, `budget`, `error`; `state` → `budget`, `metrics`;
-//! `budget` → `error`; `metrics` → `error`; `server` → `dev_web`, `error`; `dev_web` →
+//! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `reauth`, `sse`, `metrics`,
+//! `state`, `error`; `extract` → `state`, `budget`, `screen`, `error`; `state` → `budget`, `metrics`;
+//! `budget` → `error`; `metrics` → `refreshed`, `error`; `refreshed` → nothing; `server` → `conn_guard`, `dev_web`, `screen`, `error`; `screen` → `error`; `dev_web` →
 //! `error`; `sse` and `error` → nothing.
 
 pub mod budget;
+mod conn_guard;
 pub mod dev_web;
 pub mod error;
 mod extract;
 mod handlers;
 pub mod metrics;
+mod reauth;
+mod refreshed;
 mod routes;
+mod screen;
 pub mod server;
 mod sse;
 mod state;

@@ -39,6 +39,33 @@ fn latency_histogram() -> Histogram {
 pub struct HttpMetrics {
     requests: Family<AnswerLabels, Counter>,
     latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    /// What the probes and the scrape read from Logbook, refreshed at most once per interval.
+    pub(crate) db: std::sync::Arc<DbGauges>,
+}
+
+/// The oldest queued item's age per kind and priority, in seconds.
+pub(crate) type OldestAges = Vec<(Kind, Priority, f64)>;
+
+/// The figures `/readyz` and `/metrics` need from Logbook ([`crate::refreshed`]): readiness
+/// at most once a second, the oldest queued items (one statement over every kind) at most
+/// once every 5 s.
+#[derive(Debug)]
+pub(crate) struct DbGauges {
+    pub(crate) ready: crate::refreshed::Refreshed<Result<(), muster_app::ports::NotReady>>,
+    /// The last readiness seen, so that only a change is logged.
+    pub(crate) was_ready: std::sync::atomic::AtomicBool,
+    /// The ages when read, and when that was.
+    pub(crate) oldest: crate::refreshed::Refreshed<(Instant, OldestAges)>,
+}
+
+impl Default for DbGauges {
+    fn default() -> Self {
+        DbGauges {
+            ready: crate::refreshed::Refreshed::new(std::time::Duration::from_secs(1)),
+            was_ready: std::sync::atomic::AtomicBool::new(true),
+            oldest: crate::refreshed::Refreshed::new(std::time::Duration::from_secs(5)),
+        }
+    }
 }
 
 impl Default for HttpMetrics {
@@ -46,6 +73,7 @@ impl Default for HttpMetrics {
         HttpMetrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
+            db: Default::default(),
         }
     }
 }

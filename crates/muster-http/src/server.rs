@@ -1,5 +1,7 @@
-//! The server loop: hyper 1 connections with a header-read timeout, a per-request timeout, and
-//! graceful shutdown that drains requests in flight.
+//! The server loop: hyper 1 connections (HTTP/1 or HTTP/2) with a connection cap, a request
+//! head within the header-read timeout of connect whatever the protocol, HTTP/2 keep-alive pings
+//! and an idle timeout ([`crate::conn_guard`]), a per-request timeout, and graceful shutdown that
+//! drains requests in flight.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,14 +17,31 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
+use crate::conn_guard::{Activity, IdleLimits, RefusedConnections, Tracked, guard};
 use crate::error::ApiError;
+
+/// The default connection cap: sized so that every connection at its measured idle cost fits
+/// the pod's 128 MiB memory limit beside the server's own baseline and the body budget
+/// (docs/security.md, "Connections"; the figure is `cargo xtask bench`'s `edge` row).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// Timeouts and drain period of the server.
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
-    /// A client must send its request headers within this time.
+    /// A client must send its request headers within this time: the first request's from
+    /// connect (whatever the protocol), HTTP/1's next ones from the end of the previous answer.
     pub header_read_timeout: Duration,
+    /// A connection with no request in flight (no open answer, a live feed included) for this
+    /// long is closed. HTTP/1's keep-alive connections are closed sooner, by the header-read
+    /// timeout; this bounds HTTP/2's, which hold no request head timer.
+    pub idle_timeout: Duration,
+    /// HTTP/2: a ping is sent after this long without a frame from the client, and the
+    /// connection is closed when its answer does not come within as long again.
+    pub http2_keep_alive: Duration,
+    /// Open connections at most (`--max-connections`); one over the cap is closed at once.
+    pub max_connections: usize,
     /// A request must be answered within this time (long polls wait at most 30 s).
     pub request_timeout: Duration,
     /// After shutdown is requested, requests in flight get this long to finish.
@@ -45,6 +64,9 @@ impl Default for ServerSettings {
     fn default() -> Self {
         ServerSettings {
             header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            http2_keep_alive: Duration::from_secs(20),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             request_timeout: Duration::from_secs(45),
             drain_timeout: Duration::from_secs(25),
             lame_duck: Duration::from_secs(1),
@@ -80,7 +102,8 @@ pub async fn serve(
     settings: ServerSettings,
     shutdown: impl Future<Output = ()> + Send,
 ) {
-    let router = crate::dev_web::mount(router, settings.dev_web_dir.as_deref());
+    let router = crate::dev_web::mount(router, settings.dev_web_dir.as_deref())
+        .layer(axum::middleware::from_fn(crate::screen::uri));
     let request_timeout = settings.request_timeout;
     let draining = Arc::new(AtomicBool::new(false));
     let closing = draining.clone();
@@ -103,7 +126,18 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_read_timeout)
         .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(settings.http2_keep_alive)
+        .keep_alive_timeout(settings.http2_keep_alive);
     let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
+    let mut refused = RefusedConnections::default();
+    let limits = IdleLimits {
+        first_request: settings.header_read_timeout,
+        idle: settings.idle_timeout,
+    };
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
@@ -117,14 +151,20 @@ pub async fn serve(
                         continue;
                     }
                 };
+                // Over the cap: closed at once, not left to wait in the accept queue.
+                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    drop(stream);
+                    refused.count(settings.max_connections);
+                    continue;
+                };
                 let _ = stream.set_nodelay(true);
-                let svc = TowerToHyperService::new(router.clone());
+                let activity = Activity::new();
+                let svc = TowerToHyperService::new(Tracked::new(router.clone(), activity.clone()));
                 let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
                 let conn = graceful.watch(conn.into_owned());
                 tokio::spawn(async move {
-                    if let Err(e) = conn.await {
-                        tracing::debug!(error = %e, "connection ended with an error");
-                    }
+                    guard(conn, &activity, limits).await;
+                    drop(slot);
                 });
             }
             () = &mut shutdown => break,

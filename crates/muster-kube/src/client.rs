@@ -314,3 +314,100 @@ impl ApiServer {
         Ok((response, driver))
     }
 }
+
+/// A keep-alive HTTP/1 connection to the API server and the task that drives it.
+type Kept = (
+    SendRequest<http_body_util::Full<hyper::body::Bytes>>,
+    Driver,
+);
+
+/// Keep-alive connections for the TokenReviews: at most `size` open at once (a review waits
+/// for one), each kept for the next review while it lasts, so that a review costs a request,
+/// not a TCP and TLS handshake. One connection serves every review in turn while they come
+/// one at a time; only concurrent reviews open more.
+pub(crate) struct ReviewPool {
+    idle: Mutex<Vec<Kept>>,
+    slots: tokio::sync::Semaphore,
+    /// Connections opened so far (for the tests and the logs).
+    pub(crate) opened: std::sync::atomic::AtomicU64,
+}
+
+impl ReviewPool {
+    pub(crate) fn new(size: usize) -> Self {
+        ReviewPool {
+            idle: Mutex::new(Vec::new()),
+            slots: tokio::sync::Semaphore::new(size.max(1)),
+            opened: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Sends `request` on a kept connection (or a new one) and reads the answer whole, up to
+    /// `limit` bytes; the connection is kept again when the exchange went through. A kept
+    /// connection the API server has closed meanwhile is replaced once, for a new one.
+    pub(crate) async fn exchange(
+        &self,
+        api: &ApiServer,
+        request: impl Fn()
+            -> Result<hyper::Request<http_body_util::Full<hyper::body::Bytes>>, ApiFailure>,
+        limit: usize,
+    ) -> Result<(hyper::StatusCode, hyper::body::Bytes), ApiFailure> {
+        use http_body_util::BodyExt;
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| ApiFailure::Request("the connection pool is closed".into()))?;
+        let mut kept = self.take();
+        loop {
+            let reused = kept.is_some();
+            let (mut sender, driver) = match kept.take() {
+                Some(k) => k,
+                None => {
+                    let (sender, conn) = api.connect().await?;
+                    self.opened
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    (
+                        sender,
+                        Driver(tokio::spawn(async move {
+                            let _ = conn.await;
+                        })),
+                    )
+                }
+            };
+            let sent = match sender.ready().await {
+                Ok(()) => sender.send_request(request()?).await,
+                Err(e) => Err(e),
+            };
+            let response = match sent {
+                Ok(r) => r,
+                // Closed by the API server while it was kept: once more, on a new one.
+                Err(_) if reused => continue,
+                Err(e) => return Err(ApiFailure::Http(e)),
+            };
+            let status = response.status();
+            let bytes = http_body_util::Limited::new(response.into_body(), limit)
+                .collect()
+                .await
+                .map_err(|e| ApiFailure::Body(e.to_string()))?
+                .to_bytes();
+            self.keep((sender, driver));
+            return Ok((status, bytes));
+        }
+    }
+
+    fn take(&self) -> Option<Kept> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some(k) = idle.pop() {
+            if !k.0.is_closed() {
+                return Some(k);
+            }
+        }
+        None
+    }
+
+    fn keep(&self, k: Kept) {
+        if !k.0.is_closed() {
+            self.idle.lock().unwrap_or_else(|e| e.into_inner()).push(k);
+        }
+    }
+}

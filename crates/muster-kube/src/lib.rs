@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use muster_domain::Principal;
 use serde::Deserialize;
 
+mod cache;
 mod client;
 pub mod nodes;
 pub mod probe;
@@ -19,7 +20,7 @@ mod tokenreview;
 
 pub use client::api_server_url;
 use client::read;
-pub use tokenreview::{TokenReviewAuthenticator, TokenReviewSettings};
+pub use tokenreview::{DEFAULT_AUDIENCE, TokenReviewAuthenticator, TokenReviewSettings};
 
 /// The CA bundle mounted into every pod.
 pub const DEFAULT_CA_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";

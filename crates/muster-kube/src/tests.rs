@@ -1,6 +1,6 @@
 use super::*;
+use crate::cache::TtlCache;
 use crate::client::parse_endpoint;
-use crate::tokenreview::Cache;
 use muster_domain::Kind;
 use std::time::{Duration, Instant};
 
@@ -71,12 +71,12 @@ fn endpoints_are_parsed_from_https_urls_only() {
 }
 
 /// An empty cache of `capacity` answers that keeps each for 30 s.
-fn cache_of(capacity: usize) -> Cache {
-    Cache {
-        ttl: Duration::from_secs(30),
-        capacity,
-        entries: HashMap::new(),
-    }
+fn cache_of(capacity: usize) -> TtlCache<Option<Principal>> {
+    TtlCache::new(Duration::from_secs(30), capacity)
+}
+
+fn value(hit: Option<(Instant, Option<Principal>)>) -> Option<Option<Principal>> {
+    hit.map(|(_, v)| v)
 }
 
 #[test]
@@ -91,10 +91,40 @@ fn the_cache_evicts_the_oldest_answer_when_full() {
         t0 + Duration::from_millis(2),
     );
     let now = t0 + Duration::from_millis(3);
-    assert_eq!(cache.entries.len(), 2);
-    assert_eq!(cache.get(&[1; 32], now), None);
-    assert_eq!(cache.get(&[2; 32], now), Some(None));
-    assert_eq!(cache.get(&[3; 32], now), Some(Some(Principal::Operator)));
+    assert_eq!(cache.len(), 2);
+    assert_eq!(value(cache.get(&[1; 32], now)), None);
+    assert_eq!(value(cache.get(&[2; 32], now)), Some(None));
+    assert_eq!(
+        value(cache.get(&[3; 32], now)),
+        Some(Some(Principal::Operator))
+    );
+}
+
+#[test]
+fn an_answer_stored_again_is_evicted_by_its_newer_time() {
+    let mut cache = cache_of(2);
+    let t0 = Instant::now();
+    cache.insert([1; 32], None, t0);
+    cache.insert([2; 32], None, t0 + Duration::from_millis(1));
+    cache.insert([1; 32], None, t0 + Duration::from_millis(2));
+    cache.insert([3; 32], None, t0 + Duration::from_millis(3));
+    let now = t0 + Duration::from_millis(4);
+    assert_eq!(value(cache.get(&[2; 32], now)), None);
+    assert_eq!(value(cache.get(&[1; 32], now)), Some(None));
+    assert_eq!(value(cache.get(&[3; 32], now)), Some(None));
+}
+
+#[test]
+fn the_queue_of_a_full_cache_stays_bounded_under_a_flood() {
+    let mut cache = cache_of(100);
+    let t0 = Instant::now();
+    for i in 0..100_000u32 {
+        let mut key = [0; 32];
+        key[..4].copy_from_slice(&i.to_le_bytes());
+        cache.insert(key, None, t0);
+    }
+    assert_eq!(cache.len(), 100);
+    assert!(cache.order.len() <= 101);
 }
 
 #[test]
@@ -103,9 +133,12 @@ fn cached_answers_expire_after_the_ttl() {
     let t0 = Instant::now();
     cache.insert([1; 32], Some(Principal::Conn), t0);
     assert_eq!(
-        cache.get(&[1; 32], t0 + Duration::from_secs(29)),
+        value(cache.get(&[1; 32], t0 + Duration::from_secs(29))),
         Some(Some(Principal::Conn))
     );
-    assert_eq!(cache.get(&[1; 32], t0 + Duration::from_secs(30)), None);
-    assert!(cache.entries.is_empty());
+    assert_eq!(
+        value(cache.get(&[1; 32], t0 + Duration::from_secs(30))),
+        None
+    );
+    assert_eq!(cache.len(), 0);
 }

@@ -6,14 +6,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Bytes;
 use muster_app::auth::{AuthError, Authenticator};
 use muster_app::dependency::CallCounts;
 use muster_domain::Principal;
 use serde::Deserialize;
 
-use crate::client::{ApiFailure, ApiServer, api_server_url};
+use tokio::sync::OnceCell;
+
+use crate::cache::TtlCache;
+use crate::client::{ApiFailure, ApiServer, ReviewPool, api_server_url};
 use crate::{DEFAULT_CA_PATH, DEFAULT_TOKEN_PATH, KubeError, ServiceAccountMap, TOKENREVIEW_PATH};
 
 /// Largest TokenReview answer read; a larger one counts as the API server being unavailable.
@@ -32,11 +35,24 @@ pub struct TokenReviewSettings {
     pub map: ServiceAccountMap,
     /// Bound on one review: connect, TLS, request and answer.
     pub timeout: Duration,
-    /// How long a review's answer (positive or negative) is reused.
+    /// The audiences asked for (`--token-audience`); a token is let in only when the API
+    /// server says it is meant for one of them (a token minted for the API server, as a
+    /// pod's default token is, is refused).
+    pub audiences: Vec<String>,
+    /// How long a positive answer (a token of a mapped ServiceAccount) is reused.
     pub cache_ttl: Duration,
-    /// Most answers kept; the oldest is evicted first.
+    /// Most positive answers kept; the oldest is evicted first.
     pub cache_capacity: usize,
+    /// How long a negative answer is reused, and how many are kept (apart from the positive
+    /// ones, which a flood of unknown tokens therefore never evicts).
+    pub negative_ttl: Duration,
+    pub negative_capacity: usize,
+    /// Connections to the API server open at once for reviews, kept alive between them.
+    pub connections: usize,
 }
+
+/// The audience asked for by default, and the one the manifests project into callers' tokens.
+pub const DEFAULT_AUDIENCE: &str = "muster";
 
 impl TokenReviewSettings {
     pub fn new(api_server: impl Into<String>, map: ServiceAccountMap) -> Self {
@@ -47,8 +63,12 @@ impl TokenReviewSettings {
             token_refresh: Duration::from_secs(60),
             map,
             timeout: Duration::from_secs(2),
+            audiences: vec![DEFAULT_AUDIENCE.to_owned()],
             cache_ttl: Duration::from_secs(30),
             cache_capacity: 10_000,
+            negative_ttl: Duration::from_secs(30),
+            negative_capacity: 1_000,
+            connections: 4,
         }
     }
 
@@ -59,48 +79,6 @@ impl TokenReviewSettings {
         let host = std::env::var("KUBERNETES_SERVICE_HOST").ok();
         let port = std::env::var("KUBERNETES_SERVICE_PORT").ok();
         Self::new(api_server_url(host.as_deref(), port.as_deref()), map)
-    }
-}
-
-/// Review answers by token digest, for `ttl`, at most `capacity` of them.
-pub(crate) struct Cache {
-    pub(crate) ttl: Duration,
-    pub(crate) capacity: usize,
-    pub(crate) entries: HashMap<[u8; 32], (Instant, Option<Principal>)>,
-}
-
-impl Cache {
-    pub(crate) fn get(&mut self, key: &[u8; 32], now: Instant) -> Option<Option<Principal>> {
-        let (at, principal) = *self.entries.get(key)?;
-        if now.duration_since(at) < self.ttl {
-            Some(principal)
-        } else {
-            self.entries.remove(key);
-            None
-        }
-    }
-
-    pub(crate) fn insert(&mut self, key: [u8; 32], principal: Option<Principal>, now: Instant) {
-        if self.capacity == 0 || self.ttl.is_zero() {
-            return;
-        }
-        if self.entries.len() >= self.capacity && !self.entries.contains_key(&key) {
-            let ttl = self.ttl;
-            self.entries
-                .retain(|_, (at, _)| now.duration_since(*at) < ttl);
-            while self.entries.len() >= self.capacity {
-                let oldest = self
-                    .entries
-                    .iter()
-                    .min_by_key(|(_, (at, _))| *at)
-                    .map(|(k, _)| *k);
-                match oldest {
-                    Some(k) => self.entries.remove(&k),
-                    None => break,
-                };
-            }
-        }
-        self.entries.insert(key, (now, principal));
     }
 }
 
@@ -118,6 +96,9 @@ struct ReviewStatus {
     user: Option<ReviewUser>,
     #[serde(default)]
     error: Option<String>,
+    /// The audiences, of those asked for, the token is meant for.
+    #[serde(default)]
+    audiences: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -129,9 +110,16 @@ struct ReviewUser {
 /// Checks bearer tokens with the Kubernetes TokenReview API; see the crate documentation.
 pub struct TokenReviewAuthenticator {
     api: ApiServer,
+    pool: ReviewPool,
     map: ServiceAccountMap,
+    audiences: Vec<String>,
     timeout: Duration,
-    cache: Mutex<Cache>,
+    /// Positive answers, and negative ones apart.
+    known: Mutex<TtlCache<Principal>>,
+    refused: Mutex<TtlCache<()>>,
+    /// Reviews under way, by token digest: a second lookup of the same token waits for the
+    /// first one's answer instead of sending its own.
+    pending: Mutex<HashMap<[u8; 32], Arc<OnceCell<Answer>>>>,
     /// Reviews that got no answer (each refused a call with 503).
     counts: Arc<CallCounts>,
 }
@@ -157,14 +145,17 @@ impl TokenReviewAuthenticator {
         )?;
         Ok(TokenReviewAuthenticator {
             api,
+            pool: ReviewPool::new(settings.connections),
             map: settings.map,
+            audiences: settings.audiences,
             timeout: settings.timeout,
             counts: Arc::default(),
-            cache: Mutex::new(Cache {
-                ttl: settings.cache_ttl,
-                capacity: settings.cache_capacity,
-                entries: HashMap::new(),
-            }),
+            known: Mutex::new(TtlCache::new(settings.cache_ttl, settings.cache_capacity)),
+            refused: Mutex::new(TtlCache::new(
+                settings.negative_ttl,
+                settings.negative_capacity,
+            )),
+            pending: Mutex::new(HashMap::new()),
         })
     }
 
@@ -175,9 +166,14 @@ impl TokenReviewAuthenticator {
         Arc::clone(&self.counts)
     }
 
-    /// Number of answers currently cached.
+    /// Number of answers currently cached (positive and negative).
     pub fn cached(&self) -> usize {
-        self.cache.lock().map(|c| c.entries.len()).unwrap_or(0)
+        lock(&self.known).len() + lock(&self.refused).len()
+    }
+
+    /// Connections opened to the API server for reviews so far.
+    pub fn connections_opened(&self) -> u64 {
+        self.pool.opened.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     async fn review(&self, token: &str) -> Result<ReviewStatus, ApiFailure> {
@@ -191,67 +187,41 @@ impl TokenReviewAuthenticator {
         let body = serde_json::json!({
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
-            "spec": {"token": token},
+            "spec": {"token": token, "audiences": self.audiences},
         });
-        let body = serde_json::to_vec(&body).map_err(|e| ApiFailure::Request(e.to_string()))?;
-        let request = self
-            .api
-            .request(hyper::Method::POST, TOKENREVIEW_PATH, "application/json")
-            .header(hyper::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(body)))
-            // The message would quote the header value: the own token. Keep only the kind.
-            .map_err(|_| ApiFailure::Request("invalid request header".into()))?;
-
-        let (mut sender, conn) = self.api.connect().await?;
-        let exchange = async {
-            let response = sender
-                .send_request(request)
-                .await
-                .map_err(ApiFailure::Http)?;
-            let status = response.status();
-            if !status.is_success() {
-                return Err(ApiFailure::Status(status));
-            }
-            let bytes = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
-                .collect()
-                .await
-                .map_err(|e| ApiFailure::Body(e.to_string()))?
-                .to_bytes();
-            let review: Review = serde_json::from_slice(&bytes)
-                .map_err(|e| ApiFailure::Shape("a TokenReview", e))?;
-            Ok(review.status)
+        let body =
+            Bytes::from(serde_json::to_vec(&body).map_err(|e| ApiFailure::Request(e.to_string()))?);
+        let request = || {
+            self.api
+                .request(hyper::Method::POST, TOKENREVIEW_PATH, "application/json")
+                .header(hyper::header::CONTENT_TYPE, "application/json")
+                .body(Full::new(body.clone()))
+                // The message would quote the header value: the own token. Keep only the kind.
+                .map_err(|_| ApiFailure::Request("invalid request header".into()))
         };
-        // Drive the connection alongside the exchange, in this task: nothing outlives the timeout.
-        tokio::pin!(exchange, conn);
-        let mut conn_done = false;
-        loop {
-            tokio::select! {
-                biased;
-                result = &mut exchange => return result,
-                result = &mut conn, if !conn_done => {
-                    conn_done = true;
-                    result.map_err(ApiFailure::Http)?;
-                }
-            }
+        let (status, bytes) = self
+            .pool
+            .exchange(&self.api, request, MAX_RESPONSE_BYTES)
+            .await?;
+        if !status.is_success() {
+            return Err(ApiFailure::Status(status));
         }
+        let review: Review =
+            serde_json::from_slice(&bytes).map_err(|e| ApiFailure::Shape("a TokenReview", e))?;
+        Ok(review.status)
     }
-}
 
-#[async_trait]
-impl Authenticator for TokenReviewAuthenticator {
-    async fn authenticate(&self, token: &str) -> Result<Option<Principal>, AuthError> {
-        if token.is_empty() {
-            return Ok(None);
+    /// A cached answer for `key`, if one is fresh.
+    fn cached_answer(&self, key: &[u8; 32]) -> Option<Option<Principal>> {
+        let now = Instant::now();
+        if let Some((_, p)) = lock(&self.known).get(key, now) {
+            return Some(Some(p));
         }
-        let key = *blake3::hash(token.as_bytes()).as_bytes();
-        if let Some(hit) = self
-            .cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key, Instant::now())
-        {
-            return Ok(hit);
-        }
+        lock(&self.refused).get(key, now).map(|_| None)
+    }
+
+    /// Reviews `token` and caches the answer (an unavailable API server is never cached).
+    async fn lookup(&self, token: &str, key: [u8; 32]) -> Answer {
         let review = self.review(token).await;
         self.counts.count(review.is_ok());
         let status = match review {
@@ -265,31 +235,71 @@ impl Authenticator for TokenReviewAuthenticator {
                 return Err(AuthError::Unavailable);
             }
         };
-        let principal = if status.authenticated {
-            let username = status.user.map(|u| u.username).unwrap_or_default();
-            match self.map.get(&username) {
-                Some(principal) => Some(principal),
-                None => {
-                    tracing::info!(
-                        username = %username,
-                        "authenticated ServiceAccount is not in the ServiceAccount map: refused"
-                    );
-                    None
-                }
-            }
-        } else {
+        let principal = self.judge(status, token);
+        let now = Instant::now();
+        match principal {
+            Some(p) => lock(&self.known).insert(key, p, now),
+            None => lock(&self.refused).insert(key, (), now),
+        }
+        Ok(principal)
+    }
+
+    /// The principal of an answered review: authenticated, meant for one of our audiences and
+    /// of a mapped ServiceAccount; else nobody.
+    fn judge(&self, status: ReviewStatus, token: &str) -> Option<Principal> {
+        if !status.authenticated {
             // Kubernetes does not quote the token in its error, but make sure of it.
             let error = status
                 .error
                 .filter(|e| !e.contains(token))
                 .unwrap_or_default();
             tracing::debug!(error = %error, "TokenReview: token not authenticated");
-            None
-        };
-        self.cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key, principal, Instant::now());
-        Ok(principal)
+            return None;
+        }
+        if !status.audiences.iter().any(|a| self.audiences.contains(a)) {
+            tracing::info!(
+                audiences = ?status.audiences,
+                wanted = ?self.audiences,
+                "authenticated token is not meant for Muster's audience: refused"
+            );
+            return None;
+        }
+        let username = status.user.map(|u| u.username).unwrap_or_default();
+        let principal = self.map.get(&username);
+        if principal.is_none() {
+            tracing::info!(
+                username = %username,
+                "authenticated ServiceAccount is not in the ServiceAccount map: refused"
+            );
+        }
+        principal
+    }
+}
+
+/// What a lookup answers.
+type Answer = Result<Option<Principal>, AuthError>;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[async_trait]
+impl Authenticator for TokenReviewAuthenticator {
+    async fn authenticate(&self, token: &str) -> Result<Option<Principal>, AuthError> {
+        if token.is_empty() {
+            return Ok(None);
+        }
+        let key = *blake3::hash(token.as_bytes()).as_bytes();
+        if let Some(hit) = self.cached_answer(&key) {
+            return Ok(hit);
+        }
+        // One review per token at a time: later lookups wait for its answer.
+        let cell = Arc::clone(lock(&self.pending).entry(key).or_default());
+        let answer = cell.get_or_init(|| self.lookup(token, key)).await.clone();
+        let mut pending = lock(&self.pending);
+        if pending.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+            pending.remove(&key);
+        }
+        answer
     }
 }

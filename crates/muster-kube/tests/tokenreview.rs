@@ -209,3 +209,110 @@ fn a_missing_ca_bundle_or_own_token_is_a_configuration_error() {
         Err(KubeError::NoCertificate(_))
     ));
 }
+
+#[tokio::test]
+async fn a_token_meant_for_the_api_server_is_refused() {
+    let (answer, reviews) = reviewed_once(API_AUDIENCE_TOKEN).await;
+    assert_eq!((answer, reviews), (Ok(None), 1));
+}
+
+#[tokio::test]
+async fn an_authenticated_answer_that_names_no_audience_of_ours_is_refused() {
+    let Reviewed {
+        server: _server,
+        auth,
+        _dir,
+    } = Reviewed::against(Mode::IgnoresAudiences).await;
+    assert_eq!(auth.authenticate(TRAWL_TOKEN).await, Ok(None));
+}
+
+#[tokio::test]
+async fn the_audience_asked_for_is_the_configured_one() {
+    let Reviewed {
+        server: _server,
+        auth,
+        _dir,
+    } = Reviewed::with(Mode::Review, |s| {
+        s.audiences = vec![API_AUDIENCE.to_owned()];
+    })
+    .await;
+    assert_eq!(
+        answers(&auth, [API_AUDIENCE_TOKEN, TRAWL_TOKEN]).await,
+        vec![AS_TRAWL, Ok(None)]
+    );
+}
+
+#[tokio::test]
+async fn reviews_one_after_another_share_one_keep_alive_connection() {
+    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
+    for i in 0..20 {
+        assert_eq!(auth.authenticate(&format!("random-{i}")).await, Ok(None));
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 20);
+    assert_eq!(server.connections.load(Ordering::SeqCst), 1);
+    assert_eq!(auth.connections_opened(), 1);
+}
+
+#[tokio::test]
+async fn concurrent_lookups_of_one_token_send_one_review() {
+    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Slow).await;
+    let auth = std::sync::Arc::new(auth);
+    let lookups: Vec<_> = (0..50)
+        .map(|_| {
+            let auth = auth.clone();
+            tokio::spawn(async move { auth.authenticate(TRAWL_TOKEN).await })
+        })
+        .collect();
+    for l in lookups {
+        assert_eq!(l.await.unwrap(), AS_TRAWL);
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_flood_of_random_tokens_leaves_the_good_tokens_cached_and_working() {
+    let Reviewed { server, auth, _dir } = Reviewed::with(Mode::Review, |s| {
+        s.negative_capacity = 100;
+    })
+    .await;
+    assert_eq!(
+        answers(&auth, [TRAWL_TOKEN, CONN_TOKEN]).await,
+        vec![AS_TRAWL, AS_CONN]
+    );
+    let auth = std::sync::Arc::new(auth);
+    let flood: Vec<_> = (0..8)
+        .map(|t| {
+            let auth = auth.clone();
+            tokio::spawn(async move {
+                for i in 0..250 {
+                    assert_eq!(auth.authenticate(&format!("flood-{t}-{i}")).await, Ok(None));
+                }
+            })
+        })
+        .collect();
+    // While the flood runs, and after it, the good tokens are answered from the cache.
+    for _ in 0..20 {
+        assert_eq!(
+            answers(&auth, [TRAWL_TOKEN, CONN_TOKEN]).await,
+            vec![AS_TRAWL, AS_CONN]
+        );
+        tokio::task::yield_now().await;
+    }
+    for f in flood {
+        f.await.unwrap();
+    }
+    assert_eq!(
+        answers(&auth, [TRAWL_TOKEN, CONN_TOKEN]).await,
+        vec![AS_TRAWL, AS_CONN]
+    );
+    // 2 good tokens and 2,000 random ones: one review each, the good ones never again.
+    assert_eq!(server.requests.load(Ordering::SeqCst), 2 + 2000);
+    // Negative answers stay within their own small cache.
+    assert!(auth.cached() <= 2 + 100, "{} cached", auth.cached());
+    // At most the pool's connections were opened for 2,002 reviews.
+    assert!(
+        auth.connections_opened() <= 4,
+        "{}",
+        auth.connections_opened()
+    );
+}

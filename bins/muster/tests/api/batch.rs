@@ -4,7 +4,7 @@
 use hyper::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::TestApp;
+use crate::harness::{TestApp, lease_path};
 
 async fn lease_max(app: &TestApp, kind: &str, max: u32) -> (StatusCode, Value) {
     let r = app
@@ -473,13 +473,62 @@ async fn a_completion_with_lease_next_leases_to_the_worker_it_names() {
 }
 
 #[tokio::test]
-async fn a_worker_id_without_lease_next_is_a_bad_request() {
+async fn a_worker_id_without_lease_next_must_be_the_leases_worker() {
     let app = TestApp::spawn().await;
-    let l = app.enqueue_and_lease("trawl").await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let r = app
+        .complete(&l, json!({"result": {}, "worker_id": "someone-else"}))
+        .await;
+    r.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
     let r = app
         .complete(&l, json!({"result": {}, "worker_id": "w"}))
         .await;
-    r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+}
+
+#[tokio::test]
+async fn fail_and_needs_subtool_check_a_worker_id_they_are_sent() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let fail = app
+        .fail(
+            &l,
+            json!({"error": {"code": "X", "message": "m"}, "retryable": true, "worker_id": "other"}),
+        )
+        .await;
+    fail.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
+    let park = app
+        .needs_subtool(
+            &l,
+            json!({"worker_digest": format!("sha256:{}", "a".repeat(64)),
+                   "layout": {"signature": "s"}, "worker_id": "other"}),
+        )
+        .await;
+    park.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
+    let ok = app
+        .fail(
+            &l,
+            json!({"error": {"code": "X", "message": "m"}, "retryable": true, "worker_id": "w"}),
+        )
+        .await;
+    assert_eq!(ok.status, StatusCode::OK, "{:?}", ok.body);
+}
+
+#[tokio::test]
+async fn another_kinds_lease_stays_403_whatever_the_worker_id() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let r = app
+        .post(
+            &lease_path(&l, "fail"),
+            "worker:sextant",
+            json!({"error": {"code": "X", "message": "m"}, "retryable": true, "worker_id": "w"}),
+        )
+        .await;
+    r.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
 }
 
 #[tokio::test]

@@ -184,3 +184,41 @@ async fn refusals_are_counted_in_the_metrics() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn an_http2_body_without_a_length_is_charged_at_the_body_limit() {
+    let app = one_mib_budget().await;
+    let tcp = TcpStream::connect(app.addr).await.unwrap();
+    let (mut sender, conn) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        hyper_util::rt::TokioIo::new(tcp),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(conn);
+    let (tx, rx) = tokio::sync::mpsc::channel::<
+        Result<hyper::body::Frame<hyper::body::Bytes>, std::convert::Infallible>,
+    >(1);
+    let body = http_body_util::StreamBody::new(Box::pin(tokio_stream_of(rx)));
+    let req = hyper::Request::post(format!("{}/v1/items", app.url()))
+        .header("authorization", format!("Bearer {}", token("operator")))
+        .header("content-type", "application/json")
+        .body(body)
+        .unwrap();
+    let pending = tokio::spawn(sender.send_request(req));
+    tx.send(Ok(hyper::body::Frame::data(
+        hyper::body::Bytes::from_static(b"{"),
+    )))
+    .await
+    .unwrap();
+    until_used(&app, 1024 * 1024).await;
+    drop(tx);
+    let _ = pending.await;
+}
+
+/// The receiver as a stream of frames.
+fn tokio_stream_of<T: Send + 'static>(
+    rx: tokio::sync::mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> {
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|t| (t, rx)) })
+}

@@ -163,8 +163,9 @@ async fn the_same_challenge_submitted_twice_at_once_is_accepted_exactly_once() {
 }
 
 #[tokio::test]
-async fn a_filled_honeypot_gets_an_ordinary_answer_and_nothing_is_stored() {
+async fn a_filled_honeypot_gets_an_ordinary_answer_and_nothing_is_stored_or_published() {
     let (app, _map) = intake_app(10).await;
+    let mut feed = app.events("conn", None).await;
     let mut body = proposal(&app, "buy now").await;
     body["website"] = json!("http://spam.example");
     let r = submit(&app, Some("203.0.113.7"), body).await;
@@ -173,12 +174,7 @@ async fn a_filled_honeypot_gets_an_ordinary_answer_and_nothing_is_stored() {
         (StatusCode::ACCEPTED, Some("pending_approval"))
     );
     assert!(r.body["edit_id"].is_string());
-    for table in [
-        "core.edits",
-        "core.intake_counts",
-        "core.pow_spent",
-        "core.ledger",
-    ] {
+    for table in ["core.edits", "core.ledger"] {
         assert_eq!(
             app.scalar_i64(&format!("SELECT count(*) FROM {table}"))
                 .await,
@@ -186,6 +182,40 @@ async fn a_filled_honeypot_gets_an_ordinary_answer_and_nothing_is_stored() {
             "{table}"
         );
     }
+    assert!(
+        feed.next_named("transition", std::time::Duration::from_millis(500))
+            .await
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn a_filled_honeypot_spends_its_challenge_and_counts_against_the_cap_like_an_accepted_one() {
+    let (app, _map) = intake_app(10).await;
+    let mut body = proposal(&app, "buy now").await;
+    body["website"] = json!("http://spam.example");
+    submit(&app, Some("203.0.113.7"), body.clone()).await;
+    assert_eq!(
+        (
+            app.scalar_i64("SELECT count(*) FROM core.pow_spent").await,
+            app.scalar_i64("SELECT count(*) FROM core.intake_counts")
+                .await
+        ),
+        (1, 1)
+    );
+    // The same challenge again: refused as a spent one, as anyone's would be.
+    let again = submit(&app, Some("203.0.113.7"), body).await;
+    again.assert_error(StatusCode::BAD_REQUEST, "E_POW");
+}
+
+#[tokio::test]
+async fn a_filled_honeypot_with_a_wrong_proof_of_work_gets_the_same_e_pow() {
+    let (app, _map) = intake_app(10).await;
+    let mut body = proposal(&app, "buy now").await;
+    body["website"] = json!("http://spam.example");
+    body["pow"]["nonce"] = json!("1");
+    let r = submit(&app, Some("203.0.113.7"), body).await;
+    r.assert_error(StatusCode::BAD_REQUEST, "E_POW");
 }
 
 #[tokio::test]

@@ -323,6 +323,20 @@ async fn reusing_an_idempotency_key_answers_the_first_item_without_a_second() {
 }
 
 #[tokio::test]
+async fn one_principal_cannot_claim_another_principals_idempotency_key() {
+    let app = TestApp::spawn().await;
+    let body = json!({"kind": "sextant", "priority": "normal", "payload": {}, "idempotency_key": "notice-42"});
+    // A trawl worker may enqueue sextant items; it takes the key first.
+    let squatter = app.post("/v1/items", "worker:trawl", body.clone()).await;
+    let operator = app.post("/v1/items", "operator", body).await;
+    assert_eq!(
+        (squatter.status, operator.status),
+        (StatusCode::CREATED, StatusCode::CREATED)
+    );
+    assert_ne!(squatter.body["item_id"], operator.body["item_id"]);
+}
+
+#[tokio::test]
 async fn an_items_history_lists_every_transition_with_actor_and_fence() {
     let app = TestApp::spawn().await;
     let item = app.enqueue("trawl", "normal", json!({"u": 1})).await;

@@ -62,26 +62,81 @@ fn submission(challenge: String, nonce: String) -> Submission {
     }
 }
 
-#[tokio::test]
-async fn a_honeypot_hit_looks_accepted_and_touches_no_table() {
-    let mut lb = MockLogbook::new();
-    let mut log = MockIntakeLog::new();
-    log.expect_pow_key().never();
-    lb.expect_begin().never();
-    let i = intake((lb, log));
-    let mut s = submission("x".into(), "1".into());
+fn honeypot(s: &mut Submission) {
     s.website = "http://spam.example".into();
+}
+
+fn honeypot_hits(i: &Intake) -> u64 {
+    i.stats()
+        .honeypot
+        .load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[tokio::test]
+async fn a_honeypot_with_a_wrong_proof_of_work_gets_the_same_e_pow_without_a_transaction() {
+    let i = intake(no_transactions());
+    let (token, _) = solved(&i);
+    let mut s = submission(token, "0".into());
+    honeypot(&mut s);
+    let r = i.submit(Principal::Conn, Some("203.0.113.9"), s).await;
+    assert_eq!(r.unwrap_err().code(), "E_POW");
+    assert_eq!(honeypot_hits(&i), 0);
+}
+
+#[tokio::test]
+async fn a_honeypot_with_a_valid_proof_of_work_spends_and_counts_and_stores_nothing() {
+    let mut tx = crate::ports::MockLogbookTx::new();
+    tx.expect_day_salt().times(1).returning(|_, c| Ok(c));
+    tx.expect_count_submission()
+        .times(1)
+        .returning(|_, _, _| Ok(true));
+    tx.expect_spend_challenge()
+        .times(1)
+        .returning(|_, _| Ok(true));
+    tx.expect_insert_edit().never();
+    tx.expect_append().never();
+    tx.expect_commit().times(1).returning(|| Ok(()));
+    let mut lb = MockLogbook::new();
+    let mut slot = Some(tx);
+    lb.expect_begin()
+        .times(1)
+        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
+    let mut log = MockIntakeLog::new();
+    log.expect_pow_key().times(1).returning(|_| Ok(KEY));
+    let i = intake((lb, log));
+    let (token, nonce) = solved(&i);
+    let mut s = submission(token, nonce);
+    honeypot(&mut s);
     let r = i
         .submit(Principal::Conn, Some("203.0.113.9"), s)
         .await
         .unwrap();
     assert_eq!(r.state, EditState::PendingApproval);
-    assert_eq!(
-        i.stats()
-            .honeypot
-            .load(std::sync::atomic::Ordering::Relaxed),
-        1
-    );
+    assert_eq!(honeypot_hits(&i), 1);
+}
+
+#[tokio::test]
+async fn a_honeypot_over_the_daily_cap_gets_the_same_429() {
+    let mut tx = crate::ports::MockLogbookTx::new();
+    tx.expect_day_salt().times(1).returning(|_, c| Ok(c));
+    tx.expect_count_submission()
+        .times(1)
+        .returning(|_, _, _| Ok(false));
+    tx.expect_spend_challenge().never();
+    tx.expect_commit().never();
+    let mut lb = MockLogbook::new();
+    let mut slot = Some(tx);
+    lb.expect_begin()
+        .times(1)
+        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
+    let mut log = MockIntakeLog::new();
+    log.expect_pow_key().times(1).returning(|_| Ok(KEY));
+    let i = intake((lb, log));
+    let (token, nonce) = solved(&i);
+    let mut s = submission(token, nonce);
+    honeypot(&mut s);
+    let r = i.submit(Principal::Conn, Some("203.0.113.9"), s).await;
+    assert_eq!(r.unwrap_err().code(), "E_RATE_LIMITED");
 }
 
 #[tokio::test]

@@ -105,10 +105,29 @@ pub trait Jitter: Send + Sync {
     fn sample(&self) -> f64;
 }
 
-/// Whether the service can do its work now (for `/readyz`): Logbook reachable and its schema
-/// current. `Err` says why not.
+/// Whether the service can do its work now (for `/readyz`): the schema current and the
+/// connected role fit to serve. `Err` says why not.
 #[cfg_attr(any(test, feature = "mocks"), mockall::automock)]
 #[async_trait]
 pub trait Readiness: Send + Sync {
-    async fn check(&self) -> Result<(), String>;
+    async fn check(&self) -> Result<(), NotReady>;
+}
+
+/// Why a replica is not ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotReady {
+    /// An internal state (the schema's migration, a database error): logged, never answered.
+    Internal(String),
+    /// A configuration fault an operator must fix, such as a grant the runtime role lacks. It
+    /// names roles and tables only, and `/readyz` answers it, so that whoever looks at the
+    /// probe sees what to do.
+    Configuration(String),
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotReady::Internal(m) | NotReady::Configuration(m) => f.write_str(m),
+        }
+    }
 }

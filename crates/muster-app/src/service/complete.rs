@@ -11,8 +11,8 @@ use muster_domain::{
 use serde_json::{Value, json};
 
 use super::{
-    LeaseWant, Muster, NextLease, check_completions_batch, check_worker_id, require_object,
-    require_storable, splits, to_value,
+    LeaseWant, Muster, NextLease, check_batch_next, check_completions_batch, check_worker_id,
+    require_object, require_storable, splits, to_value,
 };
 use crate::error::AppError;
 use crate::ports::NewItem;
@@ -64,6 +64,7 @@ impl Muster {
         actor: Principal,
         reqs: Vec<(LeaseId, CompleteRequest)>,
     ) -> Result<Vec<Result<Completed, AppError>>, AppError> {
+        check_batch_next(reqs.iter().map(|(_, r)| r))?;
         let nexts: Vec<_> = reqs.iter().map(|_| NextLease::NotAsked).collect();
         // Kept to complete one by one if the batch fails for a reason of its own.
         let alone = (reqs.len() > 1).then(|| (reqs.clone(), nexts.clone()));

@@ -42,7 +42,7 @@ impl Muster {
         let new = NewItem {
             item,
             payload: req.payload,
-            idempotency_key: req.idempotency_key,
+            idempotency_key: req.idempotency_key.map(|key| scoped_key(actor, &key)),
             parent: None,
             created_at: now,
             entry: entry.clone(),
@@ -70,4 +70,13 @@ impl Muster {
             }
         }
     }
+}
+
+/// An idempotency key as stored: the caller's principal, then `/`, then its key. Keys are
+/// scoped per principal (and kind), so that one principal cannot claim another's keys in
+/// advance: a worker allowed to enqueue a kind cannot take the key an operator will use for
+/// it and so have the operator's enqueue answered with the worker's item. A principal's name
+/// holds no `/`, so no two (principal, key) pairs share a stored key.
+fn scoped_key(actor: Principal, key: &str) -> String {
+    format!("{actor}/{key}")
 }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use muster_domain::{LeaseId, Principal};
 
-use super::{LeaseWant, MAX_BATCH, Muster, NextLease, splits};
+use super::{LeaseWant, MAX_BATCH, MAX_BATCH_NEXT, Muster, NextLease, check_next, splits};
 use crate::combine::{Combiner, DrainGuard, Waiting};
 use crate::error::AppError;
 use crate::views::{CompleteRequest, Completed, LeaseGranted};
@@ -104,6 +104,7 @@ impl Muster {
         req: CompleteRequest,
         lease_next: NextLease,
     ) -> CompletionAnswer {
+        check_next(&req)?;
         let completion = Completion {
             lease_id,
             req,
@@ -125,9 +126,18 @@ impl Muster {
         let mut guard = DrainGuard::new(&*self.completions, actor);
         loop {
             let mut seen = HashSet::new();
-            let Some(batch) =
-                guard.next_batch(|c| seen.len() < MAX_BATCH as usize && seen.insert(c.lease_id))
-            else {
+            // At most MAX_BATCH_NEXT items created in one transaction (each single
+            // completion carries at most MAX_NEXT, so the first always fits).
+            let mut created = 0;
+            let Some(batch) = guard.next_batch(|c| {
+                let fits = seen.len() < MAX_BATCH as usize
+                    && created + c.req.next.len() <= MAX_BATCH_NEXT
+                    && seen.insert(c.lease_id);
+                if fits {
+                    created += c.req.next.len();
+                }
+                fits
+            }) else {
                 return;
             };
             let mut reqs = Vec::with_capacity(batch.len());

@@ -30,6 +30,7 @@ mod inspect;
 mod lease;
 mod listing;
 mod park;
+mod worker_check;
 
 use group::{CompletionLanes, LeaseLanes};
 
@@ -40,6 +41,44 @@ const MAX_CANDIDATES: usize = 16;
 const MAX_WORKER_ID: usize = 128;
 /// The most items one lease request or one batch of completions may carry.
 pub const MAX_BATCH: u32 = 256;
+
+/// The most `next` items one completion may carry ("Edge limits" in protocol.md).
+pub const MAX_NEXT: usize = 64;
+/// The most items one transaction of completions may create: a `POST /v1/completions` batch
+/// is refused over it, and a group commit of single completions stops adding completions at
+/// it. With each completion's own ledger row, one transaction publishes at most
+/// `MAX_BATCH + MAX_BATCH_NEXT` = 768 feed events, within the feed's buffer of 1,024
+/// (`FeedSettings::buffer`), so no subscriber is cut loose by the largest allowed completion.
+pub const MAX_BATCH_NEXT: usize = 512;
+
+/// A completion carries at most [`MAX_NEXT`] `next` items.
+pub fn check_next(req: &crate::views::CompleteRequest) -> Result<(), AppError> {
+    if req.next.len() > MAX_NEXT {
+        return Err(AppError::BadRequest(format!(
+            "a completion carries at most {MAX_NEXT} next items, not {}",
+            req.next.len()
+        )));
+    }
+    Ok(())
+}
+
+/// A batch of completions carries at most [`MAX_NEXT`] `next` items in each and
+/// [`MAX_BATCH_NEXT`] in all; asked of the whole request, before anything is written.
+pub fn check_batch_next<'a>(
+    reqs: impl IntoIterator<Item = &'a crate::views::CompleteRequest>,
+) -> Result<(), AppError> {
+    let mut total = 0;
+    for req in reqs {
+        check_next(req)?;
+        total += req.next.len();
+    }
+    if total > MAX_BATCH_NEXT {
+        return Err(AppError::BadRequest(format!(
+            "a batch of completions creates at most {MAX_BATCH_NEXT} next items in all, not {total}"
+        )));
+    }
+    Ok(())
+}
 
 /// A batch of completions holds 1 to [`MAX_BATCH`] entries. `POST /v1/completions` asks it of
 /// the whole request, whatever its entries hold, and every batch transaction keeps it.

@@ -19,7 +19,18 @@ pub(crate) async fn events(
 ) -> Result<Response, ApiError> {
     may_watch(p)?;
     let subscription = s.feed.subscribe(sse::last_event_id(&headers)).await?;
-    Ok(sse::stream(subscription, s.feed.retry_ms()))
+    let res = sse::stream(subscription, s.feed.retry_ms());
+    // The stream ends when its token is no longer valid ([`crate::reauth`]).
+    let token = crate::extract::bearer(&headers)
+        .unwrap_or_default()
+        .to_owned();
+    Ok(crate::reauth::until_token_invalid(
+        res,
+        s.auth.clone(),
+        token,
+        p,
+        crate::reauth::RECHECK,
+    ))
 }
 
 pub(crate) async fn queues(State(s): State<AppState>, Caller(p): Caller) -> ApiResult {

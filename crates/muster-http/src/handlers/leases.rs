@@ -111,10 +111,11 @@ pub(crate) async fn complete(
     JsonBody(b): JsonBody<CompleteBody>,
 ) -> ApiResult {
     let id = LeaseId(path_id(&id, "lease")?);
-    if b.worker_id.is_some() && !b.lease_next {
-        return Err(ApiError::bad_request("worker_id goes with lease_next"));
-    }
     if !b.lease_next {
+        // Without lease_next, a worker_id sent must be the lease's worker.
+        if let Some(w) = &b.worker_id {
+            s.muster.check_lease_worker(p, id, w).await?;
+        }
         return Ok(ok_json(
             StatusCode::OK,
             &s.muster.complete(p, id, b.into()).await?,
@@ -218,6 +219,9 @@ struct WorkerError {
 pub(crate) struct FailBody {
     error: WorkerError,
     retryable: bool,
+    /// When sent: must be the lease's worker.
+    #[serde(default)]
+    worker_id: Option<String>,
 }
 
 pub(crate) async fn fail(
@@ -227,6 +231,9 @@ pub(crate) async fn fail(
     JsonBody(b): JsonBody<FailBody>,
 ) -> ApiResult {
     let id = LeaseId(path_id(&id, "lease")?);
+    if let Some(w) = &b.worker_id {
+        s.muster.check_lease_worker(p, id, w).await?;
+    }
     let req = FailRequest {
         error: json!({"code": b.error.code, "message": b.error.message}),
         retryable: b.retryable,
@@ -239,6 +246,9 @@ pub(crate) async fn fail(
 pub(crate) struct ParkBody {
     worker_digest: String,
     layout: Layout,
+    /// When sent: must be the lease's worker.
+    #[serde(default)]
+    worker_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -256,6 +266,9 @@ pub(crate) async fn needs_subtool(
     JsonBody(b): JsonBody<ParkBody>,
 ) -> ApiResult {
     let id = LeaseId(path_id(&id, "lease")?);
+    if let Some(w) = &b.worker_id {
+        s.muster.check_lease_worker(p, id, w).await?;
+    }
     let req = ParkRequest {
         worker_digest: b.worker_digest,
         layout: json!({"signature": b.layout.signature, "detail": b.layout.detail}),

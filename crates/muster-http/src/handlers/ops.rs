@@ -4,6 +4,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use muster_app::dependency::DependencyState;
+use muster_app::ports::NotReady;
 use muster_domain::Kind;
 use serde_json::json;
 
@@ -27,26 +28,74 @@ pub(crate) async fn healthz() -> Response {
     ok_json(StatusCode::OK, &json!({"status": "ok"}))
 }
 
+/// Readiness, checked at most once a second however often it is asked
+/// ([`crate::refreshed`]); a change is logged with its reason, which the answer carries only for
+/// a configuration fault (a grant the runtime role lacks), never an internal state.
+async fn ready(s: &AppState) -> Result<(), NotReady> {
+    s.http_metrics
+        .db
+        .ready
+        .get(|| async {
+            let now = s.readiness.check().await;
+            let was = s
+                .http_metrics
+                .db
+                .was_ready
+                .swap(now.is_ok(), std::sync::atomic::Ordering::Relaxed);
+            match (&now, was) {
+                (Err(reason), true) => tracing::warn!(%reason, "not ready"),
+                (Ok(()), false) => tracing::info!("ready"),
+                _ => {}
+            }
+            now
+        })
+        .await
+}
+
 /// Whether this replica can serve: started (it answers), not draining, schema current. A
 /// Logbook outage does not fail it (the `/v1` calls answer 503 `E_UNAVAILABLE` instead).
 pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
     if s.muster.signal().is_shut_down() {
         return ApiError::unavailable_because("draining").into_response();
     }
-    match s.readiness.check().await {
+    match ready(&s).await {
         Ok(()) => {
             let mut body = json!({"status": "ready"});
             if let Some(api) = &s.api_server {
                 body["api_server"] = json!(match api.state() {
-                    DependencyState::Unchecked => "unchecked".to_owned(),
-                    DependencyState::Reachable => "reachable".to_owned(),
-                    DependencyState::Unreachable(reason) => format!("unreachable: {reason}"),
+                    DependencyState::Unchecked => "unchecked",
+                    DependencyState::Reachable => "reachable",
+                    DependencyState::Unreachable(_) => "unreachable",
                 });
             }
             ok_json(StatusCode::OK, &body)
         }
-        Err(reason) => ApiError::unavailable_because(reason).into_response(),
+        Err(NotReady::Configuration(fault)) => ApiError::unavailable_because(fault).into_response(),
+        Err(NotReady::Internal(_)) => ApiError::unavailable_because("not ready").into_response(),
     }
+}
+
+/// The oldest queued items' ages now, from a read at most 5 s old.
+async fn oldest(s: &AppState) -> crate::metrics::OldestAges {
+    let (at, ages) = s
+        .http_metrics
+        .db
+        .oldest
+        .get(|| async {
+            let ages = match s.muster.oldest_queued_ages().await {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
+                    Vec::new()
+                }
+            };
+            (std::time::Instant::now(), ages)
+        })
+        .await;
+    let since = at.elapsed().as_secs_f64();
+    ages.into_iter()
+        .map(|(k, p, age)| (k, p, age + since))
+        .collect()
 }
 
 /// `GET /metrics`: the figures of the use cases, the feed, the intake, the pool and the body
@@ -59,13 +108,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
             .map(|k| (*k, c.get(*k)))
             .collect::<Vec<_>>()
     };
-    let oldest = match s.muster.oldest_queued_ages().await {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
-            Vec::new()
-        }
-    };
+    let oldest = oldest(&s).await;
     let snapshot = Snapshot {
         counters: vec![
             (
@@ -152,7 +195,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
         },
         oldest,
         body_budget_used: s.body_budget.used_bytes(),
-        ready: s.readiness.check().await.is_ok(),
+        ready: ready(&s).await.is_ok(),
         api_server_reachable: s
             .api_server
             .as_ref()

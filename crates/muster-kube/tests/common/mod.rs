@@ -25,6 +25,10 @@ pub const CONN_TOKEN: &str = "eyJ-valid-token-of-conn-0123456789";
 pub const UNMAPPED_TOKEN: &str = "eyJ-valid-token-of-default-0123456789";
 pub const EXPIRED_TOKEN: &str = "eyJ-expired-token-0123456789";
 pub const BOGUS_TOKEN: &str = "eyJ-bogus-token-0123456789";
+/// The trawl ServiceAccount's default token: valid, but meant for the API server alone.
+pub const API_AUDIENCE_TOKEN: &str = "eyJ-default-token-of-trawl-0123456789";
+/// The API server's own audience.
+pub const API_AUDIENCE: &str = "https://kubernetes.default.svc.cluster.local";
 
 pub const MAP: &str = r#"{"serviceaccounts": {
     "system:serviceaccount:cs-workers:trawl": "worker:trawl",
@@ -35,6 +39,11 @@ pub const MAP: &str = r#"{"serviceaccounts": {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Review,
+    /// Authenticates as `Review` does but says nothing of audiences (as an API server that
+    /// ignores them would).
+    IgnoresAudiences,
+    /// Answers as `Review` does, after 100 ms.
+    Slow,
     Status500,
     Hang,
 }
@@ -102,6 +111,8 @@ pub fn pki() -> Pki {
 pub struct FakeApiServer {
     pub url: String,
     pub requests: Arc<AtomicUsize>,
+    /// TCP connections accepted.
+    pub connections: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -152,7 +163,8 @@ pub async fn answer(
                 serde_json::json!({"kind": "Status", "status": "Failure", "code": 500}),
             );
         }
-        Mode::Review => {}
+        Mode::Review | Mode::IgnoresAudiences => {}
+        Mode::Slow => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
     }
     let authorized = request
         .headers()
@@ -173,23 +185,55 @@ pub async fn answer(
     assert_eq!(body["apiVersion"], "authentication.k8s.io/v1");
     assert_eq!(body["kind"], "TokenReview");
     let token = body["spec"]["token"].as_str().unwrap_or_default();
-    let status = match token {
-        TRAWL_TOKEN => review(true, Some("system:serviceaccount:cs-workers:trawl"), None),
-        CONN_TOKEN => review(true, Some("system:serviceaccount:clearedstack:conn"), None),
-        UNMAPPED_TOKEN => review(true, Some("system:serviceaccount:default:default"), None),
-        EXPIRED_TOKEN => review(false, None, Some("token expired")),
-        _ => review(false, None, None),
+    let (user, meant_for) = match token {
+        TRAWL_TOKEN => ("system:serviceaccount:cs-workers:trawl", "muster"),
+        CONN_TOKEN => ("system:serviceaccount:clearedstack:conn", "muster"),
+        UNMAPPED_TOKEN => ("system:serviceaccount:default:default", "muster"),
+        API_AUDIENCE_TOKEN => ("system:serviceaccount:cs-workers:trawl", API_AUDIENCE),
+        EXPIRED_TOKEN => {
+            return reply(
+                StatusCode::CREATED,
+                review(false, None, Some("token expired")),
+            );
+        }
+        _ => return reply(StatusCode::CREATED, review(false, None, None)),
     };
-    reply(StatusCode::CREATED, status)
+    // As Kubernetes does: the token must be meant for one of the audiences asked for (the
+    // API server's own when none are), and the answer names those it is meant for.
+    let asked: Vec<String> = match body["spec"]["audiences"].as_array() {
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        _ => vec![API_AUDIENCE.to_owned()],
+    };
+    if mode == Mode::IgnoresAudiences {
+        return reply(StatusCode::CREATED, review(true, Some(user), None));
+    }
+    if !asked.iter().any(|a| a == meant_for) {
+        return reply(
+            StatusCode::CREATED,
+            review(
+                false,
+                None,
+                Some("token audiences is invalid for the target audiences"),
+            ),
+        );
+    }
+    let mut answer = review(true, Some(user), None);
+    answer["status"]["audiences"] = serde_json::json!([meant_for]);
+    reply(StatusCode::CREATED, answer)
 }
 
 pub async fn fake_api_server(pki: &Pki, mode: Mode) -> FakeApiServer {
     let requests = Arc::new(AtomicUsize::new(0));
     let counter = requests.clone();
-    let (url, task) = serve_tls(pki, move |req| answer(req, mode, counter.clone())).await;
+    let (url, connections, task) =
+        serve_tls_counted(pki, move |req| answer(req, mode, counter.clone())).await;
     FakeApiServer {
         url,
         requests,
+        connections,
         task,
     }
 }
@@ -204,14 +248,33 @@ where
     B::Data: Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let (url, _, task) = serve_tls_counted(pki, handle).await;
+    (url, task)
+}
+
+/// [`serve_tls`], counting the TCP connections it accepts.
+pub async fn serve_tls_counted<F, Fut, B>(
+    pki: &Pki,
+    handle: F,
+) -> (String, Arc<AtomicUsize>, tokio::task::JoinHandle<()>)
+where
+    F: Fn(Request<Incoming>) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let acceptor = TlsAcceptor::from(pki.server.clone());
+    let connections = Arc::new(AtomicUsize::new(0));
+    let accepted = connections.clone();
     let task = tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
+            accepted.fetch_add(1, Ordering::SeqCst);
             let (acceptor, handle) = (acceptor.clone(), handle.clone());
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else {
@@ -223,7 +286,7 @@ where
             });
         }
     });
-    (format!("https://127.0.0.1:{port}"), task)
+    (format!("https://127.0.0.1:{port}"), connections, task)
 }
 
 /// The URL of a loopback port that was just free: nothing listens there.

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
-use muster_app::ports::{Logbook, LogbookTx, PoolGauge, PoolStatus, StoreError};
+use muster_app::ports::{Logbook, LogbookTx, NotReady, PoolGauge, PoolStatus, StoreError};
 use muster_app::shared::Shared;
 use muster_domain::ItemState;
 use muster_ledger::SealedEntry;
@@ -133,12 +133,12 @@ impl muster_app::ports::Readiness for PgLogbook {
     /// `E_UNAVAILABLE` with `Retry-After`, which callers prefer to the refused connection of a
     /// Service without endpoints. While Logbook cannot be reached, the schema verdict of the
     /// last check that reached it stands.
-    async fn check(&self) -> Result<(), String> {
+    async fn check(&self) -> Result<(), NotReady> {
         let status = match crate::schema_status(&self.pool).await {
             Ok(status) => status,
             Err(e) => {
                 tracing::debug!(error = %e, "readiness: Logbook unreachable; the last schema verdict stands");
-                return self.schema_verdict.get();
+                return self.schema_verdict.get().map_err(NotReady::Internal);
             }
         };
         let verdict = match status {
@@ -159,8 +159,10 @@ impl muster_app::ports::Readiness for PgLogbook {
             }
         };
         let _previous = self.schema_verdict.replace(verdict.clone());
-        verdict?;
+        verdict.map_err(NotReady::Internal)?;
         // A role that lacks a grant `serve` needs: not ready until it is fixed.
-        self.role_problem().await.map_or(Ok(()), Err)
+        self.role_problem()
+            .await
+            .map_or(Ok(()), |problem| Err(NotReady::Configuration(problem)))
     }
 }

@@ -1,0 +1,109 @@
+//! A long answer (the live feed) outlives the token that opened it unless it is checked again:
+//! [`until_token_invalid`] asks the authenticator again every interval (with TokenReview, the
+//! cache's time to live, so each check is a fresh review) and ends the answer's body when the
+//! token no longer resolves to the same principal. An authority that cannot answer does not
+//! end it: the next check asks again.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use hyper::body::{Body as HttpBody, Bytes, Frame, SizeHint};
+use muster_app::auth::{AuthError, Authenticator};
+use muster_domain::Principal;
+
+/// How often a live feed's token is checked again: the TokenReview cache's time to live, so
+/// that each check after the first is a fresh review.
+pub(crate) const RECHECK: Duration = Duration::from_secs(30);
+
+type Check = Pin<Box<dyn Future<Output = Result<Option<Principal>, AuthError>> + Send>>;
+
+/// `res` with its body ended once `token` no longer resolves to `principal`, checked every
+/// `every`.
+pub(crate) fn until_token_invalid(
+    res: Response,
+    auth: Arc<dyn Authenticator>,
+    token: String,
+    principal: Principal,
+    every: Duration,
+) -> Response {
+    res.map(|inner| {
+        Body::new(Rechecked {
+            inner,
+            auth,
+            token: Arc::from(token),
+            principal,
+            every,
+            timer: Box::pin(tokio::time::sleep(every)),
+            check: None,
+        })
+    })
+}
+
+struct Rechecked {
+    inner: Body,
+    auth: Arc<dyn Authenticator>,
+    token: Arc<str>,
+    principal: Principal,
+    every: Duration,
+    timer: Pin<Box<tokio::time::Sleep>>,
+    check: Option<Check>,
+}
+
+impl Rechecked {
+    /// Whether the token was found no longer valid.
+    fn revoked(&mut self, cx: &mut Context<'_>) -> bool {
+        loop {
+            if let Some(check) = self.check.as_mut() {
+                let Poll::Ready(answer) = check.as_mut().poll(cx) else {
+                    return false;
+                };
+                self.check = None;
+                match answer {
+                    Ok(Some(p)) if p == self.principal => {}
+                    Ok(_) => {
+                        tracing::info!(principal = %self.principal, "a live feed's token is no longer valid: the stream ends");
+                        return true;
+                    }
+                    Err(AuthError::Unavailable) => {
+                        tracing::debug!("a live feed's token could not be checked again; next time")
+                    }
+                }
+                let next = tokio::time::Instant::now() + self.every;
+                self.timer.as_mut().reset(next);
+            }
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return false;
+            }
+            let (auth, token) = (Arc::clone(&self.auth), Arc::clone(&self.token));
+            self.check = Some(Box::pin(async move { auth.authenticate(&token).await }));
+        }
+    }
+}
+
+impl HttpBody for Rechecked {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        let this = self.get_mut();
+        if this.revoked(cx) {
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut this.inner).poll_frame(cx)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests;

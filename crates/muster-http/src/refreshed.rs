@@ -1,0 +1,43 @@
+//! A value read from Logbook for the probes and `/metrics`, refreshed at most once per
+//! interval however often it is asked for: the first caller after the interval loads it while
+//! the others wait for that one load, so a flood of scrapes or probes costs one pool
+//! connection per interval, never one per call.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+
+/// A value and when it was loaded.
+#[derive(Debug)]
+pub(crate) struct Refreshed<T> {
+    every: Duration,
+    /// Held across a load: the callers that come meanwhile wait for its value.
+    slot: Mutex<Option<(Instant, T)>>,
+}
+
+impl<T: Clone> Refreshed<T> {
+    pub(crate) fn new(every: Duration) -> Self {
+        Refreshed {
+            every,
+            slot: Mutex::new(None),
+        }
+    }
+
+    /// The value, loaded by `load` when it is older than the interval (or was never loaded).
+    pub(crate) async fn get<F: Future<Output = T>>(&self, load: impl FnOnce() -> F) -> T {
+        let mut slot = self.slot.lock().await;
+        if let Some((at, value)) = slot.as_ref()
+            && at.elapsed() < self.every
+        {
+            return value.clone();
+        }
+        let value = load().await;
+        *slot = Some((Instant::now(), value.clone()));
+        value
+    }
+}
+
+#[cfg(test)]
+mod tests;
