@@ -5,6 +5,7 @@ mod batch;
 mod budget;
 mod edits;
 mod feed;
+mod feed_sigterm;
 mod group_commit;
 mod harness;
 mod health;

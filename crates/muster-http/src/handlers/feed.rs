@@ -19,7 +19,7 @@ pub(crate) async fn events(
 ) -> Result<Response, ApiError> {
     may_watch(p)?;
     let subscription = s.feed.subscribe(sse::last_event_id(&headers)).await?;
-    Ok(sse::stream(subscription, s.feed.retry_ms()))
+    Ok(sse::stream(subscription))
 }
 
 pub(crate) async fn queues(State(s): State<AppState>, Caller(p): Caller) -> ApiResult {
