@@ -48,7 +48,8 @@ pub struct FeedSettings {
     /// Least time between two reads of the ledger, however often this process commits: rows
     /// committed meanwhile are read (and published) together.
     pub read_spacing: Duration,
-    /// How long a subscriber lets further events gather after one arrives before it writes.
+    /// Least time between two writes to one subscriber while events keep coming: what arrives
+    /// meanwhile leaves in one write (an event after a quiet spell leaves at once).
     pub coalesce_wait: Duration,
     /// Most bytes a subscriber gathers into one write (a single larger event still goes whole).
     pub coalesce_bytes: usize,
@@ -457,6 +458,7 @@ impl Feed {
             ),
             retry_ms: self.retry_ms(),
             ended: None,
+            last_write: None,
         })
     }
 }

@@ -27,6 +27,8 @@ pub struct Subscription {
     pub(super) heartbeat: tokio::time::Interval,
     pub(super) retry_ms: u64,
     pub(super) ended: Option<End>,
+    /// When the last chunk was handed out.
+    pub(super) last_write: Option<tokio::time::Instant>,
 }
 
 debug_showing!(Subscription, skip_through = skip_through);
@@ -103,19 +105,27 @@ impl Subscription {
     }
 
     /// The next write: every frame that is ready, up to the feed's `coalesce_bytes` (a single
-    /// frame is handed on as the shared buffer itself; several are copied into one). After an
-    /// event of the broadcast it first waits `coalesce_wait`, so that events published in a
-    /// burst leave in one write rather than one each. A subscriber that fell too far behind
-    /// still gets what it had in order; the next call answers [`End::TooSlow`].
+    /// frame is handed on as the shared buffer itself; several are copied into one). An event
+    /// of the broadcast that arrives less than `coalesce_wait` after the previous write waits
+    /// out the rest of that time, gathering what follows: under load a subscriber writes at
+    /// most once per `coalesce_wait`, while an event after a quiet spell leaves at once. A
+    /// subscriber that fell too far behind still gets what it had, in order; the next call
+    /// answers [`End::TooSlow`].
     pub async fn next_chunk(&mut self) -> Result<Bytes, End> {
+        let chunk = self.gather().await;
+        self.last_write = Some(tokio::time::Instant::now());
+        chunk
+    }
+
+    async fn gather(&mut self) -> Result<Bytes, End> {
         let (first, live) = self.next_frame_live().await?;
         let settings = &self.feed.inner.settings;
         let (max, wait) = (settings.coalesce_bytes, settings.coalesce_wait);
         if first.bytes().len() >= max {
             return Ok(first.bytes().clone());
         }
-        if live && !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+        if let (true, Some(last)) = (live, self.last_write) {
+            tokio::time::sleep_until(last + wait).await;
         }
         let Some(second) = self.try_next_frame() else {
             return Ok(first.bytes().clone());

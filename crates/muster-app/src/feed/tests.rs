@@ -227,23 +227,52 @@ async fn events_ready_together_leave_in_one_write() {
     assert_eq!(sub.next_chunk().await.unwrap(), expected);
 }
 
+/// Transitions in one write, per write, for `writes` writes.
+async fn transitions_per_write(sub: &mut Subscription, writes: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    for _ in 0..writes {
+        let chunk = sub.next_chunk().await.unwrap();
+        out.push(
+            String::from_utf8(chunk.to_vec())
+                .unwrap()
+                .matches("event: transition")
+                .count(),
+        );
+    }
+    out
+}
+
 #[tokio::test(start_paused = true)]
-async fn an_event_published_within_the_coalescing_wait_joins_the_write() {
+async fn while_events_keep_coming_those_within_the_wait_after_a_write_join_the_next_one() {
     let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
     let mut sub = feed.subscribe(None).await.unwrap();
-    sub.next().await.unwrap();
+    sub.next_chunk().await.unwrap(); // queues
     feed.deliver(event(1));
-    let late = {
+    let later = {
         let feed = feed.clone();
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(2)).await;
-            feed.deliver(event(2));
+            for s in 2..=3 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                feed.deliver(event(s));
+            }
         })
     };
-    let chunk = sub.next_chunk().await.unwrap();
-    late.await.unwrap();
-    let text = String::from_utf8(chunk.to_vec()).unwrap();
-    assert_eq!(text.matches("event: transition").count(), 2);
+    // Event 1 comes within 5 ms of the snapshot's write: it waits, and 2 and 3 (2 and 4 ms
+    // later) join it.
+    assert_eq!(transitions_per_write(&mut sub, 1).await, [3]);
+    later.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_event_after_a_quiet_spell_leaves_at_once() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next_chunk().await.unwrap(); // queues
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    feed.deliver(event(1));
+    let started = tokio::time::Instant::now();
+    assert_eq!(transitions_per_write(&mut sub, 1).await, [1]);
+    assert_eq!(tokio::time::Instant::now(), started);
 }
 
 #[tokio::test]
@@ -258,17 +287,7 @@ async fn a_write_stops_gathering_at_the_size_limit() {
     for s in 1..=3 {
         feed.deliver(event(s));
     }
-    let mut writes = Vec::new();
-    for _ in 0..3 {
-        let chunk = sub.next_chunk().await.unwrap();
-        writes.push(
-            String::from_utf8(chunk.to_vec())
-                .unwrap()
-                .matches("event: ")
-                .count(),
-        );
-    }
-    assert_eq!(writes, [1, 1, 1]);
+    assert_eq!(transitions_per_write(&mut sub, 3).await, [1, 1, 1]);
 }
 
 #[tokio::test]
