@@ -61,22 +61,23 @@ fn json<T: Serialize>(value: &T) -> String {
 }
 
 fn encode(event: &FeedEvent) -> Vec<u8> {
-    match event {
-        FeedEvent::Transition(t) => sse_frame("transition", Some(t.seq), &json(t)),
-        FeedEvent::Queues(q) => sse_frame("queues", None, &json(q)),
-        FeedEvent::Health(h) => sse_frame("health", None, &json(h)),
-        FeedEvent::Edit(e) => sse_frame("edit", None, &json(e)),
+    let (name, id, data) = match event {
+        FeedEvent::Transition(t) => ("transition", Some(t.seq), json(t)),
+        FeedEvent::Queues(q) => ("queues", None, json(q)),
+        FeedEvent::Health(h) => ("health", None, json(h)),
+        FeedEvent::Edit(e) => ("edit", None, json(e)),
         FeedEvent::Heartbeat { at, seq } => {
-            sse_frame("heartbeat", None, &json(&Heartbeat { at: *at, seq: *seq }))
+            let data = json(&Heartbeat { at: *at, seq: *seq });
+            ("heartbeat", None, data)
         }
-        FeedEvent::Reset { reason } => sse_frame("reset", None, &json(&Reset { reason })),
-        FeedEvent::Shutdown { retry_ms } => sse_frame(
-            "shutdown",
-            None,
-            &json(&Shutdown {
+        FeedEvent::Reset { reason } => ("reset", None, json(&Reset { reason })),
+        FeedEvent::Shutdown { retry_ms } => {
+            let data = json(&Shutdown {
                 reason: "draining",
                 retry_ms: *retry_ms,
-            }),
-        ),
-    }
+            });
+            ("shutdown", None, data)
+        }
+    };
+    sse_frame(name, id, &data)
 }
