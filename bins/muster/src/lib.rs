@@ -214,7 +214,10 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         Arc::new(SystemClock),
         Arc::new(RandomJitter),
         signal,
-        settings.feed.clone(),
+        muster_app::feed::FeedSettings {
+            coalesce_wait: std::time::Duration::from_millis(settings.feed_coalesce_ms),
+            ..settings.feed.clone()
+        },
     );
     let state = AppState::new(AppParts {
         muster,

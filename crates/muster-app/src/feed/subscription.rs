@@ -46,35 +46,30 @@ impl Subscription {
 
     /// The next event with its wire form, or why the stream ends.
     pub async fn next_frame(&mut self) -> Result<Frame, End> {
-        self.next_frame_live().await.map(|(f, _)| f)
-    }
-
-    /// The next frame, and whether it came from the broadcast (more may follow at once).
-    async fn next_frame_live(&mut self) -> Result<(Frame, bool), End> {
         if let Some(end) = self.ended {
             return Err(end);
         }
         if let Some(e) = self.first.pop() {
-            return Ok((Frame::encode(e), false));
+            return Ok(Frame::encode(e));
         }
         let signal = self.feed.inner.signal.clone();
         loop {
             tokio::select! {
                 biased;
-                _ = signal.shutting_down() => return Ok((self.shutdown(), false)),
+                _ = signal.shutting_down() => return Ok(self.shutdown()),
                 r = self.rx.recv() => match r {
                     Ok(f) => {
                         if self.is_history(&f) {
                             continue;
                         }
-                        return Ok((f, true));
+                        return Ok(f);
                     }
                     Err(RecvError::Lagged(_)) => return Err(*self.ended.insert(End::TooSlow)),
                     Err(RecvError::Closed) => return Err(*self.ended.insert(End::Shutdown)),
                 },
                 _ = self.heartbeat.tick() => {
                     let e = FeedEvent::Heartbeat { at: self.feed.inner.clock.now(), seq: self.feed.position() };
-                    return Ok((Frame::encode(e), false));
+                    return Ok(Frame::encode(e));
                 }
             }
         }
@@ -105,12 +100,13 @@ impl Subscription {
     }
 
     /// The next write: every frame that is ready, up to the feed's `coalesce_bytes` (a single
-    /// frame is handed on as the shared buffer itself; several are copied into one). An event
-    /// of the broadcast that arrives less than `coalesce_wait` after the previous write waits
-    /// out the rest of that time, gathering what follows: under load a subscriber writes at
-    /// most once per `coalesce_wait`, while an event after a quiet spell leaves at once. A
-    /// subscriber that fell too far behind still gets what it had, in order; the next call
-    /// answers [`End::TooSlow`].
+    /// frame is handed on as the shared buffer itself; several are copied into one). Less than
+    /// `coalesce_wait` after the previous write it first waits out the rest of that time, so
+    /// what arrives meanwhile leaves together (and the publisher wakes nobody: the events are
+    /// there when the wait ends): under load a subscriber writes at most once per
+    /// `coalesce_wait`, while an event after a quiet spell leaves at once. A subscriber that
+    /// fell too far behind still gets what it had, in order; the next call answers
+    /// [`End::TooSlow`].
     pub async fn next_chunk(&mut self) -> Result<Bytes, End> {
         let chunk = self.gather().await;
         self.last_write = Some(tokio::time::Instant::now());
@@ -118,14 +114,18 @@ impl Subscription {
     }
 
     async fn gather(&mut self) -> Result<Bytes, End> {
-        let (first, live) = self.next_frame_live().await?;
         let settings = &self.feed.inner.settings;
         let (max, wait) = (settings.coalesce_bytes, settings.coalesce_wait);
+        if let (true, Some(last)) = (self.first.is_empty(), self.last_write) {
+            let signal = self.feed.inner.signal.clone();
+            tokio::select! {
+                () = tokio::time::sleep_until(last + wait) => {}
+                () = signal.shutting_down() => {}
+            }
+        }
+        let first = self.next_frame().await?;
         if first.bytes().len() >= max {
             return Ok(first.bytes().clone());
-        }
-        if let (true, Some(last)) = (live, self.last_write) {
-            tokio::time::sleep_until(last + wait).await;
         }
         let Some(second) = self.try_next_frame() else {
             return Ok(first.bytes().clone());
