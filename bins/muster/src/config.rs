@@ -119,7 +119,7 @@ pub struct Settings {
     /// Least milliseconds between two writes to one live-feed subscriber while events keep
     /// coming (what arrives meanwhile leaves in one write; an event after a quiet spell leaves
     /// at once). Longer costs the server less per subscriber and delays events by as much.
-    #[arg(long, env = "MUSTER_FEED_COALESCE_MS", default_value_t = 5, global = true,
+    #[arg(long, env = "MUSTER_FEED_COALESCE_MS", default_value_t = 20, global = true,
           value_parser = clap::value_parser!(u64).range(0..=1000))]
     pub feed_coalesce_ms: u64,
     /// Live-feed tuning (not a flag: the defaults are the contract's).
@@ -185,7 +185,7 @@ impl Settings {
             inflight_body_mib: 2,
             log_format: LogFormat::Json,
             pipeline: None,
-            feed_coalesce_ms: 5,
+            feed_coalesce_ms: 20,
             feed: muster_app::feed::FeedSettings::default(),
             server: muster_http::ServerSettings::default(),
             pow_difficulty: muster_antispam::DEFAULT_DIFFICULTY,
@@ -202,9 +202,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_live_feed_subscriber_is_written_at_most_every_five_ms_by_default() {
+    fn a_live_feed_subscriber_is_written_at_most_every_twenty_ms_by_default() {
         let cli = Cli::try_parse_from(["muster", "serve"]).expect("arguments parse");
-        assert_eq!(cli.settings.feed_coalesce_ms, 5);
+        assert_eq!(cli.settings.feed_coalesce_ms, 20);
     }
 
     #[test]

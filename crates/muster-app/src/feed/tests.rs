@@ -257,8 +257,8 @@ async fn while_events_keep_coming_those_within_the_wait_after_a_write_join_the_n
             }
         })
     };
-    // Event 1 comes within 5 ms of the snapshot's write: it waits, and 2 and 3 (2 and 4 ms
-    // later) join it.
+    // Event 1 comes within the 20 ms after the snapshot's write: it waits, and 2 and 3 (2 and
+    // 4 ms later) join it.
     assert_eq!(transitions_per_write(&mut sub, 1).await, [3]);
     later.await.unwrap();
 }
