@@ -20,6 +20,7 @@ mod charts;
 mod cycles;
 mod edge;
 mod feed;
+mod feed_load;
 mod http;
 mod lab;
 mod pickup;
@@ -153,6 +154,30 @@ enum Scenario {
         /// The server's pid (same machine), to read its RSS from /proc.
         #[arg(long)]
         server_pid: Option<u32>,
+    },
+    /// What the live feed costs the workers: items/s and lease p99 of `--workers` single-call
+    /// workers with 0, 50 and 1,000 SSE subscribers attached and reading (ratios to the phases
+    /// with none), and server CPU per event per subscriber. Needs a filled `trawl` queue
+    /// (`backlog-fill` before the server starts) and the server's pid.
+    FeedLoad {
+        /// Base URL of a running `muster serve`.
+        #[arg(long)]
+        url: String,
+        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
+        worker_token: String,
+        #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
+        conn_token: String,
+        /// Subscribers, one phase per value, in this order.
+        #[arg(long, value_delimiter = ',', default_value = "0,50,1000,0")]
+        subscribers: Vec<usize>,
+        #[arg(long, default_value_t = 16)]
+        workers: usize,
+        /// Length of each phase's drain.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        /// The server's pid (same machine): its CPU is read from /proc.
+        #[arg(long)]
+        server_pid: u32,
     },
     /// Tops the `trawl` queue up to `--to` queued items directly in SQL, bypassing the ledger
     /// (bench databases only), then `VACUUM ANALYZE` and `CHECKPOINT`. Restart the server after.
@@ -339,6 +364,25 @@ fn main() -> Result<()> {
                 Duration::from_millis(interval_ms),
                 server_pid,
             )
+            .await
+            .and_then(doc),
+            Scenario::FeedLoad {
+                url,
+                worker_token,
+                conn_token,
+                subscribers,
+                workers,
+                seconds,
+                server_pid,
+            } => feed_load::feed_load(&feed_load::Options {
+                url: &url,
+                worker_token: &worker_token,
+                conn_token: &conn_token,
+                levels: &subscribers,
+                workers,
+                length: Duration::from_secs(seconds),
+                server_pid,
+            })
             .await
             .and_then(doc),
             Scenario::Batch {

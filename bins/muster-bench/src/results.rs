@@ -196,6 +196,48 @@ pub(crate) struct Feed {
     pub(crate) server_pid: Option<u32>,
 }
 
+/// One subscriber count of `feed-load`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct FeedLoadRun {
+    /// CPU of the bench process (workers and subscribers) during the drain.
+    pub(crate) bench_cpu_seconds: Option<f64>,
+    pub(crate) bytes_delivered: u64,
+    pub(crate) complete: Percentiles,
+    pub(crate) connected: u64,
+    pub(crate) errors: u64,
+    /// SSE frames received by all subscribers together during the drain.
+    pub(crate) events_delivered: u64,
+    pub(crate) first_error: Option<String>,
+    pub(crate) items: u64,
+    pub(crate) items_per_s: Option<f64>,
+    /// Against the mean of the same run's phases without subscribers.
+    pub(crate) items_per_s_over_none: Option<f64>,
+    pub(crate) lease: Percentiles,
+    pub(crate) lease_p99_over_none: Option<f64>,
+    pub(crate) ran_dry: bool,
+    pub(crate) seconds: f64,
+    pub(crate) server_cpu_seconds: Option<f64>,
+    /// Server CPU beyond the same items' cost without subscribers, per event delivered to one
+    /// subscriber.
+    pub(crate) server_cpu_us_per_event_per_subscriber: Option<f64>,
+    pub(crate) server_cpu_us_per_item: Option<f64>,
+    pub(crate) streams_ended_early: u64,
+    pub(crate) subscribers: u64,
+}
+
+/// `muster-bench feed-load` (`feed-load.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct FeedLoad {
+    pub(crate) clock_ticks_per_s: f64,
+    pub(crate) phase_seconds: u64,
+    pub(crate) runs: Vec<FeedLoadRun>,
+    pub(crate) scenario: String,
+    pub(crate) server_pid: u32,
+    pub(crate) workers: u64,
+}
+
 // ---------------------------------------------------------------------------------------------
 // backlog, batch
 

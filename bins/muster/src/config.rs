@@ -139,6 +139,12 @@ pub struct Settings {
     /// Pipeline file: routes and retry policies per kind (JSON; see docs/operations.md).
     #[arg(long, env = "MUSTER_PIPELINE", global = true)]
     pub pipeline: Option<PathBuf>,
+    /// Least milliseconds between two writes to one live-feed subscriber while events keep
+    /// coming (what arrives meanwhile leaves in one write; an event after a quiet spell leaves
+    /// at once). Longer costs the server less per subscriber and delays events by as much.
+    #[arg(long, env = "MUSTER_FEED_COALESCE_MS", default_value_t = 20, global = true,
+          value_parser = clap::value_parser!(u64).range(0..=1000))]
+    pub feed_coalesce_ms: u64,
     /// Live-feed tuning (not a flag: the defaults are the contract's).
     #[arg(skip)]
     pub feed: muster_app::feed::FeedSettings,
@@ -245,6 +251,7 @@ impl Settings {
             max_connections: muster_http::server::DEFAULT_MAX_CONNECTIONS,
             log_format: LogFormat::Json,
             pipeline: None,
+            feed_coalesce_ms: 20,
             feed: muster_app::feed::FeedSettings::default(),
             server: muster_http::ServerSettings::default(),
             pow_difficulty: muster_antispam::DEFAULT_DIFFICULTY,
@@ -259,6 +266,12 @@ mod tests {
     use clap::Parser;
 
     use super::*;
+
+    #[test]
+    fn a_live_feed_subscriber_is_written_at_most_every_twenty_ms_by_default() {
+        let cli = Cli::try_parse_from(["muster", "serve"]).expect("arguments parse");
+        assert_eq!(cli.settings.feed_coalesce_ms, 20);
+    }
 
     #[test]
     fn the_development_web_directory_is_off_by_default() {

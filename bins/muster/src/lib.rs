@@ -230,7 +230,10 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         settings.clock.0.clone(),
         Arc::new(RandomJitter),
         signal,
-        settings.feed.clone(),
+        muster_app::feed::FeedSettings {
+            coalesce_wait: std::time::Duration::from_millis(settings.feed_coalesce_ms),
+            ..settings.feed.clone()
+        },
     );
     let state = AppState::new(AppParts {
         muster,

@@ -2,6 +2,13 @@
 //! late commit, see `muster_domain::feed::Cursor`), keeps queue depths, and publishes events to
 //! subscribers through a bounded broadcast buffer. Every replica runs its own pump on the same
 //! ledger, so every replica serves the same feed.
+//!
+//! The cost of one more subscriber is kept near the cost of copying its bytes: each event is
+//! encoded once, SSE framing included, when it is published ([`Frame`]), and every subscriber
+//! writes that same buffer; a subscriber's ready events leave in one write
+//! ([`Subscription::next_chunk`]). The pump reads the ledger at most every `read_spacing`, so
+//! neither the number of commits nor the number of subscribers puts feed work on the path of a
+//! lease or a completion (they only bump a counter after their commit).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +23,12 @@ use crate::AppError;
 use crate::ports::{Clock, FeedSource, HealthLog, Jitter, LedgerEvent};
 use crate::signal::WorkSignal;
 use crate::views::HealthView;
+
+mod frame;
+mod subscription;
+
+pub use frame::Frame;
+pub use subscription::{End, Subscription};
 
 /// Tuning of the feed.
 #[derive(Debug, Clone)]
@@ -32,6 +45,14 @@ pub struct FeedSettings {
     pub poll: Duration,
     /// A resume further back than this many transitions gets `reset`.
     pub resume_window: i64,
+    /// Least time between two reads of the ledger, however often this process commits: rows
+    /// committed meanwhile are read (and published) together.
+    pub read_spacing: Duration,
+    /// Least time between two writes to one subscriber while events keep coming: what arrives
+    /// meanwhile leaves in one write (an event after a quiet spell leaves at once).
+    pub coalesce_wait: Duration,
+    /// Most bytes a subscriber gathers into one write (a single larger event still goes whole).
+    pub coalesce_bytes: usize,
 }
 
 impl Default for FeedSettings {
@@ -42,6 +63,9 @@ impl Default for FeedSettings {
             queues_every: Duration::from_secs(2),
             poll: Duration::from_millis(100),
             resume_window: 10_000,
+            read_spacing: Duration::from_millis(5),
+            coalesce_wait: Duration::from_millis(20),
+            coalesce_bytes: 32 * 1024,
         }
     }
 }
@@ -96,9 +120,19 @@ pub enum FeedEvent {
     Transition(Transition),
     Queues(QueuesView),
     Health(HealthView),
-    Heartbeat { at: OffsetDateTime, seq: i64 },
+    Heartbeat {
+        at: OffsetDateTime,
+        seq: i64,
+    },
     Edit(EditEvent),
-    Reset { reason: String },
+    Reset {
+        reason: String,
+    },
+    /// The last event of every stream when the server drains: `{"reason": "draining",
+    /// "retry_ms": n}`; the client reconnects with Last-Event-ID.
+    Shutdown {
+        retry_ms: u64,
+    },
 }
 
 struct State {
@@ -118,7 +152,7 @@ struct Inner {
     jitter: Arc<dyn Jitter>,
     signal: WorkSignal,
     settings: FeedSettings,
-    tx: broadcast::Sender<Arc<FeedEvent>>,
+    tx: broadcast::Sender<Frame>,
     state: Mutex<State>,
     started: tokio::sync::watch::Sender<bool>,
 }
@@ -263,8 +297,13 @@ impl Feed {
     }
 
     fn publish(&self, event: FeedEvent) {
-        // No subscriber is not an error.
-        let _ = self.inner.tx.send(Arc::new(event));
+        // No subscriber: nothing to encode for. (A subscriber that arrives meanwhile gets the
+        // state in its snapshot.)
+        if self.inner.tx.receiver_count() == 0 {
+            return;
+        }
+        // No subscriber left is not an error.
+        let _ = self.inner.tx.send(Frame::encode(event));
     }
 
     /// The pump: runs until shutdown. Logbook outages are waited out.
@@ -295,6 +334,7 @@ impl Feed {
         let mut next_tick = tokio::time::Instant::now();
         let mut failed_reads: u32 = 0;
         while !s.signal.is_shut_down() {
+            let read_at = tokio::time::Instant::now();
             match s
                 .source
                 .read_after(cursor.position(), &start.snapshot, READ_LIMIT)
@@ -352,6 +392,7 @@ impl Feed {
                 s.settings.poll
             };
             s.signal.wait_ledger(wait).await;
+            tokio::time::sleep_until(read_at + s.settings.read_spacing).await;
         }
     }
 
@@ -431,7 +472,9 @@ impl Feed {
                 tokio::time::Instant::now() + self.inner.settings.heartbeat,
                 self.inner.settings.heartbeat,
             ),
-            finished: false,
+            retry_ms: self.retry_ms(),
+            ended: None,
+            last_write: None,
         })
     }
 }
@@ -452,64 +495,6 @@ fn transition(e: LedgerEvent) -> Transition {
         actor: e.actor,
         at: e.at,
         target,
-    }
-}
-
-/// Why a subscription ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
-    /// The subscriber fell further behind than the buffer: it is cut loose and resumes with
-    /// Last-Event-ID.
-    TooSlow,
-    /// The server is shutting down; the final event was sent.
-    Shutdown,
-}
-
-/// One subscriber's stream of events.
-pub struct Subscription {
-    first: Vec<FeedEvent>,
-    rx: broadcast::Receiver<Arc<FeedEvent>>,
-    skip_through: i64,
-    feed: Feed,
-    heartbeat: tokio::time::Interval,
-    finished: bool,
-}
-
-debug_showing!(Subscription, skip_through = skip_through);
-
-impl Subscription {
-    /// The next event, or why the stream ends.
-    pub async fn next(&mut self) -> Result<FeedEvent, End> {
-        if self.finished {
-            return Err(End::Shutdown);
-        }
-        if let Some(e) = self.first.pop() {
-            return Ok(e);
-        }
-        let signal = self.feed.inner.signal.clone();
-        loop {
-            tokio::select! {
-                biased;
-                _ = signal.shutting_down() => {
-                    self.finished = true;
-                    return Ok(FeedEvent::Reset { reason: "server shutting down; reconnect with Last-Event-ID".into() });
-                }
-                r = self.rx.recv() => match r {
-                    Ok(e) => {
-                        let history = matches!(e.as_ref(), FeedEvent::Transition(t) if t.seq <= self.skip_through);
-                        if history {
-                            continue;
-                        }
-                        return Ok(e.as_ref().clone());
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => return Err(End::TooSlow),
-                    Err(broadcast::error::RecvError::Closed) => return Err(End::Shutdown),
-                },
-                _ = self.heartbeat.tick() => {
-                    return Ok(FeedEvent::Heartbeat { at: self.feed.inner.clock.now(), seq: self.feed.position() });
-                }
-            }
-        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! The live feed's ordering rules and queue depths. Pure.
+//! The live feed's ordering rules, queue depths and its Server-Sent-Events framing. Pure.
 //!
 //! # Delivering the ledger in order without skipping late commits
 //!
@@ -153,6 +153,34 @@ impl Depths {
             .map(|((k, p, s), n)| (*k, *p, *s, *n))
             .collect()
     }
+}
+
+/// One Server-Sent Event as it goes on the wire: `id:` (when given), `event:`, one `data:` line
+/// per line of `data` (JSON is one line; a line break can never end the frame early), and the
+/// blank line that ends it. The live feed encodes each event once with this and shares the bytes
+/// among all its subscribers.
+pub fn sse_frame(name: &str, id: Option<i64>, data: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(data.len() + name.len() + 32);
+    if let Some(id) = id {
+        out.extend_from_slice(b"id: ");
+        out.extend_from_slice(id.to_string().as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.push(b'\n');
+    for line in data.split(['\n', '\r']) {
+        out.extend_from_slice(b"data: ");
+        out.extend_from_slice(line.as_bytes());
+        out.push(b'\n');
+    }
+    out.push(b'\n');
+    out
+}
+
+/// The `retry:` field alone: how long a client waits before it reconnects.
+pub fn sse_retry(retry_ms: u64) -> Vec<u8> {
+    format!("retry: {retry_ms}\n\n").into_bytes()
 }
 
 #[cfg(test)]

@@ -1,33 +1,14 @@
-//! The live feed as Server-Sent Events: frames, the `Last-Event-ID` a client resumes from, and
-//! the streaming answer (the handler is [`crate::handlers::feed`]).
+//! The live feed as Server-Sent Events: the `Last-Event-ID` a client resumes from, and the
+//! streaming answer (the handler is [`crate::handlers::feed`]). The frames come encoded from the
+//! feed (each event once, shared by every subscriber); this writes them as they are, several
+//! ready ones in one chunk.
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use muster_app::feed::{FeedEvent, Subscription};
-use serde_json::json;
-
-/// One SSE frame.
-fn frame(event: &FeedEvent) -> String {
-    let (name, id, data) = match event {
-        FeedEvent::Transition(t) => ("transition", Some(t.seq), serde_json::to_string(t)),
-        FeedEvent::Queues(q) => ("queues", None, serde_json::to_string(q)),
-        FeedEvent::Health(h) => ("health", None, serde_json::to_string(h)),
-        FeedEvent::Edit(e) => ("edit", None, serde_json::to_string(e)),
-        FeedEvent::Heartbeat { at, seq } => (
-            "heartbeat",
-            None,
-            Ok(json!({"at": at.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(), "seq": seq}).to_string()),
-        ),
-        FeedEvent::Reset { reason } => ("reset", None, Ok(json!({ "reason": reason }).to_string())),
-    };
-    // serde_json writes one line: no raw newline can break the frame.
-    let data = data.unwrap_or_else(|_| "{}".into());
-    match id {
-        Some(id) => format!("id: {id}\nevent: {name}\ndata: {data}\n\n"),
-        None => format!("event: {name}\ndata: {data}\n\n"),
-    }
-}
+use bytes::Bytes;
+use muster_app::feed::Subscription;
+use muster_domain::feed::sse_retry;
 
 pub(crate) fn last_event_id(headers: &HeaderMap) -> Option<i64> {
     let raw = headers.get("last-event-id")?;
@@ -40,14 +21,14 @@ pub(crate) fn last_event_id(headers: &HeaderMap) -> Option<i64> {
     )
 }
 
-/// The answer to a subscription: `retry:` first, then one frame per event until the
-/// subscription ends.
-pub(crate) fn stream(subscription: Subscription, retry_ms: u64) -> Response {
-    let retry = format!("retry: {retry_ms}\n\n");
+/// The answer to a subscription: `retry:` first, then the subscription's chunks until it ends
+/// (after a `shutdown` event, or when the subscriber fell too far behind).
+pub(crate) fn stream(subscription: Subscription) -> Response {
+    let retry = Bytes::from(sse_retry(subscription.retry_ms()));
     let head = futures_util::stream::once(async move { Ok::<_, std::convert::Infallible>(retry) });
     let events = futures_util::stream::unfold(subscription, |mut sub: Subscription| async move {
-        match sub.next().await {
-            Ok(e) => Some((Ok::<_, std::convert::Infallible>(frame(&e)), sub)),
+        match sub.next_chunk().await {
+            Ok(chunk) => Some((Ok::<_, std::convert::Infallible>(chunk), sub)),
             Err(end) => {
                 tracing::debug!(?end, "live feed subscription ended");
                 None

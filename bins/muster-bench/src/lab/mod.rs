@@ -28,8 +28,8 @@ use self::procs::{
 };
 use crate::report::{Suite, TARGET_BACKLOG, render};
 use crate::results::{
-    BacklogFill, BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, Feed, FloorResult, Pickup,
-    RunsDoc, ServerMemory, Spam, Target,
+    BacklogFill, BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, Feed, FeedLoad,
+    FloorResult, Pickup, RunsDoc, ServerMemory, Spam, Target,
 };
 use crate::runtime::RuntimeDoc;
 
@@ -45,6 +45,9 @@ const BATCH_RUNS: [(u32, bool, bool, u64); 6] = [
     (128, false, true, 60),
 ];
 const BATCH_ITEMS: u64 = 200_000;
+
+/// Queued items for `feed-load` (16 workers, four phases of 20 s at up to ~3,500 items/s).
+const FEED_LOAD_ITEMS: u64 = 300_000;
 
 /// The backlog sizes compared (the first is the baseline).
 const BACKLOG_SIZES: [u64; 2] = [1_000, 1_000_000];
@@ -153,6 +156,23 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     let feed: Feed = runner.run("feed", &["feed", "--url", &base, "--server-pid", &pid])?;
     let runtime: RuntimeDoc = runner.run("runtime", &["runtime", "--url", &base])?;
     banner("stopping muster serve");
+    server.stop();
+
+    // The live feed's cost to the workers: a database of its own, its queue filled before the
+    // server starts (so the fill reaches no subscriber), then 0, 50 and 1,000 subscribers.
+    let feed_load_url = migrated_database(cluster, muster, "muster_feed_load")?;
+    runner.fill("feed-load-fill", &feed_load_url, FEED_LOAD_ITEMS)?;
+    let mut server = ServeArgs {
+        url: &feed_load_url,
+        ..serve
+    }
+    .spawn(&out.join("server-feed-load.log"))?;
+    wait_healthy(&listen, &mut server)?;
+    let pid = server.pid().to_string();
+    let feed_load: FeedLoad = runner.run(
+        "feed-load",
+        &["feed-load", "--url", &base, "--server-pid", &pid],
+    )?;
     server.stop();
 
     // Backlog: a database of its own, filled in SQL, a fresh server per size.
@@ -354,6 +374,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         pickup,
         spam,
         feed,
+        feed_load,
         backlog,
         batches,
         floor,

@@ -1,14 +1,15 @@
 //! The table of a `cargo xtask bench` run: every figure next to a baseline measured in the same
 //! run, and their ratio, from the documents of [`crate::results`]. See docs/benchmarks.md.
 
+mod feed_load;
 #[cfg(test)]
 mod tests;
 
 use serde::Serialize;
 
 use crate::results::{
-    BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FloorResult, Percentiles, Pickup,
-    ServerMemory, Spam, Target,
+    BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FloorResult, Percentiles,
+    Pickup, ServerMemory, Spam, Target,
 };
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
@@ -32,6 +33,7 @@ pub(crate) struct Suite {
     pub(crate) pickup: Pickup,
     pub(crate) spam: Spam,
     pub(crate) feed: Feed,
+    pub(crate) feed_load: FeedLoad,
     pub(crate) backlog: Vec<BacklogSize>,
     pub(crate) batches: Vec<BatchRun>,
     pub(crate) floor: Vec<FloorResult>,
@@ -101,6 +103,7 @@ pub(crate) fn render(suite: &Suite) -> String {
     memory_rows(&mut rows, suite.memory);
     spam_rows(&mut rows, &suite.spam);
     feed_rows(&mut rows, &suite.feed);
+    feed_load::rows(&mut rows, &suite.feed_load);
     backlog_rows(&mut rows, &suite.backlog);
     batch_rows(&mut rows, &suite.batches);
     floor_rows(&mut rows, &suite.batches, &suite.floor);

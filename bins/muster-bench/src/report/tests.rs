@@ -264,3 +264,23 @@ fn without_pgbench_the_floor_is_reported_as_not_measured() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0][1], "not measured: pgbench not found");
 }
+
+#[test]
+fn the_feed_load_rows_compare_each_subscriber_count_with_the_mean_of_the_phases_without() {
+    let load: FeedLoad = typed(&json!({"workers": 16, "runs": [
+        {"subscribers": 0, "items_per_s": 1000.0, "lease": {"n": 1, "p99_ms": 4.0}},
+        {"subscribers": 50, "connected": 50, "items_per_s": 950.0, "lease": {"n": 1, "p99_ms": 5.0},
+         "server_cpu_us_per_event_per_subscriber": 0.15, "events_delivered": 1000},
+        {"subscribers": 0, "items_per_s": 900.0, "lease": {"n": 1, "p99_ms": 6.0}},
+    ]}));
+    let mut rows = Vec::new();
+    feed_load::rows(&mut rows, &load);
+    assert_eq!(
+        figures(&rows),
+        [
+            ["950", "950 with none (same run)", "1.00×"],
+            ["5.00", "5.00 with none (same run)", "1.00×"],
+            ["0.150", "0.3 (issue #32's aim)", "0.50×"],
+        ]
+    );
+}

@@ -317,12 +317,10 @@ async fn shutdown_ends_the_stream_with_a_final_event() {
         let app = app.clone();
         tokio::spawn(async move { app.stop().await })
     };
-    let last = s.next_named("reset", WAIT).await.expect("a final event");
-    assert!(
-        last.data["reason"]
-            .as_str()
-            .unwrap()
-            .contains("shutting down")
+    let last = s.next_named("shutdown", WAIT).await.expect("a final event");
+    assert_eq!(
+        last.data,
+        json!({"reason": "draining", "retry_ms": s.retry_ms.unwrap()})
     );
     assert_eq!(s.next_within(WAIT).await, None, "the stream ends");
     stopper.await.unwrap();

@@ -6,6 +6,7 @@ mod budget;
 mod connections;
 mod edits;
 mod feed;
+mod feed_sigterm;
 mod group_commit;
 mod harness;
 mod health;

@@ -168,8 +168,146 @@ async fn shutdown_sends_a_final_event_and_ends_the_stream() {
     let mut sub = feed.subscribe(None).await.unwrap();
     sub.next().await.unwrap();
     signal.shut_down();
-    assert!(matches!(sub.next().await, Ok(FeedEvent::Reset { .. })));
+    assert_eq!(sub.next().await, Ok(FeedEvent::Shutdown { retry_ms: 2000 }));
     assert_eq!(sub.next().await, Err(End::Shutdown));
+}
+
+#[tokio::test]
+async fn the_shutdown_event_is_the_contracts_json_with_the_subscribers_retry() {
+    let (feed, signal) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    signal.shut_down();
+    assert_eq!(
+        sub.next_chunk().await.unwrap(),
+        &b"event: shutdown\ndata: {\"reason\":\"draining\",\"retry_ms\":2000}\n\n"[..]
+    );
+}
+
+#[tokio::test]
+async fn a_transition_is_framed_with_its_sequence_as_id_and_the_contracts_json() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    feed.deliver(event(7));
+    assert_eq!(
+        sub.next_frame().await.unwrap().bytes(),
+        &b"id: 7\nevent: transition\ndata: {\"seq\":7,\"subject\":\"item\",\"id\":\"item-7\",\"kind\":\"trawl\",\"from\":null,\"to\":\"queued\",\"actor\":\"operator\",\"at\":\"2026-12-02T12:00:00Z\"}\n\n"[..]
+    );
+}
+
+#[tokio::test]
+async fn every_subscriber_writes_the_one_encoding_of_an_event() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut subs = Vec::new();
+    for _ in 0..3 {
+        let mut sub = feed.subscribe(None).await.unwrap();
+        sub.next().await.unwrap();
+        subs.push(sub);
+    }
+    feed.deliver(event(1));
+    let mut buffers = Vec::new();
+    for sub in &mut subs {
+        buffers.push(sub.next_chunk().await.unwrap());
+    }
+    // The same bytes at the same address: encoded once, shared, never copied per subscriber.
+    let addresses: Vec<*const u8> = buffers.iter().map(|b| b.as_ptr()).collect();
+    assert_eq!(addresses, [buffers[0].as_ptr(); 3]);
+}
+
+#[tokio::test]
+async fn events_ready_together_leave_in_one_write() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    let mut expected = Vec::new();
+    for s in 1..=3 {
+        feed.deliver(event(s));
+        expected
+            .extend_from_slice(Frame::encode(FeedEvent::Transition(transition(event(s)))).bytes());
+    }
+    assert_eq!(sub.next_chunk().await.unwrap(), expected);
+}
+
+/// Transitions in one write, per write, for `writes` writes.
+async fn transitions_per_write(sub: &mut Subscription, writes: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    for _ in 0..writes {
+        let chunk = sub.next_chunk().await.unwrap();
+        out.push(
+            String::from_utf8(chunk.to_vec())
+                .unwrap()
+                .matches("event: transition")
+                .count(),
+        );
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn while_events_keep_coming_those_within_the_wait_after_a_write_join_the_next_one() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next_chunk().await.unwrap(); // queues
+    feed.deliver(event(1));
+    let later = {
+        let feed = feed.clone();
+        tokio::spawn(async move {
+            for s in 2..=3 {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                feed.deliver(event(s));
+            }
+        })
+    };
+    // Event 1 comes within the 20 ms after the snapshot's write: it waits, and 2 and 3 (2 and
+    // 4 ms later) join it.
+    assert_eq!(transitions_per_write(&mut sub, 1).await, [3]);
+    later.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_event_after_a_quiet_spell_leaves_at_once() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next_chunk().await.unwrap(); // queues
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    feed.deliver(event(1));
+    let started = tokio::time::Instant::now();
+    assert_eq!(transitions_per_write(&mut sub, 1).await, [1]);
+    assert_eq!(tokio::time::Instant::now(), started);
+}
+
+#[tokio::test]
+async fn a_write_stops_gathering_at_the_size_limit() {
+    let settings = FeedSettings {
+        coalesce_bytes: 1,
+        ..FeedSettings::default()
+    };
+    let (feed, _) = feed_with(MockFeedSource::new(), settings);
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    for s in 1..=3 {
+        feed.deliver(event(s));
+    }
+    assert_eq!(transitions_per_write(&mut sub, 3).await, [1, 1, 1]);
+}
+
+#[tokio::test]
+async fn nothing_follows_the_shutdown_event() {
+    let (feed, signal) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    feed.deliver(event(1));
+    signal.shut_down();
+    let mut text = String::new();
+    while let Ok(chunk) = sub.next_chunk().await {
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(names.last(), Some(&"shutdown"));
 }
 
 #[test]

@@ -155,3 +155,32 @@ proptest! {
         prop_assert_eq!(delivered, committed);
     }
 }
+
+#[test]
+fn an_sse_frame_carries_id_event_and_data_and_ends_with_a_blank_line() {
+    assert_eq!(
+        sse_frame("transition", Some(17), r#"{"seq":17}"#),
+        b"id: 17\nevent: transition\ndata: {\"seq\":17}\n\n"
+    );
+}
+
+#[test]
+fn an_sse_frame_without_an_id_has_no_id_line() {
+    assert_eq!(
+        sse_frame("heartbeat", None, "{}"),
+        b"event: heartbeat\ndata: {}\n\n"
+    );
+}
+
+#[test]
+fn a_line_break_in_the_data_cannot_end_the_frame_early() {
+    assert_eq!(
+        sse_frame("reset", None, "a\n\nb"),
+        b"event: reset\ndata: a\ndata: \ndata: b\n\n"
+    );
+}
+
+#[test]
+fn the_retry_field_stands_alone() {
+    assert_eq!(sse_retry(1500), b"retry: 1500\n\n");
+}

@@ -19,7 +19,7 @@ pub(crate) async fn events(
 ) -> Result<Response, ApiError> {
     may_watch(p)?;
     let subscription = s.feed.subscribe(sse::last_event_id(&headers)).await?;
-    let res = sse::stream(subscription, s.feed.retry_ms());
+    let res = sse::stream(subscription);
     // The stream ends when its token is no longer valid ([`crate::reauth`]).
     let token = crate::extract::bearer(&headers)
         .unwrap_or_default()

@@ -1,0 +1,322 @@
+//! Scenario `feed-load`: what the live feed costs the workers. Worker items/s and lease p99
+//! (16 workers, single lease and complete calls, over a queue filled beforehand) with 0, 50 and
+//! 1,000 SSE subscribers attached and reading, each as a ratio to the phases with none in the
+//! same run; and the server's CPU per event per subscriber, from `/proc/<pid>/stat`.
+//!
+//! The subscribers run on a runtime (and thread) of their own, so that their reading does not
+//! queue behind the workers' tasks in this process; on a small machine they still share its
+//! cores with the workers and the server.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use serde_json::json;
+
+use crate::http::{Http, percentiles, ratio};
+use crate::results::{FeedLoad, FeedLoadRun};
+use crate::rounds::Tally;
+
+/// What the subscribers of one phase received, summed over all of them.
+#[derive(Default)]
+struct Received {
+    connected: AtomicU64,
+    /// SSE frames (events), counted by their closing blank line.
+    events: AtomicU64,
+    bytes: AtomicU64,
+    /// Streams that ended (or failed) before the phase stopped them.
+    ended: AtomicU64,
+}
+
+/// One subscriber: reads `/v1/events` until `stop`, counting frames and bytes.
+async fn subscribe(
+    http: Http,
+    token: String,
+    received: Arc<Received>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let result: Result<()> = async {
+        let req = hyper::Request::builder()
+            .method(hyper::Method::GET)
+            .uri(format!("{}/v1/events", http.base))
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(hyper::header::ACCEPT, "text/event-stream")
+            .body(Full::new(Bytes::new()))?;
+        let resp = http.client.request(req).await.context("GET /v1/events")?;
+        if resp.status() != hyper::StatusCode::OK {
+            bail!("GET /v1/events answered {}", resp.status());
+        }
+        received.connected.fetch_add(1, Ordering::Relaxed);
+        let mut body = resp.into_body();
+        let mut newline_before = false;
+        loop {
+            let frame = tokio::select! {
+                f = body.frame() => f,
+                _ = stop.changed() => return Ok(()),
+            };
+            let Some(frame) = frame else {
+                bail!("the stream ended");
+            };
+            let Ok(data) = frame?.into_data() else {
+                continue;
+            };
+            let mut frames = 0;
+            for &b in data.iter() {
+                if b == b'\n' {
+                    if newline_before {
+                        frames += 1;
+                    }
+                    newline_before = true;
+                } else {
+                    newline_before = false;
+                }
+            }
+            received.events.fetch_add(frames, Ordering::Relaxed);
+            received
+                .bytes
+                .fetch_add(data.len() as u64, Ordering::Relaxed);
+        }
+    }
+    .await;
+    if result.is_err() {
+        received.ended.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: &str, ticks_per_s: f64) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("read /proc/{pid}/stat"))?;
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    let after = stat.rsplit_once(')').context("malformed stat")?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 of the line (utime, stime) are the 12th and 13th after the name.
+    let utime: f64 = fields.get(11).context("no utime")?.parse()?;
+    let stime: f64 = fields.get(12).context("no stime")?.parse()?;
+    Ok((utime + stime) / ticks_per_s)
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when that cannot be asked).
+fn ticks_per_second() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+pub(crate) struct Options<'a> {
+    pub(crate) url: &'a str,
+    pub(crate) worker_token: &'a str,
+    pub(crate) conn_token: &'a str,
+    pub(crate) levels: &'a [usize],
+    pub(crate) workers: usize,
+    pub(crate) length: Duration,
+    pub(crate) server_pid: u32,
+}
+
+/// Lease (wait 0) and complete for `length` with `workers` workers: items, lease and complete
+/// latencies, what went wrong, the time it took.
+async fn drain(
+    http: &Http,
+    token: &str,
+    workers: usize,
+    length: Duration,
+) -> (u64, Vec<Duration>, Vec<Duration>, Tally, Duration) {
+    let start = Instant::now();
+    let deadline = start + length;
+    let tasks: Vec<_> = (0..workers)
+        .map(|w| {
+            let (http, token) = (http.clone(), token.to_owned());
+            tokio::spawn(async move {
+                let worker_id = format!("bench-feed-load-{w}");
+                let (mut lease, mut complete, mut tally) =
+                    (Vec::new(), Vec::new(), Tally::default());
+                while Instant::now() < deadline {
+                    let round = async {
+                        let t0 = Instant::now();
+                        let Some(granted) = http.lease_now(&token, &worker_id).await? else {
+                            return Ok(false);
+                        };
+                        lease.push(t0.elapsed());
+                        let id = granted["lease_id"].as_str().context("lease_id missing")?;
+                        let t1 = Instant::now();
+                        http.complete(&token, id, &json!({"result": {}})).await?;
+                        complete.push(t1.elapsed());
+                        Ok(true)
+                    }
+                    .await;
+                    if !tally.go_on_after(round) {
+                        break;
+                    }
+                }
+                (lease, complete, tally)
+            })
+        })
+        .collect();
+    let (mut lease, mut complete, mut tally) = (Vec::new(), Vec::new(), Tally::default());
+    for task in tasks {
+        match task.await {
+            Ok((l, c, t)) => {
+                lease.extend(l);
+                complete.extend(c);
+                tally.add(t);
+            }
+            Err(e) => tally.failed(e.to_string()),
+        }
+    }
+    (
+        complete.len() as u64,
+        lease,
+        complete,
+        tally,
+        start.elapsed(),
+    )
+}
+
+async fn phase(
+    o: &Options<'_>,
+    http: &Http,
+    subscribers_rt: &tokio::runtime::Handle,
+    subscribers: usize,
+    ticks: f64,
+) -> Result<FeedLoadRun> {
+    let received = Arc::new(Received::default());
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::with_capacity(subscribers);
+    for i in 0..subscribers {
+        tasks.push(subscribers_rt.spawn(subscribe(
+            http.clone(),
+            o.conn_token.to_owned(),
+            received.clone(),
+            stop_rx.clone(),
+        )));
+        // In waves of 50, so that the accept queue is never the bottleneck.
+        if i % 50 == 49 {
+            let until = Instant::now() + Duration::from_secs(10);
+            while (received.connected.load(Ordering::Relaxed) as usize) + 10 < i
+                && Instant::now() < until
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    while (received.connected.load(Ordering::Relaxed) as usize) < subscribers
+        && Instant::now() < until
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Connected and past their snapshots.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = o.server_pid.to_string();
+    let (events0, bytes0) = (
+        received.events.load(Ordering::Relaxed),
+        received.bytes.load(Ordering::Relaxed),
+    );
+    let cpu0 = cpu_seconds(&pid, ticks)?;
+    let bench0 = cpu_seconds("self", ticks)?;
+    let (items, lease, complete, tally, elapsed) =
+        drain(http, o.worker_token, o.workers, o.length).await;
+    let cpu = cpu_seconds(&pid, ticks)? - cpu0;
+    let bench_cpu = cpu_seconds("self", ticks)? - bench0;
+    let events = received.events.load(Ordering::Relaxed) - events0;
+    let bytes = received.bytes.load(Ordering::Relaxed) - bytes0;
+    let ended = received.ended.load(Ordering::Relaxed);
+    let connected = received.connected.load(Ordering::Relaxed);
+    let _ = stop_tx.send(true);
+    for t in tasks {
+        let _ = t.await;
+    }
+    let seconds = elapsed.as_secs_f64();
+    let run = FeedLoadRun {
+        bench_cpu_seconds: Some(round3(bench_cpu)),
+        bytes_delivered: bytes,
+        complete: percentiles(complete),
+        connected,
+        errors: tally.errors,
+        events_delivered: events,
+        first_error: tally.first_error,
+        items,
+        items_per_s: Some(round1(items as f64 / seconds)),
+        lease: percentiles(lease),
+        ran_dry: tally.ran_dry,
+        seconds: round3(seconds),
+        server_cpu_seconds: Some(round3(cpu)),
+        server_cpu_us_per_item: (items > 0).then(|| round1(cpu * 1e6 / items as f64)),
+        streams_ended_early: ended,
+        subscribers: subscribers as u64,
+        ..FeedLoadRun::default()
+    };
+    eprintln!(
+        "muster-bench: feed-load {subscribers} subscribers ({connected} connected): {} items/s, lease p99 {:?} ms, server CPU {cpu:.2} s, {events} events delivered",
+        run.items_per_s.unwrap_or(0.0),
+        run.lease.p99_ms,
+    );
+    Ok(run)
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+/// The same figure averaged over the phases without subscribers.
+fn baseline(runs: &[FeedLoadRun], figure: impl Fn(&FeedLoadRun) -> Option<f64>) -> Option<f64> {
+    let values: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.subscribers == 0)
+        .filter_map(figure)
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+pub(crate) async fn feed_load(o: &Options<'_>) -> Result<FeedLoad> {
+    let http = Http::new(o.url);
+    let ticks = ticks_per_second();
+    let subscriber_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("feed-subscribers")
+        .enable_all()
+        .build()?;
+    let mut runs = Vec::new();
+    for &n in o.levels {
+        runs.push(phase(o, &http, subscriber_rt.handle(), n, ticks).await?);
+        // Let the server drop the closed streams before the next phase.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    subscriber_rt.shutdown_background();
+    let rate0 = baseline(&runs, |r| r.items_per_s);
+    let p99_0 = baseline(&runs, |r| r.lease.p99_ms);
+    let cpu_item0 = baseline(&runs, |r| r.server_cpu_us_per_item);
+    for run in &mut runs {
+        run.items_per_s_over_none = rate0.and_then(|b| ratio(run.items_per_s?, b));
+        run.lease_p99_over_none = p99_0.and_then(|b| ratio(run.lease.p99_ms?, b));
+        // The server CPU beyond what the same items cost without subscribers, per event each
+        // subscriber received.
+        if run.subscribers > 0
+            && run.events_delivered > 0
+            && let (Some(cpu), Some(per_item)) = (run.server_cpu_seconds, cpu_item0)
+        {
+            let extra_us = cpu * 1e6 - per_item * run.items as f64;
+            run.server_cpu_us_per_event_per_subscriber =
+                Some(round3(extra_us / run.events_delivered as f64));
+        }
+    }
+    Ok(FeedLoad {
+        clock_ticks_per_s: ticks,
+        phase_seconds: o.length.as_secs(),
+        runs,
+        scenario: "feed-load".to_owned(),
+        server_pid: o.server_pid,
+        workers: o.workers as u64,
+    })
+}

@@ -1,0 +1,64 @@
+//! The rows of `feed-load`: what SSE subscribers cost the workers, against the same run's
+//! phases without any.
+
+use super::{Row, num, ratio};
+use crate::results::FeedLoad;
+
+/// Issue #32's aim for the server CPU one more subscriber costs per event, in µs.
+const CPU_PER_EVENT_AIM_US: f64 = 0.3;
+
+pub(super) fn rows(rows: &mut Vec<Row>, load: &FeedLoad) {
+    let none: Vec<_> = load.runs.iter().filter(|r| r.subscribers == 0).collect();
+    if none.is_empty() {
+        return;
+    }
+    let mean = |f: &dyn Fn(&&crate::results::FeedLoadRun) -> Option<f64>| -> Option<f64> {
+        let v: Vec<f64> = none.iter().filter_map(f).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let rate0 = mean(&|r| r.items_per_s);
+    let p99_0 = mean(&|r| r.lease.p99_ms);
+    for run in load.runs.iter().filter(|r| r.subscribers > 0) {
+        let mut note = format!(
+            "{}/{} connected; streams ended early: {}",
+            run.connected, run.subscribers, run.streams_ended_early
+        );
+        if run.errors > 0 {
+            note.push_str(&format!("; {} errors", run.errors));
+        }
+        if run.ran_dry {
+            note.push_str("; backlog ran dry");
+        }
+        rows.push([
+            format!(
+                "feed cost: items/s of {} single-call workers with {} SSE subscribers reading ({note})",
+                load.workers, run.subscribers
+            ),
+            num(run.items_per_s),
+            format!("{} with none (same run)", num(rate0)),
+            ratio(run.items_per_s, rate0),
+        ]);
+        rows.push([
+            format!(
+                "feed cost: lease p99 ms with {} SSE subscribers reading",
+                run.subscribers
+            ),
+            num(run.lease.p99_ms),
+            format!("{} with none (same run)", num(p99_0)),
+            ratio(run.lease.p99_ms, p99_0),
+        ]);
+        rows.push([
+            format!(
+                "feed cost: server CPU µs per event per subscriber, {} subscribers ({} events delivered)",
+                run.subscribers, run.events_delivered
+            ),
+            run.server_cpu_us_per_event_per_subscriber
+                .map_or_else(|| "n/a".into(), |x| format!("{x:.3}")),
+            format!("{CPU_PER_EVENT_AIM_US} (issue #32's aim)"),
+            ratio(
+                run.server_cpu_us_per_event_per_subscriber,
+                Some(CPU_PER_EVENT_AIM_US),
+            ),
+        ]);
+    }
+}
