@@ -1246,6 +1246,16 @@ async fn every_feed_item_the_end_to_end_tests_receive_fits_the_feed_schema() {
         .expect("a reset for an id never sent");
     names.insert(reset.event);
     names.insert("retry".to_owned());
+    // Draining ends every stream with `shutdown`.
+    let ((), shutdown) = tokio::join!(
+        app.stop(),
+        feed.next_named("shutdown", std::time::Duration::from_secs(10))
+    );
+    names.insert(
+        shutdown
+            .expect("a shutdown event when the server drains")
+            .event,
+    );
     assert_eq!(
         names,
         feed_branches(&doc),
