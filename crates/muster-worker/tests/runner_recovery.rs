@@ -237,3 +237,29 @@ async fn a_second_sigterm_exits_at_once_without_waiting_for_the_grace() {
     assert!(working.await.unwrap());
     assert_eq!(state_of(&app, &id).await, "leased");
 }
+
+#[tokio::test]
+async fn a_retry_answered_failed_on_the_last_attempt_counts_as_failed_not_retried() {
+    let pipeline = TempDir::new("pipeline");
+    let path = pipeline.0.join("pipeline.json");
+    let retry = json!({"base_ms": 1, "factor": 1, "cap_ms": 1, "max_attempts": 1});
+    std::fs::write(&path, json!({"retry": {"trawl": retry}}).to_string()).unwrap();
+    let app = TestApp::spawn_with(move |s| s.pipeline = Some(path)).await;
+    let spool = TempDir::new("spool");
+    let id = app.enqueue("trawl", "normal", json!({})).await;
+    let runner = builder(&app.url(), &spool).build().unwrap();
+    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
+    let run =
+        tokio::spawn(runner.run(|_lease: Lease| async { Outcome::retry("E_LATER", "try again") }));
+    eventually(GENEROUS, "the failure acknowledged", || async {
+        let s = metrics.snapshot();
+        s.retried + s.failed == 1
+    })
+    .await;
+    stop.shutdown();
+    run.await.unwrap().unwrap();
+
+    assert_eq!(state_of(&app, &id).await, "failed");
+    let s = metrics.snapshot();
+    assert_eq!((s.retried, s.failed), (0, 1));
+}
