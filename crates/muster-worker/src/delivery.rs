@@ -171,10 +171,27 @@ impl WorkerClient {
     /// Delivers every spool file, oldest first; one [`Redelivery`] per file. Fails only when the
     /// spool directory cannot be listed.
     pub async fn redeliver_spool(&self) -> Result<Vec<Redelivery>, ClientError> {
+        self.redeliver_spool_except(|_| false).await
+    }
+
+    /// [`redeliver_spool`](Self::redeliver_spool), skipping the files of the leases for which
+    /// `busy(lease_id)` is true (their delivery is under way elsewhere); listed before asked.
+    pub(crate) async fn redeliver_spool_except(
+        &self,
+        busy: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Redelivery>, ClientError> {
         let dir = self.inner.spool.clone();
-        let files = tokio::task::spawn_blocking(move || spool::list(&dir))
+        let mut files = tokio::task::spawn_blocking(move || spool::list(&dir))
             .await
             .map_err(|e| ClientError::Transport(e.to_string()))??;
+        files.retain(|file| {
+            let lease_id = file
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.split('.').next())
+                .unwrap_or_default();
+            !busy(lease_id)
+        });
         let mut done = Vec::with_capacity(files.len());
         for file in files {
             let path = file.clone();

@@ -48,12 +48,25 @@ impl Bases {
 
     /// The URL requests go to now.
     pub(crate) fn current(&self) -> &str {
-        &self.urls[self.current.load(Ordering::Relaxed) % self.urls.len()]
+        self.pick().1
     }
 
-    /// Reports an answer to the hook and moves to the next URL when it says the current
-    /// one is gone (no answer, or `503`). Whether it moved.
-    pub(crate) fn answered(&self, path: &str, answer: Result<(u16, &[u8]), &ClientError>) -> bool {
+    /// The URL requests go to now and its turn, to hand back to [`answered`](Self::answered).
+    pub(crate) fn pick(&self) -> (usize, &str) {
+        let used = self.current.load(Ordering::Relaxed);
+        (used, &self.urls[used % self.urls.len()])
+    }
+
+    /// Reports an answer to a request sent in turn `used` (from [`pick`](Self::pick)) to the
+    /// hook, and moves to the next URL when it says that URL is gone (no answer, or `503`).
+    /// Only the first of several requests failing on one URL moves on: the others find the
+    /// turn already advanced and leave it. Whether it moved.
+    pub(crate) fn answered(
+        &self,
+        path: &str,
+        used: usize,
+        answer: Result<(u16, &[u8]), &ClientError>,
+    ) -> bool {
         if let Some(hook) = &self.hook {
             hook(op_of(path), answer);
         }
@@ -61,11 +74,16 @@ impl Bases {
             Ok(_) => false,
             Err(e) => is_gone(e),
         };
-        if gone && self.urls.len() > 1 {
-            self.current.fetch_add(1, Ordering::Relaxed);
-            return true;
-        }
-        false
+        gone && self.urls.len() > 1
+            && self
+                .current
+                .compare_exchange(
+                    used,
+                    used.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
     }
 }
 
@@ -130,12 +148,36 @@ mod tests {
         let bases = Bases::many(vec!["http://a".into(), "http://b".into()]);
         let busy = ClientError::from_answer(503, b"", None);
         let refused = ClientError::from_answer(500, b"", None);
-        assert!(!bases.answered("/v1/leases", Ok((200, b""))));
-        assert!(!bases.answered("/v1/leases", Err(&refused)));
+        assert!(!bases.answered("/v1/leases", bases.pick().0, Ok((200, b""))));
+        assert!(!bases.answered("/v1/leases", bases.pick().0, Err(&refused)));
         assert_eq!(bases.current(), "http://a");
-        assert!(bases.answered("/v1/leases", Err(&busy)));
+        assert!(bases.answered("/v1/leases", bases.pick().0, Err(&busy)));
         assert_eq!(bases.current(), "http://b");
-        assert!(bases.answered("/v1/leases", Err(&ClientError::Timeout)));
+        assert!(bases.answered("/v1/leases", bases.pick().0, Err(&ClientError::Timeout)));
         assert_eq!(bases.current(), "http://a");
+    }
+
+    #[test]
+    fn simultaneous_failures_on_one_url_move_to_the_next_url_once() {
+        let bases = Bases::many(vec!["http://dead".into(), "http://live".into()]);
+        let sent: Vec<usize> = (0..4).map(|_| bases.pick().0).collect();
+        let moved: Vec<bool> = sent
+            .iter()
+            .map(|&used| bases.answered("/v1/leases", used, Err(&ClientError::Timeout)))
+            .collect();
+        assert_eq!(moved, [true, false, false, false]);
+        assert_eq!(bases.current(), "http://live");
+    }
+
+    #[test]
+    fn a_late_failure_from_the_previous_url_does_not_move_off_the_new_one() {
+        let bases = Bases::many(vec!["http://dead".into(), "http://live".into()]);
+        let (old, _) = bases.pick();
+        assert!(bases.answered("/v1/leases", old, Err(&ClientError::Timeout)));
+        let (new, url) = bases.pick();
+        assert_eq!(url, "http://live");
+        assert!(!bases.answered("/v1/leases", new, Ok((200, b""))));
+        assert!(!bases.answered("/v1/leases", old, Err(&ClientError::Timeout)));
+        assert_eq!(bases.current(), "http://live");
     }
 }

@@ -232,9 +232,10 @@ impl WorkerClient {
         body: Vec<u8>,
         timeout: Duration,
     ) -> Result<(u16, Bytes, Option<Duration>), ClientError> {
+        let (used, base) = self.inner.base.pick();
         let req = Request::builder()
             .method(Method::POST)
-            .uri(format!("{}{path}", self.inner.base.current()))
+            .uri(format!("{base}{path}"))
             .header(CONTENT_TYPE, "application/json")
             .header(AUTHORIZATION, self.inner.auth.clone())
             .body(Full::new(Bytes::from(body)))
@@ -262,14 +263,14 @@ impl WorkerClient {
             .and_then(|r| r);
         match &answer {
             Ok((status @ 200..=299, bytes, _)) => {
-                self.inner.base.answered(path, Ok((*status, bytes)));
+                self.inner.base.answered(path, used, Ok((*status, bytes)));
             }
             Ok((status, bytes, retry_after)) => {
                 let e = ClientError::from_answer(*status, bytes, *retry_after);
-                self.inner.base.answered(path, Err(&e));
+                self.inner.base.answered(path, used, Err(&e));
             }
             Err(e) => {
-                self.inner.base.answered(path, Err(e));
+                self.inner.base.answered(path, used, Err(e));
             }
         }
         answer

@@ -34,19 +34,22 @@ pub struct MetricsSnapshot {
     pub leased: u64,
     /// Items completed (acknowledged `complete`, replays included).
     pub done: u64,
-    /// Retryable failures acknowledged (panics included).
+    /// Retryable failures acknowledged with a re-queue (panics included); one answered
+    /// `failed` (the item's last attempt) counts in `failed` instead.
     pub retried: u64,
-    /// Final failures acknowledged.
+    /// Items failed for good: final failures, and retryable ones on the item's last attempt.
     pub failed: u64,
     /// `needs_subtool` parks acknowledged.
     pub parked: u64,
-    /// Panics of the worker function (each also counted in `retried` once delivered).
+    /// Panics of the worker function or of the image digest source (each delivered as a
+    /// retryable failure, so also counted in `retried` or `failed`).
     pub panicked: u64,
     /// Leases lost: the work was cancelled, or the delivery was answered `E_LEASE_LOST`.
     pub lost_leases: u64,
     /// Work cancelled because its lease was lost (also in `lost_leases`).
     pub cancelled: u64,
-    /// Spool files a previous run left, answered at start (acknowledged or refused for good).
+    /// Spool files acknowledged on redelivery (at start, or by the periodic redelivery while
+    /// running); one refused is logged, not counted here.
     pub redelivered: u64,
     /// Items the worker function answered [`Outcome::Abandon`](super::Outcome::Abandon).
     pub abandoned: u64,

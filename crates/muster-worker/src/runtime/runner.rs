@@ -1,18 +1,21 @@
-//! The runner's loop: redeliver the spool, lease up to the free capacity, run each item under
-//! its keep-alive, deliver its outcome; stop gracefully.
+//! The runner's loop: redeliver the spool (at start, then every few seconds), lease up to the
+//! free capacity, run each item under its keep-alive, deliver its outcome; stop gracefully.
 
+use std::any::Any;
 use std::collections::BTreeMap;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::{JoinError, JoinHandle, JoinSet};
+use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::metrics::Counters;
 use super::{ImageDigest, Metrics, Outcome, PANIC_CODE, Runner, RunnerError, Worker};
-use crate::{Ack, ClientError, Lease, RetryPolicy, WorkerClient};
+use crate::{Ack, ClientError, Lease, Redelivery, RetryPolicy, WorkerClient};
 
 /// Stops a runner gracefully: no more leases, in-flight items get the grace period. Cheap to
 /// clone; calling it twice is harmless.
@@ -48,6 +51,10 @@ impl ShutdownHandle {
 /// With a `wait_ms` below this, an empty lease answer is followed by a pause of this many ms.
 const IDLE_PAUSE_MS: u64 = 100;
 
+/// How often the spool is redelivered while the runner runs: an outcome whose delivery
+/// failed is sent again within this, not only at the next start.
+pub(super) const SWEEP_EVERY: Duration = Duration::from_secs(3);
+
 /// How a run ended.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RunReport {
@@ -82,28 +89,18 @@ impl Runner {
             r = self.client.redeliver_spool() => Some(r?),
             _ = stop.wait_for(|s| *s) => None,
         };
-        for r in redelivered.iter().flatten() {
-            if r.outcome
-                .as_ref()
-                .map_or_else(ClientError::is_final, |_| true)
-            {
-                Counters::add(&self.metrics.counters().redelivered);
-            }
-            match &r.outcome {
-                Ok(ack) => {
-                    tracing::info!(file = %r.file.display(), state = %ack.state, "spooled outcome redelivered")
-                }
-                Err(e) => {
-                    tracing::warn!(file = %r.file.display(), code = e.code(), "spooled outcome not redelivered: {e}")
-                }
-            }
-        }
+        count_redeliveries(&self.metrics, redelivered.as_deref().unwrap_or_default());
+        let sweep = AbortOnDrop(tokio::spawn(sweep_spool(Arc::clone(&shared))));
         let mut tasks = JoinSet::new();
-        self.lease_loop(&shared, &mut tasks, &mut stop).await;
-        Ok(self.drain(&shared, tasks).await)
+        let deadline = self.lease_loop(&shared, &mut tasks, &mut stop).await;
+        let report = self.drain(&shared, tasks, deadline).await;
+        drop(sweep);
+        Ok(report)
     }
 
-    /// [`run`](Self::run), stopping on SIGTERM or SIGINT as well as on the handle.
+    /// [`run`](Self::run), stopping on SIGTERM or SIGINT as well as on the handle. A second
+    /// SIGTERM or SIGINT exits the process at once (status 128 + the signal's number): what
+    /// still runs is left to expire, spooled outcomes are delivered by the next start.
     #[cfg(unix)]
     pub async fn run_until_signalled<W: Worker>(self, worker: W) -> Result<RunReport, RunnerError> {
         use tokio::signal::unix::{SignalKind, signal};
@@ -121,6 +118,16 @@ impl Runner {
                 "stopping: no more leases, in-flight items finish"
             );
             handle.shutdown();
+            let (again, status) = tokio::select! {
+                _ = term.recv() => ("SIGTERM", 143),
+                _ = int.recv() => ("SIGINT", 130),
+            };
+            tracing::warn!(
+                signal = again,
+                status,
+                "second signal: exiting now; items still running are left to expire"
+            );
+            std::process::exit(status);
         });
         let report = self.run(worker).await;
         watcher.abort();
@@ -132,22 +139,55 @@ impl Runner {
         shared: &Arc<Shared<W>>,
         tasks: &mut JoinSet<()>,
         stop: &mut watch::Receiver<bool>,
-    ) {
+    ) -> Instant {
         let capacity = Arc::new(Semaphore::new(self.concurrency));
         let mut errors = 0u32;
+        let deadline = || Instant::now() + self.grace;
         loop {
-            while tasks.try_join_next().is_some() {}
+            while let Some(joined) = tasks.try_join_next() {
+                log_join_error(joined);
+            }
             let first = tokio::select! {
                 p = Arc::clone(&capacity).acquire_owned() => p.expect("the semaphore is never closed"),
-                _ = stop.wait_for(|s| *s) => return,
+                _ = stop.wait_for(|s| *s) => return deadline(),
             };
             let mut permits = vec![first];
             while let Ok(p) = Arc::clone(&capacity).try_acquire_owned() {
                 permits.push(p);
             }
+            let request = self.lease(permits.len());
+            tokio::pin!(request);
             let leased = tokio::select! {
-                r = self.lease(permits.len()) => r,
-                _ = stop.wait_for(|s| *s) => return,
+                r = &mut request => Some(r),
+                _ = stop.wait_for(|s| *s) => None,
+            };
+            let Some(leased) = leased else {
+                // The request in flight may be granted items at this very moment: dropping
+                // it would leave them leased to nobody until expiry. Await its answer within
+                // the grace and work what it brings like any in-flight item.
+                let deadline = deadline();
+                match tokio::time::timeout_at(deadline, request).await {
+                    Ok(Ok(leases)) => {
+                        if !leases.is_empty() {
+                            tracing::info!(
+                                items = leases.len(),
+                                "stopping: the lease request in flight was granted items; they run within the grace"
+                            );
+                        }
+                        start(shared, tasks, leases, permits);
+                    }
+                    Ok(Err(e)) => {
+                        tracing::info!(
+                            code = e.code(),
+                            "stopping: the lease request in flight failed: {e}"
+                        );
+                    }
+                    Err(_) => tracing::warn!(
+                        grace = ?self.grace,
+                        "stopping: the lease request in flight was still open at the end of the grace; dropped (an item granted at that moment waits for its lease to expire)"
+                    ),
+                }
+                return deadline;
             };
             match leased {
                 Ok(leases) if leases.is_empty() && self.wait_ms < IDLE_PAUSE_MS => {
@@ -155,16 +195,12 @@ impl Runner {
                     errors = 0;
                     tokio::select! {
                         () = tokio::time::sleep(Duration::from_millis(IDLE_PAUSE_MS)) => {}
-                        _ = stop.wait_for(|s| *s) => return,
+                        _ = stop.wait_for(|s| *s) => return deadline(),
                     }
                 }
                 Ok(leases) => {
                     errors = 0;
-                    for lease in leases {
-                        let permit = permits.pop().expect("no more leases than permits");
-                        Counters::add(&shared.metrics.counters().leased);
-                        tasks.spawn(item_task(Arc::clone(shared), lease, permit));
-                    }
+                    start(shared, tasks, leases, permits);
                 }
                 Err(e) => {
                     errors = errors.saturating_add(1);
@@ -177,7 +213,7 @@ impl Runner {
                     );
                     tokio::select! {
                         () = tokio::time::sleep(delay) => {}
-                        _ = stop.wait_for(|s| *s) => return,
+                        _ = stop.wait_for(|s| *s) => return deadline(),
                     }
                 }
             }
@@ -193,15 +229,22 @@ impl Runner {
         }
     }
 
-    /// Waits up to the grace period for the in-flight items; what still runs then is
-    /// cancelled and its lease left to expire.
-    async fn drain<W: Worker>(&self, shared: &Arc<Shared<W>>, mut tasks: JoinSet<()>) -> RunReport {
+    /// Waits until `deadline` (the end of the grace period) for the in-flight items; what still
+    /// runs then is cancelled and its lease left to expire.
+    async fn drain<W: Worker>(
+        &self,
+        shared: &Arc<Shared<W>>,
+        mut tasks: JoinSet<()>,
+        deadline: Instant,
+    ) -> RunReport {
         let in_flight = tasks.len();
         if in_flight > 0 {
             tracing::info!(in_flight, grace = ?self.grace, "waiting for in-flight items");
         }
-        let finished = tokio::time::timeout(self.grace, async {
-            while tasks.join_next().await.is_some() {}
+        let finished = tokio::time::timeout_at(deadline, async {
+            while let Some(joined) = tasks.join_next().await {
+                log_join_error(joined);
+            }
         })
         .await;
         let abandoned: Vec<String> = shared
@@ -231,10 +274,74 @@ pub(super) fn lease_delay(policy: &RetryPolicy, attempt: u32, error: &ClientErro
     policy.delay_after(attempt, error)
 }
 
-/// Aborts the task when dropped (the item task itself may be aborted after the grace).
-struct AbortOnDrop(JoinHandle<Outcome>);
+/// Starts one item task per lease, each holding one of the `permits`.
+fn start<W: Worker>(
+    shared: &Arc<Shared<W>>,
+    tasks: &mut JoinSet<()>,
+    leases: Vec<Lease>,
+    mut permits: Vec<OwnedSemaphorePermit>,
+) {
+    for lease in leases {
+        let permit = permits.pop().expect("no more leases than permits");
+        Counters::add(&shared.metrics.counters().leased);
+        tasks.spawn(item_task(Arc::clone(shared), lease, permit));
+    }
+}
 
-impl Drop for AbortOnDrop {
+/// Logs how an item task ended when it did not end normally.
+fn log_join_error(joined: Result<(), JoinError>) {
+    match joined {
+        Ok(()) => {}
+        Err(e) if e.is_panic() => {
+            let message = panic_message(e.into_panic());
+            tracing::error!("item task panicked outside the worker function: {message}");
+        }
+        Err(e) => tracing::debug!("item task cancelled: {e}"),
+    }
+}
+
+/// Every [`SWEEP_EVERY`], redelivers the spool files of leases no item task is delivering.
+async fn sweep_spool<W>(shared: Arc<Shared<W>>) {
+    let mut tick = tokio::time::interval_at(Instant::now() + SWEEP_EVERY, SWEEP_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let swept = shared
+            .client
+            .redeliver_spool_except(|lease_id| {
+                shared
+                    .running
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .contains_key(lease_id)
+            })
+            .await;
+        match swept {
+            Ok(redelivered) => count_redeliveries(&shared.metrics, &redelivered),
+            Err(e) => tracing::warn!(code = e.code(), "spool not listed for redelivery: {e}"),
+        }
+    }
+}
+
+/// Logs each redelivered spool file and counts the acknowledged ones.
+fn count_redeliveries(metrics: &Metrics, redelivered: &[Redelivery]) {
+    for r in redelivered {
+        match &r.outcome {
+            Ok(ack) => {
+                Counters::add(&metrics.counters().redelivered);
+                tracing::info!(file = %r.file.display(), state = %ack.state, "spooled outcome redelivered");
+            }
+            Err(e) => {
+                tracing::warn!(file = %r.file.display(), code = e.code(), for_good = e.is_final(), "spooled outcome not redelivered: {e}");
+            }
+        }
+    }
+}
+
+/// Aborts the task when dropped (the item task itself may be aborted after the grace).
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
     fn drop(&mut self) {
         self.0.abort();
     }
@@ -272,7 +379,7 @@ async fn item_task<W: Worker>(shared: Arc<Shared<W>>, lease: Lease, permit: Owne
                 Ok(outcome) => outcome,
                 Err(e) => {
                     Counters::add(&counters.panicked);
-                    let message = panic_message(e);
+                    let message = join_message(e);
                     tracing::error!("worker function panicked: {message}");
                     Outcome::retry(PANIC_CODE, format!("worker function panicked: {message}"))
                 }
@@ -339,11 +446,31 @@ async fn deliver<W>(
             .fail(lease, &code, &message, false)
             .await
             .map(|a| (Delivered::Failed, a)),
-        Outcome::NeedsSubtool { signature, detail } => match &shared.image_digest {
-            Some(digest) => client
-                .needs_subtool(lease, &digest.now(), &signature, detail)
+        Outcome::NeedsSubtool { signature, detail } => match shared
+            .image_digest
+            .as_ref()
+            .map(|d| std::panic::catch_unwind(AssertUnwindSafe(|| d.now())))
+        {
+            Some(Ok(digest)) => client
+                .needs_subtool(lease, &digest, &signature, detail)
                 .await
                 .map(|a| (Delivered::Parked, a)),
+            Some(Err(payload)) => {
+                Counters::add(&shared.metrics.counters().panicked);
+                let message = panic_message(payload);
+                tracing::error!(
+                    "the image digest source panicked: {message}; failing the item retryably"
+                );
+                client
+                    .fail(
+                        lease,
+                        PANIC_CODE,
+                        &format!("the image digest source panicked: {message}"),
+                        true,
+                    )
+                    .await
+                    .map(|a| (Delivered::Retried, a))
+            }
             None => {
                 tracing::error!(
                     "needs_subtool without an image digest: set Runner::builder(..).image_digest(..); failing the item retryably"
@@ -366,7 +493,11 @@ async fn deliver<W>(
     };
     let (delivered, ack) = ack?;
     tracing::info!(state = %ack.state, replayed = ack.replayed, "delivered");
-    Ok(delivered)
+    // A retryable failure on the item's last attempt fails it for good.
+    Ok(match delivered {
+        Delivered::Retried if ack.state == "failed" => Delivered::Failed,
+        d => d,
+    })
 }
 
 fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) {
@@ -387,7 +518,8 @@ fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) {
             } else {
                 tracing::error!(
                     code = e.code(),
-                    "outcome not delivered, left in the spool for the next start: {e}"
+                    every = ?SWEEP_EVERY,
+                    "outcome not delivered, left in the spool and sent again periodically: {e}"
                 );
             }
         }
@@ -395,13 +527,18 @@ fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) {
 }
 
 /// The text of a panic, or what the join error says.
-fn panic_message(e: tokio::task::JoinError) -> String {
+fn join_message(e: JoinError) -> String {
     match e.try_into_panic() {
-        Ok(payload) => payload
-            .downcast_ref::<&str>()
-            .map(|s| (*s).to_owned())
-            .or_else(|| payload.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "(a non-string panic payload)".into()),
+        Ok(payload) => panic_message(payload),
         Err(e) => e.to_string(),
     }
+}
+
+/// The text of a panic payload.
+fn panic_message(payload: Box<dyn Any + Send>) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(a non-string panic payload)".into())
 }
