@@ -26,6 +26,9 @@ pub const CHANNEL: &str = "muster_work";
 /// The bridge connection's `application_name` (in `pg_stat_activity`).
 pub const APPLICATION_NAME: &str = "muster-wake";
 
+/// How long a NOTIFY may go unanswered before the connection is taken for dead.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// First wait before reconnecting; doubled up to [`RECONNECT_MAX`].
 const RECONNECT_MIN: Duration = Duration::from_millis(250);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
@@ -105,8 +108,20 @@ impl WakeBridge {
                 }
                 kinds = self.signal.outbound() => {
                     let payload = kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(",");
-                    if let Err(e) = client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await {
-                        return e.to_string();
+                    let sent = tokio::time::timeout(
+                        NOTIFY_TIMEOUT,
+                        client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]),
+                    )
+                    .await;
+                    let failed = match sent {
+                        Ok(Ok(_)) => None,
+                        Ok(Err(e)) => Some(e.to_string()),
+                        Err(_) => Some(format!("NOTIFY unanswered after {NOTIFY_TIMEOUT:?}")),
+                    };
+                    if let Some(reason) = failed {
+                        // Announced after the reconnect instead of lost.
+                        self.signal.retry_outbound(&kinds);
+                        return reason;
                     }
                 }
                 reason = &mut ended => return reason.unwrap_or_else(|_| "the connection's task ended".to_owned()),
