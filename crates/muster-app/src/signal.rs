@@ -86,6 +86,14 @@ impl WorkSignal {
         }
     }
 
+    /// Kinds taken by [`WorkSignal::outbound`] that could not be announced (the NOTIFY
+    /// failed): handed out again with the next call, so the reconnected bridge announces them.
+    pub fn retry_outbound(&self, kinds: &[Kind]) {
+        let bits = kinds.iter().fold(0, |b, k| b | kind_bit(*k));
+        self.outbound.fetch_or(bits, Ordering::AcqRel);
+        self.outbound_ready.notify_one();
+    }
+
     /// This process committed ledger rows: the live feed may read at once.
     pub fn ledger_changed(&self) {
         self.ledger.send_modify(|g| *g = g.wrapping_add(1));

@@ -107,23 +107,7 @@ impl Item {
         }
         let from = self.state;
         if from == ItemState::Leased && !policy.allows_another(self.attempt) {
-            let expired = self.lease.take();
-            self.state = ItemState::Failed;
-            let data = json!({
-                "reason": "lease expired with no attempts left",
-                "lease_id": expired.map(|l| l.lease_id.to_string()),
-            });
-            let fence = Some(self.fence.0);
-            let entry = self.record(
-                "expired",
-                Some(from),
-                ItemState::Failed,
-                actor,
-                fence,
-                now,
-                data,
-            );
-            return Ok(LeaseResult::Exhausted(entry));
+            return Ok(LeaseResult::Exhausted(self.expire(actor, now)));
         }
         self.fence = Fence(self.fence.0 + 1);
         self.attempt += 1;
@@ -150,6 +134,50 @@ impl Item {
             data,
         );
         Ok(LeaseResult::Granted(entry))
+    }
+
+    /// Fails the item when `record` is its current lease, on its last attempt (by `policy`),
+    /// and expired `grace` or longer before `now`: after the final grace the lease is lost
+    /// whether or not a lease request took the item over first. `None`: the lease is not
+    /// past its grace (or not current) and is judged as usual.
+    pub fn expire_past_grace(
+        &mut self,
+        record: &LeaseRecord,
+        actor: Principal,
+        policy: &RetryPolicy,
+        grace: Duration,
+        now: OffsetDateTime,
+    ) -> Result<Option<SealedEntry>, TransitionError> {
+        self.authorize(actor)?;
+        let past = self.check_current(record).is_ok()
+            && record.outcome.is_none()
+            && !policy.allows_another(self.attempt)
+            && self
+                .lease
+                .as_ref()
+                .is_some_and(|l| l.expires_at + grace <= now);
+        Ok(past.then(|| self.expire(actor, now)))
+    }
+
+    /// The leased item's lease expired with no attempts left: the item fails.
+    fn expire(&mut self, actor: Principal, now: OffsetDateTime) -> SealedEntry {
+        let from = self.state;
+        let expired = self.lease.take();
+        self.state = ItemState::Failed;
+        let data = json!({
+            "reason": "lease expired with no attempts left",
+            "lease_id": expired.map(|l| l.lease_id.to_string()),
+        });
+        let fence = Some(self.fence.0);
+        self.record(
+            "expired",
+            Some(from),
+            ItemState::Failed,
+            actor,
+            fence,
+            now,
+            data,
+        )
     }
 
     /// Checks that `actor` may use `record` to finish this item with a request of `kind` whose

@@ -36,7 +36,10 @@
 //! on every replica; this assumes the lease time, 30 s by default, is longer than a transaction
 //! works with its `now`), so only such a held-and-released lease can wait behind
 //! the bound, for at most [`HINT_TTL`] (expired leases are found by the waiting requests' periodic rechecks, not
-//! by a wake-up, so no request waits on it).
+//! by a wake-up, so no request waits on it). A lease on an item's last attempt that is still
+//! inside its final grace is skipped by the scan that proves the bound, so it too is left
+//! behind the bound once its grace ends and is found up to [`HINT_TTL`] (100 ms) late. Its
+//! worker loses nothing by it: any use of that lease after the grace fails the item anyway.
 //!
 //! The hints live in the process (each replica has its own) and cost nothing when lost.
 

@@ -26,6 +26,12 @@ pub const CHANNEL: &str = "muster_work";
 /// The bridge connection's `application_name` (in `pg_stat_activity`).
 pub const APPLICATION_NAME: &str = "muster-wake";
 
+/// How long a NOTIFY may go unanswered before the connection is taken for dead.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How often the connection is asked `SELECT 1` (bounded by [`NOTIFY_TIMEOUT`]).
+const IDLE_PROBE: Duration = Duration::from_secs(10);
+
 /// First wait before reconnecting; doubled up to [`RECONNECT_MAX`].
 const RECONNECT_MIN: Duration = Duration::from_millis(250);
 const RECONNECT_MAX: Duration = Duration::from_secs(5);
@@ -94,8 +100,18 @@ impl WakeBridge {
         for kind in Kind::ALL {
             self.signal.wake_from_peer(kind);
         }
+        // An idle LISTEN on a dead socket would otherwise be noticed only by TCP keepalive.
+        let mut probe = tokio::time::interval(IDLE_PROBE);
+        probe.tick().await;
         loop {
             tokio::select! {
+                _ = probe.tick() => {
+                    match tokio::time::timeout(NOTIFY_TIMEOUT, client.simple_query("SELECT 1")).await {
+                        Ok(Ok(_)) => {}
+                        Ok(Err(e)) => return e.to_string(),
+                        Err(_) => return format!("SELECT 1 unanswered after {NOTIFY_TIMEOUT:?}"),
+                    }
+                }
                 Some(n) = notifications.recv() => {
                     if n.process_id() != own_pid {
                         for kind in n.payload().split(',').filter_map(|k| k.parse::<Kind>().ok()) {
@@ -105,8 +121,20 @@ impl WakeBridge {
                 }
                 kinds = self.signal.outbound() => {
                     let payload = kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(",");
-                    if let Err(e) = client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await {
-                        return e.to_string();
+                    let sent = tokio::time::timeout(
+                        NOTIFY_TIMEOUT,
+                        client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]),
+                    )
+                    .await;
+                    let failed = match sent {
+                        Ok(Ok(_)) => None,
+                        Ok(Err(e)) => Some(e.to_string()),
+                        Err(_) => Some(format!("NOTIFY unanswered after {NOTIFY_TIMEOUT:?}")),
+                    };
+                    if let Some(reason) = failed {
+                        // Announced after the reconnect instead of lost.
+                        self.signal.retry_outbound(&kinds);
+                        return reason;
                     }
                 }
                 reason = &mut ended => return reason.unwrap_or_else(|_| "the connection's task ended".to_owned()),

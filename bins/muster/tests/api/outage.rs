@@ -25,6 +25,9 @@ async fn with_postgres_down_calls_answer_503_fast_and_service_resumes_when_it_re
     let db = TestDb::migrate_own("postgres", url).await;
     let app = TestApp::spawn_on(db, |_| {}).await;
     app.enqueue("trawl", "normal", json!({})).await;
+    // Readiness has seen the schema once: the verdict that stands through the outage.
+    let ready = app.raw(Method::GET, "/readyz", None, vec![]).await;
+    assert_eq!(ready.status, StatusCode::OK);
 
     let mut cluster = tokio::task::spawn_blocking(move || {
         cluster.stop(StopMode::Immediate).unwrap();
@@ -92,6 +95,57 @@ async fn with_postgres_down_calls_answer_503_fast_and_service_resumes_when_it_re
         leased["item"]["kind"], "trawl",
         "the item enqueued before the outage survived it"
     );
+    drop(app);
+    drop(cluster);
+}
+
+#[tokio::test]
+async fn a_replica_started_while_postgres_is_down_is_not_ready_until_it_has_checked_the_schema() {
+    let options = ClusterOptions {
+        fsync: true,
+        ..ClusterOptions::default()
+    };
+    let mut cluster = tokio::task::spawn_blocking(move || TempCluster::start_with(options))
+        .await
+        .unwrap()
+        .expect("start PostgreSQL");
+    let url = cluster.url("postgres");
+    let db = TestDb::migrate_own("postgres", url).await;
+    let mut cluster = tokio::task::spawn_blocking(move || {
+        cluster.stop(StopMode::Immediate).unwrap();
+        cluster
+    })
+    .await
+    .unwrap();
+    let app = TestApp::spawn_on(db, |_| {}).await;
+    let unchecked = app.raw(Method::GET, "/readyz", None, vec![]).await;
+    assert_eq!(
+        (
+            unchecked.status,
+            unchecked.body["error"]["message"].as_str()
+        ),
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some("the schema has not been checked yet: Logbook has not answered")
+        )
+    );
+    cluster = tokio::task::spawn_blocking(move || {
+        cluster.start_again().unwrap();
+        cluster
+    })
+    .await
+    .unwrap();
+    let mut last = None;
+    for _ in 0..50 {
+        let r = app.raw(Method::GET, "/readyz", None, vec![]).await;
+        if r.status == StatusCode::OK {
+            last = None;
+            break;
+        }
+        last = Some(r.body);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(last, None, "ready once the schema check reached Logbook");
     drop(app);
     drop(cluster);
 }

@@ -265,6 +265,95 @@ async fn past_the_final_grace_the_next_lease_request_fails_the_item_and_a_late_r
     );
 }
 
+/// Sleeps past the end of the final grace of `final_attempt_only(Some(200))` (300 ms lease
+/// time + 200 ms grace) with a margin.
+async fn past_the_final_grace() {
+    tokio::time::sleep(Duration::from_millis(700)).await;
+}
+
+#[tokio::test]
+async fn a_completion_after_the_final_grace_is_lease_lost_and_fails_the_item_without_a_lease_request()
+ {
+    let app = TestApp::spawn_with(final_attempt_only(Some(200))).await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    past_the_final_grace().await;
+    let late = app
+        .complete(&lease, json!({"result": {"spooled": true}}))
+        .await;
+    late.assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
+    let item = app.item(lease["item"]["id"].as_str().unwrap()).await;
+    assert_eq!(item["state"], "failed");
+}
+
+#[tokio::test]
+async fn a_completion_after_the_final_grace_is_kept_in_the_ledger_as_a_late_result() {
+    let app = TestApp::spawn_with(final_attempt_only(Some(200))).await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    past_the_final_grace().await;
+    app.complete(&lease, json!({"result": {"spooled": true}}))
+        .await;
+    let events = app
+        .scalar_text(&format!(
+            "SELECT string_agg(event, ',' ORDER BY seq) FROM core.ledger
+             WHERE subject_id = '{}'",
+            lease["item"]["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(events, "enqueued,leased,expired,late_result");
+}
+
+#[tokio::test]
+async fn a_heartbeat_after_the_final_grace_is_lease_lost_and_fails_the_item() {
+    let app = TestApp::spawn_with(final_attempt_only(Some(200))).await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    past_the_final_grace().await;
+    app.heartbeat(&lease, "w")
+        .await
+        .assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
+    let item = app.item(lease["item"]["id"].as_str().unwrap()).await;
+    assert_eq!(item["state"], "failed");
+}
+
+#[tokio::test]
+async fn a_failure_report_after_the_final_grace_is_lease_lost() {
+    let app = TestApp::spawn_with(final_attempt_only(Some(200))).await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    past_the_final_grace().await;
+    app.fail_on_purpose(&lease, true)
+        .await
+        .assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
+}
+
+#[tokio::test]
+async fn a_park_after_the_final_grace_is_lease_lost() {
+    let app = TestApp::spawn_with(final_attempt_only(Some(200))).await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    past_the_final_grace().await;
+    app.needs_subtool(
+        &lease,
+        json!({"worker_digest": digest('a'), "layout": {"signature": "s"}}),
+    )
+    .await
+    .assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
+}
+
+#[tokio::test]
+async fn a_batched_completion_after_the_final_grace_is_lease_lost() {
+    let app = TestApp::spawn_with(final_attempt_only(Some(200))).await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    past_the_final_grace().await;
+    let answer = app
+        .post(
+            "/v1/completions",
+            "worker:trawl",
+            json!({"completions": [{
+                "lease_id": lease["lease_id"], "result": {"spooled": true}
+            }]}),
+        )
+        .await;
+    assert_eq!(answer.body["results"][0]["error"]["code"], "E_LEASE_LOST");
+}
+
 #[tokio::test]
 async fn a_draining_replica_is_not_ready() {
     let app = Arc::new(TestApp::spawn().await);

@@ -216,6 +216,9 @@ impl Muster {
         for (kind, n) in batch.late {
             self.stats.late_results.add(kind, n);
         }
+        for (kind, n) in batch.expired {
+            self.stats.failed_final.add(kind, n);
+        }
         for c in &batch.children {
             self.stats.enqueued.add(c.item.kind, 1);
             self.signal.notify(c.item.kind);
@@ -241,8 +244,16 @@ impl Muster {
         });
         let digest = request_digest(OutcomeKind::Completed, &canonical);
         let lease_id = record.lease_id;
-        match item.check_finish(record, actor, OutcomeKind::Completed, &digest) {
-            Ok(LeaseUse::Proceed) => {}
+        let lost = match item.check_finish(record, actor, OutcomeKind::Completed, &digest) {
+            Ok(LeaseUse::Proceed) => {
+                // Used after its final grace: the item fails now and the result comes late.
+                let expired = self.past_final_grace(record, item, actor, now)?;
+                if let Some(entry) = &expired {
+                    batch.entries.push(entry.clone());
+                    *batch.expired.entry(item.kind).or_default() += 1;
+                }
+                expired.is_some()
+            }
             Ok(LeaseUse::Replay(response)) => {
                 let mut answer: Completed = serde_json::from_value(response).map_err(|e| {
                     AppError::Internal(format!("stored completion unreadable: {e}"))
@@ -250,22 +261,24 @@ impl Muster {
                 answer.replayed = true;
                 return Ok(Pending::Done(answer));
             }
-            Err(TransitionError::LeaseLost) if record.outcome.is_none() => {
-                // Superseded: keep the late result in the ledger, apply nothing.
-                let entry = item.record_late_result(record, actor, &req.result, now);
-                let outcome = LeaseOutcome {
-                    kind: OutcomeKind::Late,
-                    digest,
-                    response: Value::Null,
-                };
-                batch.save(item.id, None);
-                batch.entries.push(entry);
-                batch.finished.push((lease_id, outcome));
-                *batch.late.entry(item.kind).or_default() += 1;
-                tracing::info!(%lease_id, item_id = %item.id, "late result recorded; lease was superseded");
-                return Err(AppError::LeaseLost);
-            }
+            Err(TransitionError::LeaseLost) if record.outcome.is_none() => true,
             Err(e) => return Err(e.into()),
+        };
+        if lost {
+            // Superseded (or past its final grace): keep the late result in the ledger,
+            // apply nothing.
+            let entry = item.record_late_result(record, actor, &req.result, now);
+            let outcome = LeaseOutcome {
+                kind: OutcomeKind::Late,
+                digest,
+                response: Value::Null,
+            };
+            batch.save(item.id, None);
+            batch.entries.push(entry);
+            batch.finished.push((lease_id, outcome));
+            *batch.late.entry(item.kind).or_default() += 1;
+            tracing::info!(%lease_id, item_id = %item.id, "late result recorded; lease was superseded");
+            return Err(AppError::LeaseLost);
         }
         if let Some(to) = self
             .config
@@ -337,6 +350,8 @@ struct Batch {
     finished: Vec<(LeaseId, LeaseOutcome)>,
     completed: HashMap<Kind, u64>,
     late: HashMap<Kind, u64>,
+    /// Items failed because their last lease was used after its final grace.
+    expired: HashMap<Kind, u64>,
 }
 
 impl Batch {

@@ -31,6 +31,9 @@ impl Muster {
         };
         // The database's clock (answered with the lock): backoffs end by it.
         let now = tx.now().await?;
+        if let Some(entry) = self.past_final_grace(&record, &mut item, actor, now)? {
+            return Err(self.lose_past_final_grace(tx, &item, entry).await);
+        }
         let policy = self.config.policy(item.kind);
         let (outcome, entry) = item.fail(
             &record,

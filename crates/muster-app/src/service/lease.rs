@@ -233,6 +233,9 @@ impl Muster {
         let mut tx = self.stores.logbook.begin().await?;
         let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
         let now = tx.now().await?;
+        if let Some(entry) = self.past_final_grace(&record, &mut item, actor, now)? {
+            return Err(self.lose_past_final_grace(tx, &item, entry).await);
+        }
         let expires_at = item.heartbeat(&record, actor, worker_id, self.config.lease_ttl, now)?;
         tx.save_item(&item).await?;
         self.commit(tx).await?;

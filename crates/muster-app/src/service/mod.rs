@@ -25,6 +25,7 @@ use crate::stats::Stats;
 mod complete;
 mod enqueue;
 mod fail;
+mod grace;
 mod group;
 mod inspect;
 mod lease;

@@ -37,6 +37,9 @@ impl Muster {
         };
         // The database's clock (answered with the lock), the one every replica goes by.
         let now = tx.now().await?;
+        if let Some(entry) = self.past_final_grace(&record, &mut item, actor, now)? {
+            return Err(self.lose_past_final_grace(tx, &item, entry).await);
+        }
         // A worker still running an image other than the one already reported as deployed
         // (a rollout in progress): the deployed image may handle the layout, so the item is
         // replayed at once rather than waiting for a digest report that already happened.

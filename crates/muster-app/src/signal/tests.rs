@@ -55,3 +55,12 @@ async fn a_peers_work_wakes_the_waiter_but_is_not_announced_again() {
     let announced = tokio::time::timeout(Duration::from_secs(1), s.outbound()).await;
     assert!(announced.is_err(), "{announced:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn kinds_that_could_not_be_announced_are_handed_out_again() {
+    let s = WorkSignal::new();
+    s.notify(Kind::Trawl);
+    let taken = s.outbound().await;
+    s.retry_outbound(&taken);
+    assert_eq!(s.outbound().await, vec![Kind::Trawl]);
+}

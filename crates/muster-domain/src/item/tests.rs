@@ -358,6 +358,50 @@ fn an_expired_lease_with_no_attempts_left_fails_the_item_instead_of_leasing_it()
 }
 
 #[test]
+fn a_last_attempt_lease_past_its_final_grace_fails_the_item_without_a_lease_request() {
+    let policy = allowing(1);
+    let grace = TTL * 3;
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let entry = item
+        .expire_past_grace(&rec, TRAWL, &policy, grace, T0 + TTL + grace)
+        .unwrap();
+    assert_eq!(entry.map(|e| e.entry.event), Some("expired".to_owned()));
+    assert_eq!((item.state, item.lease), (ItemState::Failed, None));
+}
+
+#[test]
+fn a_last_attempt_lease_inside_its_final_grace_is_left_alone() {
+    let policy = allowing(1);
+    let grace = TTL * 3;
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let entry = item
+        .expire_past_grace(
+            &rec,
+            TRAWL,
+            &policy,
+            grace,
+            T0 + TTL + grace - Duration::milliseconds(1),
+        )
+        .unwrap();
+    assert!(entry.is_none());
+    assert_eq!(item.state, ItemState::Leased);
+}
+
+#[test]
+fn an_expired_lease_with_attempts_left_is_not_failed_by_the_final_grace() {
+    let policy = allowing(2);
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let entry = item
+        .expire_past_grace(&rec, TRAWL, &policy, TTL, T0 + TTL * 10)
+        .unwrap();
+    assert!(entry.is_none());
+    assert_eq!(item.state, ItemState::Leased);
+}
+
+#[test]
 fn parking_is_not_charged_as_an_attempt() {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);

@@ -28,12 +28,16 @@ mod role;
 mod rows;
 mod tx;
 
+/// The readiness verdict until a schema check has reached Logbook.
+const NOT_CHECKED: &str = "the schema has not been checked yet: Logbook has not answered";
+
 /// Logbook on a PostgreSQL connection pool.
 #[derive(Clone)]
 pub struct PgLogbook {
     pool: Pool,
     hints: Arc<LeaseHints>,
-    /// The readiness verdict on the schema of the last check that reached Logbook.
+    /// The readiness verdict on the schema of the last check that reached Logbook; not ready
+    /// before the first ([`NOT_CHECKED`]).
     schema_verdict: Arc<Shared<Result<(), String>>>,
     /// The connected role's privileges (`role.rs`).
     role: Arc<muster_app::dependency::Configuration>,
@@ -52,7 +56,7 @@ impl PgLogbook {
         PgLogbook {
             pool,
             hints: Arc::default(),
-            schema_verdict: Arc::new(Shared::new(Ok(()))),
+            schema_verdict: Arc::new(Shared::new(Err(NOT_CHECKED.to_owned()))),
             role: Arc::default(),
         }
     }
@@ -132,7 +136,8 @@ impl muster_app::ports::Readiness for PgLogbook {
     /// (the contract's "Readiness"): every `/v1` call that needs Logbook answers a fast 503
     /// `E_UNAVAILABLE` with `Retry-After`, which callers prefer to the refused connection of a
     /// Service without endpoints. While Logbook cannot be reached, the schema verdict of the
-    /// last check that reached it stands.
+    /// last check that reached it stands; before any has, the replica is not ready (it has
+    /// never seen its schema).
     async fn check(&self) -> Result<(), NotReady> {
         let status = match crate::schema_status(&self.pool).await {
             Ok(status) => status,
