@@ -124,10 +124,8 @@ async fn a_replica_started_while_postgres_is_down_is_not_ready_until_it_has_chec
             unchecked.status,
             unchecked.body["error"]["message"].as_str()
         ),
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Some("the schema has not been checked yet: Logbook has not answered")
-        )
+        (StatusCode::SERVICE_UNAVAILABLE, Some("not ready")),
+        "503 before the first schema check, the internal reason withheld from the answer"
     );
     cluster = tokio::task::spawn_blocking(move || {
         cluster.start_again().unwrap();
