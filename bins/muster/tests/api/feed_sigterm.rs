@@ -23,7 +23,7 @@ async fn sigterm_ends_the_stream_with_shutdown_and_the_resume_gets_no_reset() {
     let mut child = KillOnDrop(Some(
         Command::new(env!("CARGO_BIN_EXE_muster"))
             .arg("serve")
-            .env("MUSTER_DATABASE_URL", &db.url)
+            .env("MUSTER_DATABASE_URL", &db.app_url)
             .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
             .env("MUSTER_TOKENS", write_tokens(&dir.0))
             .stdout(Stdio::null())
