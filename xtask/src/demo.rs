@@ -1,7 +1,8 @@
 //! `cargo xtask demo`: PostgreSQL, one `muster serve` and a simulated fleet of the ten worker
-//! kinds, with the live feed drawn in the terminal (`muster-sim watch`): one progress bar per
-//! stage, and the retries, parks and replays of the roots' failure plans as they happen. Ends by
-//! itself once every item is finished (or on Ctrl-C). See docs/chaos.md.
+//! kinds, with the live feed drawn in the terminal in the operator's view (`muster watch`'s,
+//! run by `muster-sim watch` so that it ends by itself): depths per kind and state,
+//! transitions per second, health per kind, the stream's age. Ends once every item is
+//! finished (or on `q` / Ctrl-C). See docs/chaos.md.
 
 use std::ffi::OsString;
 use std::fs::{self, File};
@@ -132,11 +133,14 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
 
     banner(&format!(
         "Muster on {base}: {roots} root items through trawl → … → bellbuoy ({items} items; \
-         {} chains planned to fail, {} flaky failures, {} parks, {} worker crashes). Ctrl-C stops.",
+         {} chains planned to fail, {} flaky failures, {} parks, {} worker crashes). q stops. \
+         From another terminal: `muster items list --state failed --url {base}` (or `watch`, \
+         `queues`, `health`) with MUSTER_API_TOKEN the operator's token in {}.",
         planned["planned"]["failed_roots"],
         planned["planned"]["flaky_failures"],
         planned["planned"]["parks"],
         planned["planned"]["crashes"],
+        sim_tokens.display(),
     ));
     let watched = sim_cmd("watch")
         .args(["--until-items", &items.to_string()])

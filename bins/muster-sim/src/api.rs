@@ -1,14 +1,14 @@
 //! A small JSON client for the calls the worker library does not make (enqueue as operator,
-//! digest reports as Shipkeeper, the live feed), with failover across replicas.
+//! digest reports as Shipkeeper), with failover across replicas.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::Bytes;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
-use hyper::{Method, Request, Response};
+use hyper::{Method, Request};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
@@ -144,23 +144,6 @@ impl Api {
         tokio::time::timeout(self.timeout, exchange)
             .await
             .map_err(|_| CallError::Timeout)?
-    }
-
-    /// Opens a streaming `GET` (the live feed) on the current replica; the response head only.
-    pub async fn open_stream(
-        &self,
-        path: &str,
-        last_event_id: Option<&str>,
-    ) -> Result<Response<Incoming>, CallError> {
-        let mut req = self.request(Method::GET, path, None)?;
-        if let Some(id) = last_event_id {
-            let value = HeaderValue::from_str(id).map_err(|e| CallError::Invalid(e.to_string()))?;
-            req.headers_mut().insert("last-event-id", value);
-        }
-        tokio::time::timeout(self.timeout, self.http.request(req))
-            .await
-            .map_err(|_| CallError::Timeout)?
-            .map_err(|e| CallError::Transport(error_chain(&e)))
     }
 }
 

@@ -7,7 +7,8 @@
 //!   decision every worker takes from it.
 //! - [`enqueue`]: root items with their plans, idempotently.
 //! - [`check`]: the invariants of a finished run, checked in the database itself.
-//! - [`watch`]: the live feed as per-stage progress bars in the terminal.
+//! - [`watch`]: the live feed in `muster watch`'s view (crates/muster-ops), until every item is
+//!   finished.
 //! - [`stats`]: what a process saw, every HTTP status included, as one JSON line.
 //!
 //! Tokens come from a JSON file mapping principal to plain token

@@ -103,9 +103,8 @@ enum Cmd {
         #[arg(long)]
         dry_run: bool,
     },
-    /// Shows the live feed as one progress bar per stage, with retries, parks, replays and
-    /// re-leases as they happen (`operator` or `conn` token). Ends on SIGINT/SIGTERM, or once
-    /// `--until-items` items exist and all are finished.
+    /// Shows the live feed in `muster watch`'s view (`operator` or `conn` token). Ends on `q`,
+    /// SIGINT/SIGTERM, or once `--until-items` items exist and all are finished.
     Watch {
         /// Base URL of a Muster replica; repeat for several.
         #[arg(long = "url", required = true)]
@@ -286,12 +285,11 @@ async fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
         } => {
             let tokens = read_tokens(&tokens)?;
             let token = token(&tokens, "conn").or_else(|_| token(&tokens, "operator"))?;
-            let api = Api::new(&urls, token)?;
-            let board = muster_sim::watch::watch(api, until_items, shutdown_on_signal()?).await;
-            let (finished, all) = board.totals();
+            let model = muster_sim::watch::watch(&urls, token, until_items).await?;
+            let (finished, all) = model.totals();
             println!(
                 "{finished}/{all} items finished; {} transitions seen, ledger seq {}",
-                board.transitions, board.seq
+                model.transitions, model.seq
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -16,6 +16,9 @@ pub struct Cli {
     pub command: Option<Command>,
     #[command(flatten)]
     pub settings: Settings,
+    /// The operator commands' server, token and output (`--url`, `--api-token`, `--json`).
+    #[command(flatten)]
+    pub ops: muster_ops::Target,
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,6 +46,9 @@ pub enum Command {
         #[arg(long, value_name = "N:DIGEST")]
         against: Option<String>,
     },
+    /// Operator commands, through the HTTP API with `--api-token` / `MUSTER_API_TOKEN`.
+    #[command(flatten)]
+    Ops(muster_ops::OpsCommand),
 }
 
 /// How `/v1` bearer tokens are checked.

@@ -24,6 +24,11 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     init_logging(cli.settings.log_format);
     match cli.command.unwrap_or(Command::Serve) {
+        Command::Ops(command) => {
+            // A client of the API: it prints its answers and errors itself, with its exit code.
+            let exit = muster_ops::run(command, &cli.ops).await;
+            std::process::exit(exit.code());
+        }
         Command::Serve => {
             let app = muster::build(&cli.settings)?;
             let listener = tokio::net::TcpListener::bind(cli.settings.listen)

@@ -3,6 +3,7 @@
 mod bad_input;
 mod batch;
 mod budget;
+mod cli;
 mod connections;
 mod edits;
 mod feed;

@@ -1,0 +1,465 @@
+//! The operator commands: what `muster items …`, `muster queues`, `muster health` and
+//! `muster watch` call, and what they print.
+
+use std::io::Write;
+use std::str::FromStr;
+
+use clap::{Args, Subcommand};
+use muster_domain::{ItemState, Kind, Priority};
+use serde_json::{Value, json};
+
+use crate::table::{self, Column, left, right};
+use crate::{Client, Exit, OpsError};
+
+/// Where the operator commands go and how they print. Global flags of `muster`.
+#[derive(Clone, Args)]
+pub struct Target {
+    /// Operator commands: base URL of a Muster replica.
+    #[arg(
+        long,
+        env = "MUSTER_URL",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
+    pub url: String,
+    /// Operator commands: the bearer token (better in the variable: a flag shows in `ps`).
+    #[arg(long, env = "MUSTER_API_TOKEN", hide_env_values = true, global = true)]
+    pub api_token: Option<String>,
+    /// Operator commands: print the API's JSON instead of tables (`items list`: one item a line).
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target")
+            .field("url", &self.url)
+            .field("api_token", &self.api_token.as_ref().map(|_| "[redacted]"))
+            .field("json", &self.json)
+            .finish()
+    }
+}
+
+/// The operator commands (through the HTTP API, with `--api-token`).
+#[derive(Debug, Clone, Subcommand)]
+pub enum OpsCommand {
+    /// Find, inspect and retry items (operator or conn token; retry: operator).
+    Items {
+        #[command(subcommand)]
+        command: ItemsCommand,
+    },
+    /// Queue depths per kind, priority and state (operator or conn token).
+    Queues,
+    /// Worker health per kind, from Shipkeeper's newest report (operator or conn token).
+    Health,
+    /// A live view of the feed: depths, transitions per second, health, the stream's age
+    /// (operator or conn token). `q` quits.
+    Watch,
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum ItemsCommand {
+    /// Every item that matches, oldest first (pages through all of them).
+    List {
+        /// queued, leased, done, failed or needs_subtool.
+        #[arg(long, value_parser = named::<ItemState>)]
+        state: Option<ItemState>,
+        /// A worker kind (trawl, sextant, …).
+        #[arg(long, value_parser = named::<Kind>)]
+        kind: Option<Kind>,
+        /// urgent, normal or backfill.
+        #[arg(long, value_parser = named::<Priority>)]
+        priority: Option<Priority>,
+    },
+    /// One item with its history.
+    Show {
+        /// The item's id.
+        id: String,
+    },
+    /// Send a failed item back to the queue (attempts reset), or with `--kind` up to `--max`
+    /// failed items of that kind, oldest first (operator token).
+    Retry {
+        /// The item's id.
+        #[arg(required_unless_present = "kind", conflicts_with = "kind")]
+        id: Option<String>,
+        /// Retry this kind's failed items instead of one item.
+        #[arg(long, value_parser = named::<Kind>)]
+        kind: Option<Kind>,
+        /// With `--kind`: at most this many items (1 to 1000).
+        #[arg(long, default_value_t = 1000, requires = "kind",
+              value_parser = clap::value_parser!(u32).range(1..=1000))]
+        max: u32,
+    },
+}
+
+/// A value of a closed vocabulary (state, kind, priority), by its wire name.
+fn named<T: FromStr>(raw: &str) -> Result<T, String>
+where
+    T::Err: std::fmt::Display,
+{
+    raw.parse().map_err(|e: T::Err| e.to_string())
+}
+
+/// Runs one command against `target`, printing to stdout and errors to stderr; the exit code.
+pub async fn run(command: OpsCommand, target: &Target) -> Exit {
+    let result = match Client::new(&target.url, target.api_token.as_deref().unwrap_or("")) {
+        Ok(client) => match command {
+            OpsCommand::Watch => crate::watch::run(vec![client], None).await.map(|_| ()),
+            other => {
+                let mut out = std::io::stdout().lock();
+                run_to(&client, other, target.json, &mut out).await
+            }
+        },
+        Err(e) => Err(e),
+    };
+    match result {
+        Ok(()) => Exit::Ok,
+        Err(OpsError::Terminal(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Ok,
+        Err(e) => {
+            eprintln!("muster: {e}");
+            e.exit()
+        }
+    }
+}
+
+/// Runs a command other than `watch`, writing what it prints to `out`.
+pub async fn run_to(
+    client: &Client,
+    command: OpsCommand,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), OpsError> {
+    match command {
+        OpsCommand::Items { command } => match command {
+            ItemsCommand::List {
+                state,
+                kind,
+                priority,
+            } => list(client, state, kind, priority, json, out).await,
+            ItemsCommand::Show { id } => {
+                let item = client.get(&format!("/v1/items/{}", item_id(&id)?)).await?;
+                if json {
+                    writeln!(out, "{item}")?;
+                } else {
+                    out.write_all(show(&item).as_bytes())?;
+                }
+                Ok(())
+            }
+            ItemsCommand::Retry { id, kind, max } => {
+                let answer = match (id, kind) {
+                    (Some(id), _) => {
+                        client
+                            .post(&format!("/v1/items/{}/retry", item_id(&id)?), None)
+                            .await?
+                    }
+                    (None, Some(kind)) => {
+                        let body = json!({"kind": kind.as_str(), "max": max});
+                        client.post("/v1/items/retry", Some(&body)).await?
+                    }
+                    (None, None) => return Err(OpsError::Usage("an id or --kind".into())),
+                };
+                if json {
+                    writeln!(out, "{answer}")?;
+                } else {
+                    out.write_all(retried(&answer).as_bytes())?;
+                }
+                Ok(())
+            }
+        },
+        OpsCommand::Queues => {
+            let body = client.get("/v1/queues").await?;
+            if json {
+                writeln!(out, "{body}")?;
+            } else {
+                out.write_all(queues(&body).as_bytes())?;
+            }
+            Ok(())
+        }
+        OpsCommand::Health => {
+            let body = client.get("/v1/health").await?;
+            if json {
+                writeln!(out, "{body}")?;
+            } else {
+                out.write_all(health(&body).as_bytes())?;
+            }
+            Ok(())
+        }
+        OpsCommand::Watch => Err(OpsError::Usage("watch draws on a terminal".into())),
+    }
+}
+
+/// An id as a path segment: letters, digits and dashes only (a UUID), so that no path or
+/// query can be smuggled into the URL.
+fn item_id(id: &str) -> Result<&str, OpsError> {
+    if !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        Ok(id)
+    } else {
+        Err(OpsError::Usage(format!("{id:?} is not an item id")))
+    }
+}
+
+/// Items asked for per page: the contract's largest.
+const PAGE: u32 = 500;
+
+/// The columns of `items list`, with fixed widths so that pages printed one after the other
+/// line up (an id is a UUID, the states and kinds are the contract's).
+const LIST_COLUMNS: [Column; 7] = [
+    left("ID"),
+    left("KIND"),
+    left("PRIORITY"),
+    left("STATE"),
+    right("ATTEMPT"),
+    left("UPDATED"),
+    left("LAST ERROR"),
+];
+const LIST_WIDTHS: [usize; 7] = [36, 11, 8, 13, 7, 27, 0];
+
+async fn list(
+    client: &Client,
+    state: Option<ItemState>,
+    kind: Option<Kind>,
+    priority: Option<Priority>,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<(), OpsError> {
+    let mut query = format!("limit={PAGE}");
+    for (name, value) in [
+        ("state", state.map(|s| s.as_str())),
+        ("kind", kind.map(|k| k.as_str())),
+        ("priority", priority.map(|p| p.as_str())),
+    ] {
+        if let Some(value) = value {
+            query.push_str(&format!("&{name}={value}"));
+        }
+    }
+    let mut after: Option<String> = None;
+    loop {
+        let path = match &after {
+            Some(a) => format!("/v1/items?{query}&after={}", item_id(a)?),
+            None => format!("/v1/items?{query}"),
+        };
+        let page = client.get(&path).await?;
+        let items = page["items"]
+            .as_array()
+            .ok_or_else(|| OpsError::Protocol("a page without an items array".into()))?;
+        if !json && after.is_none() {
+            // The heading once the first page is in: nothing on stdout when it is refused.
+            let heading: Vec<String> = LIST_COLUMNS.iter().map(|c| c.title.to_owned()).collect();
+            out.write_all(table::line(&LIST_COLUMNS, &LIST_WIDTHS, &heading).as_bytes())?;
+        }
+        for item in items {
+            if json {
+                writeln!(out, "{item}")?;
+            } else {
+                out.write_all(
+                    table::line(&LIST_COLUMNS, &LIST_WIDTHS, &list_row(item)).as_bytes(),
+                )?;
+            }
+        }
+        out.flush()?;
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_owned()),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// A JSON value as a cell: strings bare, null as `-`, the rest as JSON.
+fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn list_row(item: &Value) -> Vec<String> {
+    let error = &item["last_error"];
+    vec![
+        cell(&item["id"]),
+        cell(&item["kind"]),
+        cell(&item["priority"]),
+        cell(&item["state"]),
+        cell(&item["attempt"]),
+        cell(&item["updated_at"]),
+        if error.is_null() {
+            String::new()
+        } else {
+            format!("{}: {}", cell(&error["code"]), cell(&error["message"]))
+        },
+    ]
+}
+
+/// `items show`: the item's fields, one a line, then its history.
+pub fn show(item: &Value) -> String {
+    let mut out = String::new();
+    let fields = [
+        "id",
+        "kind",
+        "priority",
+        "state",
+        "attempt",
+        "not_before",
+        "created_at",
+        "payload",
+        "result",
+    ];
+    for field in fields {
+        out.push_str(&format!("{field:<11} {}\n", cell(&item[field])));
+    }
+    out.push_str("history:\n");
+    let rows: Vec<Vec<String>> = item["history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| {
+            ["seq", "at", "event", "from", "to", "actor", "fence"]
+                .iter()
+                .map(|f| cell(&h[*f]))
+                .collect()
+        })
+        .collect();
+    out.push_str(&table::render(
+        &[
+            right("SEQ"),
+            left("AT"),
+            left("EVENT"),
+            left("FROM"),
+            left("TO"),
+            left("ACTOR"),
+            right("FENCE"),
+        ],
+        &rows,
+    ));
+    out
+}
+
+/// `items retry`: what was sent back.
+fn retried(answer: &Value) -> String {
+    if let Some(ids) = answer["item_ids"].as_array() {
+        let mut out = format!("retried {}\n", cell(&answer["retried"]));
+        for id in ids {
+            out.push_str(&format!("{}\n", cell(id)));
+        }
+        out
+    } else {
+        format!("{}  {}\n", cell(&answer["item_id"]), cell(&answer["state"]))
+    }
+}
+
+/// The states as `queues` shows them, in the order an item moves through them.
+const STATES: [(&str, &str); 5] = [
+    ("queued", "QUEUED"),
+    ("leased", "LEASED"),
+    ("needs_subtool", "PARKED"),
+    ("failed", "FAILED"),
+    ("done", "DONE"),
+];
+
+/// Kinds in pipeline order, then any the server names that this build does not know.
+pub(crate) fn kind_order(names: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut kinds: Vec<String> = Kind::ALL.iter().map(|k| k.as_str().to_owned()).collect();
+    let mut extra: Vec<String> = names.into_iter().filter(|n| !kinds.contains(n)).collect();
+    extra.sort();
+    extra.dedup();
+    kinds.extend(extra);
+    kinds
+}
+
+/// `queues`: a row per kind and priority that has items, a column per state.
+pub fn queues(body: &Value) -> String {
+    let depths = body["depths"].as_array().cloned().unwrap_or_default();
+    let count = |kind: &str, priority: &str, state: &str| -> u64 {
+        depths
+            .iter()
+            .filter(|d| d["kind"] == kind && d["priority"] == priority && d["state"] == state)
+            .filter_map(|d| d["count"].as_u64())
+            .sum()
+    };
+    let kinds = kind_order(
+        depths
+            .iter()
+            .filter_map(|d| d["kind"].as_str().map(str::to_owned)),
+    );
+    let mut priorities: Vec<String> = Priority::ALL
+        .iter()
+        .map(|p| p.as_str().to_owned())
+        .collect();
+    for d in &depths {
+        if let Some(p) = d["priority"]
+            .as_str()
+            .filter(|p| !priorities.iter().any(|q| q == p))
+        {
+            priorities.push(p.to_owned());
+        }
+    }
+    let mut rows = Vec::new();
+    for kind in &kinds {
+        for priority in &priorities {
+            let present = depths
+                .iter()
+                .any(|d| d["kind"] == kind.as_str() && d["priority"] == priority.as_str());
+            if !present {
+                continue;
+            }
+            let mut row = vec![kind.clone(), priority.clone()];
+            row.extend(
+                STATES
+                    .iter()
+                    .map(|(s, _)| count(kind, priority, s).to_string()),
+            );
+            rows.push(row);
+        }
+    }
+    let mut columns = vec![left("KIND"), left("PRIORITY")];
+    columns.extend(STATES.iter().map(|(_, title)| right(title)));
+    table::render(&columns, &rows)
+}
+
+/// `health`: a row per kind with a stored report, then the newest report's events.
+pub fn health(body: &Value) -> String {
+    let kinds = body["kinds"].as_array().cloned().unwrap_or_default();
+    let rows: Vec<Vec<String>> = kinds
+        .iter()
+        .map(|k| {
+            vec![
+                cell(&k["kind"]),
+                cell(&k["ready"]),
+                cell(&k["phase"]),
+                cell(&k["restarts"]),
+                cell(&k["digest"]),
+                cell(&k["at"]),
+            ]
+        })
+        .collect();
+    let mut out = table::render(
+        &[
+            left("KIND"),
+            left("READY"),
+            left("PHASE"),
+            right("RESTARTS"),
+            left("DIGEST"),
+            left("AT"),
+        ],
+        &rows,
+    );
+    let events: Vec<Vec<String>> = kinds
+        .iter()
+        .flat_map(|k| {
+            k["events"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|e| vec![cell(&k["kind"]), cell(&e["reason"]), cell(&e["message"])])
+        })
+        .collect();
+    if !events.is_empty() {
+        out.push('\n');
+        out.push_str(&table::render(
+            &[left("KIND"), left("EVENT"), left("MESSAGE")],
+            &events,
+        ));
+    }
+    out
+}
