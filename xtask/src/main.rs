@@ -1,7 +1,9 @@
 //! Project tasks, run as `cargo xtask <task>` (see `.cargo/config.toml`).
 //!
-//! - `test [-- ARGS]`: fmt check, clippy, then the whole test suite against a
-//!   throwaway PostgreSQL cluster. This is the project's test command.
+//! - `test [--local-postgres] [-- ARGS]`: fmt check, clippy, then the whole test suite with
+//!   PostgreSQL in containers (or a throwaway cluster of the installed binaries), the fault
+//!   suite's short run, the browser test and the container test. The project's test command.
+//! - `images`, `container-test`: the local images and the shipped image's test (docs/containers.md).
 //! - `up [ARGS]`: run the server locally with a fresh database and dev tokens.
 //! - `migrate [ARGS]`, `ledger-verify [ARGS]`: `muster <task>` against `MUSTER_DATABASE_URL`.
 //! - `db`: a throwaway PostgreSQL cluster until Ctrl-C.

@@ -2,8 +2,9 @@
 //! binary built here, run exactly as `deploy/k8s/deployment.yaml` runs it (numeric non-root user,
 //! read-only root filesystem, every capability dropped, no-new-privileges, the manifest's memory
 //! limit) next to a PostgreSQL container on a network of its own: the migrate step as the Job
-//! runs it, `serve`, `/healthz` and `/readyz`, a lease → complete cycle, an SSE subscriber, then
-//! SIGTERM to PID 1. Test traffic goes only to the loopback-published port of the container this
+//! runs it (as the schema owner), `serve` as the Deployment runs it (as the runtime role),
+//! `/healthz` and `/readyz`, a lease → complete cycle, the runtime role refused a DELETE on the
+//! ledger, an SSE subscriber, then SIGTERM to PID 1. Test traffic goes only to the loopback-published port of the container this
 //! run started. Everything it starts is removed when it ends, however it ends.
 
 use std::fs::File;
@@ -82,7 +83,27 @@ pub(crate) fn container_test(_args: Vec<std::ffi::OsString>) -> Result<ExitCode>
         "database system is ready to accept connections",
         Duration::from_secs(120),
     )?;
-    let url = "postgresql://postgres@logbook:5432/postgres";
+    // The two roles of deploy/README ("Database roles"): the schema owner the Job connects as
+    // and the runtime role the Deployment connects as, its login made out of band (trust
+    // authentication in this test image, so the passwords are not checked).
+    banner("the schema owner, its database and the runtime role's login");
+    docker_out(&[
+        "exec",
+        &db,
+        "psql",
+        "-U",
+        "postgres",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-c",
+        "CREATE ROLE muster LOGIN",
+        "-c",
+        "CREATE DATABASE logbook OWNER muster",
+        "-c",
+        "CREATE ROLE muster_app LOGIN",
+    ])?;
+    let owner_url = "postgresql://muster@logbook:5432/logbook";
+    let url = "postgresql://muster_app@logbook:5432/logbook";
 
     banner("muster migrate, as the Job runs it");
     let status = docker()
@@ -90,7 +111,9 @@ pub(crate) fn container_test(_args: Vec<std::ffi::OsString>) -> Result<ExitCode>
         .args(CONFINEMENT.docker_flags())
         .args([
             "-e",
-            &format!("MUSTER_DATABASE_URL={url}"),
+            &format!("MUSTER_DATABASE_URL={owner_url}"),
+            "-e",
+            "MUSTER_RUNTIME_ROLE=muster_app",
             "-e",
             "MUSTER_LOG_FORMAT=json",
             IMAGE,
@@ -203,6 +226,20 @@ pub(crate) fn container_test(_args: Vec<std::ffi::OsString>) -> Result<ExitCode>
     )?;
     ensure!(code == 200, "complete answered {code}: {body}");
     println!("xtask: enqueue, lease and complete answered");
+
+    // What the Deployment's credentials may do to the ledger: append, not rewrite.
+    let rewrite = docker()
+        .args(["exec", &db, "psql", "-U", "muster_app", "-d", "logbook"])
+        .args(["-v", "ON_ERROR_STOP=1", "-c", "DELETE FROM core.ledger"])
+        .output()
+        .context("run psql as the runtime role")?;
+    let refusal = String::from_utf8_lossy(&rewrite.stderr);
+    ensure!(
+        !rewrite.status.success() && refusal.contains("permission denied for table ledger"),
+        "the runtime role could delete from core.ledger ({}): {refusal}",
+        rewrite.status
+    );
+    println!("xtask: the runtime role is refused DELETE on core.ledger");
 
     banner("SIGTERM to PID 1 with a long poll in flight");
     let poll_file = work.join("long-poll.txt");

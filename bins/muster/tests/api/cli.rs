@@ -68,6 +68,26 @@ async fn failed_item(app: &TestApp, kind: &str) -> String {
     id
 }
 
+/// Waits until `GET /v1/queues`, answered from the feed's depths (which follow the ledger a
+/// moment after each commit), counts `items` items in all.
+async fn until_depths_count(app: &TestApp, items: i64) {
+    let mut counted = -1;
+    for _ in 0..300 {
+        let q = app.get("/v1/queues", "operator").await;
+        counted = q.body["depths"]
+            .as_array()
+            .expect("depths")
+            .iter()
+            .map(|d| d["count"].as_i64().expect("a count"))
+            .sum();
+        if counted == items {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the depths counted {counted} items, not {items}");
+}
+
 fn s(v: &Value) -> &str {
     v.as_str().expect("a string")
 }
@@ -353,6 +373,7 @@ async fn queues_prints_a_row_per_kind_and_priority_with_a_column_per_state() {
     app.enqueue_many("trawl", "normal", 2).await;
     app.enqueue("trawl", "urgent", json!({})).await;
     app.enqueue("countersign", "backfill", json!({})).await;
+    until_depths_count(&app, 5).await;
     assert_eq!(
         muster(&app, "conn", &["queues"]).await,
         ok(
