@@ -91,6 +91,8 @@ pub(crate) fn container_test(_args: Vec<std::ffi::OsString>) -> Result<ExitCode>
         "exec",
         &db,
         "psql",
+        "-h",
+        "127.0.0.1",
         "-U",
         "postgres",
         "-v",
@@ -229,7 +231,17 @@ pub(crate) fn container_test(_args: Vec<std::ffi::OsString>) -> Result<ExitCode>
 
     // What the Deployment's credentials may do to the ledger: append, not rewrite.
     let rewrite = docker()
-        .args(["exec", &db, "psql", "-U", "muster_app", "-d", "logbook"])
+        .args([
+            "exec",
+            &db,
+            "psql",
+            "-h",
+            "127.0.0.1",
+            "-U",
+            "muster_app",
+            "-d",
+            "logbook",
+        ])
         .args(["-v", "ON_ERROR_STOP=1", "-c", "DELETE FROM core.ledger"])
         .output()
         .context("run psql as the runtime role")?;
