@@ -1,12 +1,15 @@
 //! Least privilege in Logbook: `serve` as the runtime role, a misconfigured role named on
 //! `/readyz`, and `ledger-verify --head` / `--against`.
 
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use hyper::{Method, StatusCode};
 use serde_json::json;
 
-use crate::harness::TestApp;
+use muster_testkit::TestDb;
+
+use crate::harness::{KillOnDrop, TempDir, TestApp, write_tokens};
 
 async fn readyz(app: &TestApp) -> (StatusCode, serde_json::Value) {
     let r = app.raw(Method::GET, "/readyz", None, vec![]).await;
@@ -127,5 +130,172 @@ async fn ledger_verify_against_a_head_the_ledger_no_longer_has_fails() {
         (ok, stderr.contains("no longer hashes to")),
         (false, true),
         "{stderr}"
+    );
+}
+
+/// The level and message of the log line in which `muster serve`, a process of its own
+/// connected with `url`, says which role it is connected as (JSON log on stderr).
+fn connected_as_log_line(url: &str) -> (String, String) {
+    use std::io::BufRead;
+    let dir = TempDir::new("muster-roles-log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = KillOnDrop(Some(
+        Command::new(env!("CARGO_BIN_EXE_muster"))
+            .arg("serve")
+            .env("MUSTER_DATABASE_URL", url)
+            .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
+            .env("MUSTER_TOKENS", write_tokens(&dir.0))
+            .env("MUSTER_LOG_FORMAT", "json")
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start muster serve"),
+    ));
+    let stderr = child.0.as_mut().unwrap().stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
+            let message = v["message"].as_str().unwrap_or_default().to_owned();
+            if message.starts_with("connected to Logbook as") {
+                let level = v["level"].as_str().unwrap_or_default().to_owned();
+                let _ = tx.send((level, message));
+                return;
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("serve said which role it is connected as within 30 s");
+    drop(child);
+    line
+}
+
+#[tokio::test]
+async fn serve_as_a_superuser_warns_at_start() {
+    let db = muster_testkit::fresh_db().await;
+    let (level, message) = connected_as_log_line(&db.url);
+    assert_eq!(
+        (level.as_str(), message.split(':').next()),
+        ("WARN", Some("connected to Logbook as a superuser"))
+    );
+}
+
+#[tokio::test]
+async fn serve_as_the_runtime_role_says_so_without_a_warning() {
+    let db = muster_testkit::fresh_db().await;
+    let (level, message) = connected_as_log_line(&db.app_url);
+    assert_eq!(
+        (level.as_str(), message.as_str()),
+        (
+            "INFO",
+            "connected to Logbook as the runtime role; every grant present"
+        )
+    );
+}
+
+/// A database owned by a login role that is no superuser (only `CREATEROLE`, for the runtime
+/// role `migrate` creates), migrated by `muster migrate` as that owner with a runtime role
+/// that does not exist yet. Answers the database with the runtime role's URL (given a login
+/// out of band, as deploy/README says).
+async fn migrated_by_an_owner_that_is_no_superuser() -> TestDb {
+    let unique = &uuid::Uuid::now_v7().simple().to_string()[20..];
+    let (name, owner, runtime) = (
+        format!("muster_own_{unique}"),
+        format!("owner_{unique}"),
+        format!("app_{unique}"),
+    );
+    let admin = muster_testkit::fresh_db().await.client().await;
+    for statement in [
+        format!("CREATE ROLE {owner} LOGIN PASSWORD 'owner-pw' CREATEROLE NOSUPERUSER"),
+        format!("CREATE DATABASE {name} OWNER {owner}"),
+    ] {
+        admin
+            .batch_execute(&statement)
+            .await
+            .expect("the owner and its database");
+    }
+    let superuser_url = muster_testkit::server_url(&name);
+    let out = Command::new(env!("CARGO_BIN_EXE_muster"))
+        .arg("migrate")
+        .env(
+            "MUSTER_DATABASE_URL",
+            muster_testkit::with_user(&superuser_url, &owner, "owner-pw"),
+        )
+        .env("MUSTER_RUNTIME_ROLE", &runtime)
+        .env("MUSTER_LOG_FORMAT", "pretty")
+        .output()
+        .expect("run muster migrate");
+    assert!(
+        out.status.success(),
+        "migrate as {owner}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    TestDb {
+        name,
+        app_url: muster_testkit::with_user(&superuser_url, &runtime, "app-pw"),
+        url: superuser_url,
+    }
+}
+
+#[tokio::test]
+async fn migrate_as_an_owner_that_is_no_superuser_creates_the_runtime_role_without_login() {
+    let db = migrated_by_an_owner_that_is_no_superuser().await;
+    let runtime = format!("app_{}", &db.name["muster_own_".len()..]);
+    let row = db
+        .client()
+        .await
+        .query_one(
+            "SELECT r.rolcanlogin, r.rolsuper, pg_get_userbyid(c.relowner)::text
+               FROM pg_roles r, pg_class c
+              WHERE r.rolname = $1 AND c.oid = 'core.ledger'::regclass",
+            &[&runtime],
+        )
+        .await
+        .expect("the runtime role and the ledger's owner");
+    assert_eq!(
+        (
+            row.get::<_, bool>(0),
+            row.get::<_, bool>(1),
+            row.get::<_, String>(2)
+        ),
+        (
+            false,
+            false,
+            format!("owner_{}", &db.name["muster_own_".len()..])
+        )
+    );
+}
+
+#[tokio::test]
+async fn serve_as_the_runtime_role_of_an_owner_that_is_no_superuser_is_ready_and_completes_work() {
+    let db = migrated_by_an_owner_that_is_no_superuser().await;
+    let runtime = format!("app_{}", &db.name["muster_own_".len()..]);
+    db.client()
+        .await
+        .batch_execute(&format!("ALTER ROLE {runtime} LOGIN PASSWORD 'app-pw'"))
+        .await
+        .expect("give the runtime role a login");
+    let app = TestApp::spawn_on(db, |_| {}).await;
+    let ready = readyz(&app).await.0;
+    let lease = app.enqueue_and_lease("trawl").await;
+    let completed = app.complete(&lease, json!({"result": {}})).await.status;
+    let id = lease["item"]["id"]
+        .as_str()
+        .expect("the leased item's id")
+        .to_owned();
+    assert_eq!(
+        (ready, completed, app.item(&id).await["state"].clone()),
+        (StatusCode::OK, StatusCode::OK, json!("done"))
     );
 }
