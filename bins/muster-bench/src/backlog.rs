@@ -1,8 +1,9 @@
 //! Scenarios `backlog-fill` and `backlog`: the cost of a large backlog.
 //!
 //! `backlog-fill` tops the `trawl` queue up to N queued items straight in SQL (one
-//! `INSERT … SELECT generate_series`), **bypassing the ledger**: the rows have `chain_len` 0 and
-//! no `enqueued` ledger entry, so `ledger-verify` would reject them. The bench database is thrown
+//! `INSERT … SELECT generate_series`), and with `--done M` the finished `trawl` items up to M,
+//! **bypassing the ledger**: the rows have `chain_len` 0 (the queued) or a zero chain head (the
+//! done) and no ledger entry, so `ledger-verify` would reject them. The bench database is thrown
 //! away and `ledger-verify` is never run on it. The server must be (re)started after a fill: its
 //! live feed counts the depths once at start.
 //!
@@ -33,11 +34,12 @@ async fn connect(database_url: &str) -> Result<tokio_postgres::Client> {
     Ok(client)
 }
 
-async fn count(client: &tokio_postgres::Client) -> Result<i64> {
+/// `trawl` items in `state`.
+async fn count(client: &tokio_postgres::Client, state: &str) -> Result<i64> {
     let row = client
         .query_one(
-            "SELECT count(*) FROM core.items WHERE kind = 'trawl' AND state = 'queued'",
-            &[],
+            "SELECT count(*) FROM core.items WHERE kind = 'trawl' AND state = $1",
+            &[&state],
         )
         .await?;
     Ok(row.get::<_, i64>(0))
@@ -140,9 +142,29 @@ pub(crate) async fn settle(client: &tokio_postgres::Client) -> Result<()> {
         .context("CHECKPOINT")
 }
 
-pub(crate) async fn fill(database_url: &str, to: u64) -> Result<BacklogFill> {
+/// Tops the finished `trawl` items up to `to`: `done` items without leases or ledger rows (a
+/// long history beside a short queue; `GET /v1/items` and the lease path must not pay for it).
+async fn fill_done(client: &tokio_postgres::Client, to: u64) -> Result<i64> {
+    let add = i64::try_from(to)?
+        .saturating_sub(count(client, "done").await?)
+        .max(0);
+    client
+        .execute(
+            "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
+             payload, result, created_at, chain_len, chain_head) \
+             SELECT gen_random_uuid(), 'trawl', 1, 'done', 1, 1, now(), '{}'::jsonb, \
+             '{}'::jsonb, now(), 2, decode(repeat('00', 32), 'hex') \
+             FROM generate_series(1, $1::bigint)",
+            &[&add],
+        )
+        .await
+        .context("bulk insert of done items")?;
+    count(client, "done").await
+}
+
+pub(crate) async fn fill(database_url: &str, to: u64, done: Option<u64>) -> Result<BacklogFill> {
     let client = connect(database_url).await?;
-    let before = count(&client).await?;
+    let before = count(&client, "queued").await?;
     let add = i64::try_from(to)?.saturating_sub(before).max(0);
     let t = Instant::now();
     client
@@ -155,16 +177,24 @@ pub(crate) async fn fill(database_url: &str, to: u64) -> Result<BacklogFill> {
         )
         .await
         .context("bulk insert")?;
-    let insert_s = t.elapsed().as_secs_f64();
     seed_history(&client).await?;
+    let done_after = match done {
+        Some(to) => Some(fill_done(&client, to).await?),
+        None => None,
+    };
+    let insert_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     settle(&client).await?;
     let settle_s = t.elapsed().as_secs_f64();
-    let after = count(&client).await?;
+    let after = count(&client, "queued").await?;
     eprintln!(
-        "muster-bench: backlog {before} → {after} queued trawl items (insert {insert_s:.1}s, VACUUM ANALYZE + CHECKPOINT {settle_s:.1}s)"
+        "muster-bench: backlog {before} → {after} queued trawl items{} (insert {insert_s:.1}s, VACUUM ANALYZE + CHECKPOINT {settle_s:.1}s)",
+        done_after
+            .map(|d| format!(", {d} done"))
+            .unwrap_or_default()
     );
     Ok(BacklogFill {
+        done_after,
         insert_seconds: Some((insert_s * 100.0).round() / 100.0),
         inserted: add,
         queued_after: after,

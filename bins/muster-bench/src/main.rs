@@ -186,6 +186,9 @@ enum Scenario {
         database_url: String,
         #[arg(long)]
         to: u64,
+        /// Also top the finished (`done`) `trawl` items up to this many (no leases, no ledger).
+        #[arg(long)]
+        done: Option<u64>,
     },
     /// Batching: items/s draining the `trawl` queue with lease `max` = `--batch` and one
     /// `POST /v1/completions` per batch (batch 1: the v1 single calls), until drained, `--items`
@@ -424,9 +427,11 @@ fn main() -> Result<()> {
             })
             .await
             .and_then(doc),
-            Scenario::BacklogFill { database_url, to } => {
-                backlog::fill(&database_url, to).await.and_then(doc)
-            }
+            Scenario::BacklogFill {
+                database_url,
+                to,
+                done,
+            } => backlog::fill(&database_url, to, done).await.and_then(doc),
             Scenario::Backlog {
                 url,
                 operator_token,

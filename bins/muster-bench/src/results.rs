@@ -245,6 +245,8 @@ pub(crate) struct FeedLoad {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct BacklogFill {
+    /// Finished `trawl` items after the fill, when it was asked to top them up (`--done`).
+    pub(crate) done_after: Option<i64>,
     pub(crate) insert_seconds: Option<f64>,
     pub(crate) inserted: i64,
     pub(crate) queued_after: i64,

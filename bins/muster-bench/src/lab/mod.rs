@@ -52,6 +52,11 @@ const FEED_LOAD_ITEMS: u64 = 300_000;
 /// The backlog sizes compared (the first is the baseline).
 const BACKLOG_SIZES: [u64; 2] = [1_000, 1_000_000];
 
+/// The history phase: a short queue beside a long history of finished items (the baseline is
+/// the first backlog size, with its 20,000 seeded finished items).
+const HISTORY_QUEUED: u64 = 1_000;
+const HISTORY_DONE: u64 = 1_000_000;
+
 /// The target phase's drain lasts at most this many seconds (on a queue of `TARGET_BACKLOG`).
 const TARGET_SECONDS: u64 = 10;
 
@@ -198,6 +203,37 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
             start_to_first_queues_ms: Some(first_queues.as_secs_f64() * 1000.0),
         });
     }
+
+    // History: a database of its own with a short queue and a million finished items.
+    let history_url = migrated_database(cluster, muster, "muster_history")?;
+    let serve_history = ServeArgs {
+        url: &history_url,
+        ..serve
+    };
+    let (queued, done) = (HISTORY_QUEUED.to_string(), HISTORY_DONE.to_string());
+    let fill: BacklogFill = runner.run(
+        "history-done-fill",
+        &[
+            "backlog-fill",
+            "--database-url",
+            &history_url,
+            "--to",
+            &queued,
+            "--done",
+            &done,
+        ],
+    )?;
+    let started = Instant::now();
+    let mut server = serve_history.spawn(&out.join("server-history.log"))?;
+    let first_queues = wait_queues(&listen, &token("operator"), &mut server, started)?;
+    let measured: BacklogMeasured = runner.run("history", &["backlog", "--url", &base])?;
+    server.stop();
+    let history = Some(BacklogSize {
+        fill,
+        measured,
+        size: HISTORY_QUEUED,
+        start_to_first_queues_ms: Some(first_queues.as_secs_f64() * 1000.0),
+    });
 
     // Batching: a database of its own, the trawl queue topped up to BATCH_ITEMS in SQL before
     // each batch size, a fresh server per size (its peak RSS is read at the end of the run).
@@ -376,6 +412,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         feed,
         feed_load,
         backlog,
+        history,
         batches,
         floor,
         target,

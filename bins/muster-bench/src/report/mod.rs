@@ -35,6 +35,8 @@ pub(crate) struct Suite {
     pub(crate) feed: Feed,
     pub(crate) feed_load: FeedLoad,
     pub(crate) backlog: Vec<BacklogSize>,
+    /// A short queue beside a million finished items (`history.json`).
+    pub(crate) history: Option<BacklogSize>,
     pub(crate) batches: Vec<BatchRun>,
     pub(crate) floor: Vec<FloorResult>,
     pub(crate) target: Target,
@@ -105,6 +107,9 @@ pub(crate) fn render(suite: &Suite) -> String {
     feed_rows(&mut rows, &suite.feed);
     feed_load::rows(&mut rows, &suite.feed_load);
     backlog_rows(&mut rows, &suite.backlog);
+    if let (Some(base), Some(history)) = (suite.backlog.first(), &suite.history) {
+        history_rows(&mut rows, base, history);
+    }
     batch_rows(&mut rows, &suite.batches);
     floor_rows(&mut rows, &suite.batches, &suite.floor);
     bloat_rows(&mut rows, &suite.bloat);
@@ -572,6 +577,57 @@ fn backlog_rows(rows: &mut Vec<Row>, backlog: &[BacklogSize]) {
             p_ratio(g, b),
         ]);
     }
+}
+
+/// A short queue beside a long history against the smallest backlog (with its seeded history).
+fn history_rows(rows: &mut Vec<Row>, base: &BacklogSize, history: &BacklogSize) {
+    let done = history.fill.done_after.map(|d| thousands(d as u64));
+    let what = format!(
+        "{} done, {} queued",
+        done.as_deref().unwrap_or("n/a"),
+        thousands(history.size)
+    );
+    let against = format!("with {} queued", thousands(base.size));
+    let (bm, hm) = (&base.measured, &history.measured);
+    for (filter, h, b) in [
+        (
+            "state=done&kind=trawl",
+            &hm.items_done_page,
+            &bm.items_done_page,
+        ),
+        (
+            "state=queued&kind=trawl&priority=normal",
+            &hm.items_queued_page,
+            &bm.items_queued_page,
+        ),
+    ] {
+        rows.push([
+            format!(
+                "history: `GET /v1/items?{filter}` page of 100 latency p50 / p99 ms ({} pages, on with `next`), {what}",
+                h.n
+            ),
+            pair(h),
+            format!("{} {against}", pair(b)),
+            p_ratio(h, b),
+        ]);
+    }
+    let note = trouble(&what, hm.errors, hm.ran_dry);
+    rows.push([
+        format!(
+            "history: lease→complete→enqueue (refill) cycles/s, {} workers, {} s, {what}{note}",
+            hm.workers,
+            text(hm.seconds)
+        ),
+        num(hm.cycles_per_s),
+        format!("{} {against}", num(bm.cycles_per_s)),
+        ratio(hm.cycles_per_s, bm.cycles_per_s),
+    ]);
+    rows.push([
+        format!("history: lease latency p50 / p99 ms in those cycles, {what}"),
+        pair(&hm.lease),
+        format!("{} {against}", pair(&bm.lease)),
+        p_ratio(&hm.lease, &bm.lease),
+    ]);
 }
 
 fn bloat_rows(rows: &mut Vec<Row>, bloat: &Bloat) {

@@ -284,3 +284,56 @@ fn the_feed_load_rows_compare_each_subscriber_count_with_the_mean_of_the_phases_
         ]
     );
 }
+
+/// A backlog size whose pages and leases take `ms` at p50 and twice that at p99.
+fn backlog_size(size: u64, done: Option<i64>, ms: f64, cycles_per_s: f64) -> BacklogSize {
+    let p = json!({"n": 50, "p50_ms": ms, "p99_ms": ms * 2.0});
+    typed(&json!({
+        "fill": {"done_after": done},
+        "measured": {"items_done_page": p, "items_queued_page": p, "lease": p,
+                     "cycles_per_s": cycles_per_s, "workers": 16, "seconds": 10.0},
+        "size": size,
+    }))
+}
+
+#[test]
+fn the_history_rows_compare_a_long_history_with_the_smallest_backlog() {
+    let base = backlog_size(1_000, None, 2.0, 1000.0);
+    let history = backlog_size(1_000, Some(1_000_000), 3.0, 900.0);
+    let mut rows = Vec::new();
+    history_rows(&mut rows, &base, &history);
+    assert_eq!(
+        figures(&rows),
+        [
+            [
+                "3.00 / 6.00",
+                "2.00 / 4.00 with 1,000 queued",
+                "1.50× / 1.50×"
+            ],
+            [
+                "3.00 / 6.00",
+                "2.00 / 4.00 with 1,000 queued",
+                "1.50× / 1.50×"
+            ],
+            ["900", "1000 with 1,000 queued", "0.90×"],
+            [
+                "3.00 / 6.00",
+                "2.00 / 4.00 with 1,000 queued",
+                "1.50× / 1.50×"
+            ],
+        ]
+    );
+}
+
+#[test]
+fn the_history_rows_name_the_finished_and_queued_items() {
+    let base = backlog_size(1_000, None, 2.0, 1000.0);
+    let history = backlog_size(1_000, Some(1_000_000), 3.0, 900.0);
+    let mut rows = Vec::new();
+    history_rows(&mut rows, &base, &history);
+    assert!(
+        rows[0][0].ends_with("1,000,000 done, 1,000 queued"),
+        "{}",
+        rows[0][0]
+    );
+}
