@@ -243,6 +243,8 @@ pub struct Report {
     pub planned: Planned,
     pub violations: Vec<Violation>,
     pub recoveries: Vec<Recovery>,
+    /// Acknowledged completions compared with the ledger (`--acks`).
+    pub acked_completions: u64,
 }
 
 /// Connects to `url` (no TLS: a local or cluster-private database).
@@ -258,8 +260,16 @@ pub async fn connect(url: &str) -> anyhow::Result<Client> {
 
 /// Runs every rule, the counts and the recoveries. `roots`: how many roots were enqueued
 /// (indexes `0 .. roots`).
-pub async fn check(db: &Client, roots: u64, faults: &[Fault]) -> anyhow::Result<Report> {
+pub async fn check(
+    db: &Client,
+    roots: u64,
+    faults: &[Fault],
+    acked: &[Acked],
+) -> anyhow::Result<Report> {
     let mut violations = Vec::new();
+    if let Some(v) = lost_acks(db, acked).await? {
+        violations.push(v);
+    }
     for (rule, sql) in RULES {
         let rows = db
             .query(&format!("{BASE} {sql}"), &[])
@@ -308,7 +318,56 @@ pub async fn check(db: &Client, roots: u64, faults: &[Fault]) -> anyhow::Result<
         planned: planned(&plans),
         violations,
         recoveries,
+        acked_completions: acked.len() as u64,
     })
+}
+
+/// A completion Muster acknowledged: the item and the ledger entry its answer named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acked {
+    pub item_id: String,
+    pub ledger_seq: i64,
+}
+
+/// The `ITEM_ID LEDGER_SEQ` lines of `muster-sim run --acks`; a line cut short by a killed
+/// process (the last one, at most) is skipped.
+pub fn parse_acks(text: &str) -> Vec<Acked> {
+    text.lines()
+        .filter_map(|line| {
+            let (item, seq) = line.split_once(' ')?;
+            Some(Acked {
+                item_id: item.to_owned(),
+                ledger_seq: seq.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// The rule no run may break whatever its faults: every completion Muster acknowledged is in
+/// the ledger, as the `completed` entry of that item at the sequence number the answer named.
+/// A commit acknowledged and then lost (a failover to a standby that never had it) breaks it
+/// even when the item was completed again later.
+async fn lost_acks(db: &Client, acked: &[Acked]) -> anyhow::Result<Option<Violation>> {
+    const RULE: &str =
+        "every acknowledged completion is in the ledger at the sequence number its answer named";
+    let items: Vec<&str> = acked.iter().map(|a| a.item_id.as_str()).collect();
+    let seqs: Vec<i64> = acked.iter().map(|a| a.ledger_seq).collect();
+    let rows = db
+        .query(
+            "SELECT format('item %s, ledger seq %s', a.id, a.seq)
+             FROM unnest($1::text[], $2::bigint[]) AS a(id, seq)
+             WHERE NOT EXISTS (SELECT 1 FROM core.ledger l
+                               WHERE l.seq = a.seq AND l.subject_type = 'item'
+                                 AND l.subject_id = a.id AND l.event = 'completed')",
+            &[&items, &seqs],
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("rule `{RULE}`: {e}"))?;
+    Ok((!rows.is_empty()).then(|| Violation {
+        rule: RULE.to_owned(),
+        count: rows.len() as u64,
+        samples: rows.iter().take(SAMPLES).map(|r| r.get(0)).collect(),
+    }))
 }
 
 async fn root_plans(db: &Client) -> anyhow::Result<Vec<(u64, Plan)>> {

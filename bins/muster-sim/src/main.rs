@@ -72,6 +72,10 @@ enum Cmd {
         /// Stop after this many seconds.
         #[arg(long)]
         duration_s: Option<u64>,
+        /// Append every acknowledged completion (`ITEM_ID LEDGER_SEQ`) to this file, for
+        /// `muster-sim check --acks`.
+        #[arg(long)]
+        acks: Option<PathBuf>,
     },
     /// Enqueues root `trawl` items with their failure plans (as the operator); prints a JSON
     /// summary line with what the plans add up to.
@@ -126,6 +130,10 @@ enum Cmd {
         /// the recovery from.
         #[arg(long)]
         faults: Option<PathBuf>,
+        /// Files of acknowledged completions (`muster-sim run --acks`); each must be in the
+        /// ledger at the sequence number its answer named. Repeat for several.
+        #[arg(long)]
+        acks: Vec<PathBuf>,
     },
 }
 
@@ -190,9 +198,15 @@ async fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
             shipkeeper,
             deploy_every_ms,
             duration_s,
+            acks,
         } => {
             let tokens = read_tokens(&target.tokens)?;
-            let stats = Stats::with_report(target.report.clone());
+            let mut stats = Stats::with_report(target.report.clone());
+            if let Some(path) = &acks {
+                stats = stats
+                    .with_acks(path)
+                    .with_context(|| format!("open {}", path.display()))?;
+            }
             keep_report(&stats);
             let mut shutdown = shutdown_on_signal()?;
             let (stop_tx, stop_rx) = watch::channel(false);
@@ -297,6 +311,7 @@ async fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
             database_url,
             roots,
             faults,
+            acks,
         } => {
             let faults: Vec<Fault> = match faults {
                 Some(path) => serde_json::from_slice(
@@ -308,7 +323,13 @@ async fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
             let db = check::connect(&database_url)
                 .await
                 .context("connect to the database")?;
-            let report = check::check(&db, roots, &faults).await?;
+            let mut acked = Vec::new();
+            for path in &acks {
+                let text = std::fs::read_to_string(path)
+                    .with_context(|| format!("read {}", path.display()))?;
+                acked.extend(check::parse_acks(&text));
+            }
+            let report = check::check(&db, roots, &faults, &acked).await?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(if report.ok {
                 ExitCode::SUCCESS

@@ -67,6 +67,9 @@ pub struct Unexpected {
 pub struct Stats {
     inner: Arc<Mutex<Summary>>,
     report: Option<PathBuf>,
+    /// The acknowledged completions, one `ITEM_ID LEDGER_SEQ` line each, appended as they
+    /// arrive (see [`Stats::with_acks`]).
+    acks: Option<Arc<Mutex<std::fs::File>>>,
 }
 
 /// The status key of an error: the HTTP status, or `transport` / `timeout` / `local`.
@@ -112,6 +115,31 @@ impl Stats {
         Stats {
             inner: Arc::default(),
             report,
+            acks: None,
+        }
+    }
+
+    /// The same counters, also appending every acknowledged completion to `path` (created if
+    /// missing): the evidence `muster-sim check --acks` compares with the ledger. Each line is
+    /// written by one `write` call as the answer arrives, so a process killed at any moment
+    /// leaves every acknowledgement it had received, bar at most the one being written.
+    pub fn with_acks(mut self, path: &Path) -> std::io::Result<Stats> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?;
+        self.acks = Some(Arc::new(Mutex::new(file)));
+        Ok(self)
+    }
+
+    /// Records that Muster acknowledged the completion of `item_id` with ledger entry `seq`.
+    pub fn ack(&self, item_id: &str, seq: i64) {
+        use std::io::Write;
+        let Some(file) = &self.acks else { return };
+        let line = format!("{item_id} {seq}\n");
+        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(e) = file.write_all(line.as_bytes()) {
+            tracing::error!("could not record an acknowledged completion: {e}");
         }
     }
 

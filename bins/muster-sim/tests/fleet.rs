@@ -50,6 +50,11 @@ struct Fleet {
 
 impl Fleet {
     fn start(urls: Vec<String>, spool: &TempDir, workers: usize) -> Fleet {
+        Fleet::start_counting(urls, spool, workers, Stats::default())
+    }
+
+    /// A fleet counting into `stats` (e.g. one that records acknowledged completions).
+    fn start_counting(urls: Vec<String>, spool: &TempDir, workers: usize, stats: Stats) -> Fleet {
         let cfg = FleetConfig {
             urls,
             tokens: tokens(),
@@ -62,7 +67,6 @@ impl Fleet {
             shipkeeper: true,
             deploy_every_ms: 300,
         };
-        let stats = Stats::default();
         let (stop, rx) = watch::channel(false);
         let task = tokio::spawn(fleet::run(cfg, stats.clone(), rx));
         Fleet { stats, stop, task }
@@ -184,7 +188,7 @@ async fn a_fleet_takes_every_chain_to_the_end_its_plan_dictates_and_the_database
         end_ms: started_ms,
         worker_prefix: Some("nobody-".into()),
     };
-    let report = check::check(&db, 10, &[start]).await.unwrap();
+    let report = check::check(&db, 10, &[start], &[]).await.unwrap();
     assert_eq!(report.violations, vec![], "{report:?}");
     assert!(report.ok);
     let recovery = &report.recoveries[0];
@@ -215,7 +219,7 @@ async fn the_database_check_reports_a_duplicated_next_item_and_a_lost_root() {
     let db = db(&server).await;
     wait_finished(&db, planned.items).await;
     fleet.stop().await;
-    assert!(check::check(&db, 2, &[]).await.unwrap().ok);
+    assert!(check::check(&db, 2, &[], &[]).await.unwrap().ok);
 
     // A second `assay` item for root 0, as a doubled completion of `sextant` would make it.
     db.batch_execute(
@@ -227,7 +231,7 @@ async fn the_database_check_reports_a_duplicated_next_item_and_a_lost_root() {
     )
     .await
     .unwrap();
-    let report = check::check(&db, 3, &[]).await.unwrap();
+    let report = check::check(&db, 3, &[], &[]).await.unwrap();
     assert!(!report.ok);
     let rules: Vec<&str> = report.violations.iter().map(|v| v.rule.as_str()).collect();
     for expected in [
@@ -310,7 +314,7 @@ async fn a_restarted_fleet_first_delivers_what_a_killed_one_left_in_its_spool() 
         vec![".lock".to_owned()],
         "only the runner's lock file"
     );
-    assert!(check::check(&db, 1, &[]).await.unwrap().ok);
+    assert!(check::check(&db, 1, &[], &[]).await.unwrap().ok);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -328,5 +332,58 @@ async fn workers_fail_over_to_the_second_url_when_the_first_refuses_connections(
     assert!(summary.failovers >= 1, "{summary:?}");
     assert!(summary.statuses["lease"]["transport"] >= 1);
     assert_eq!((summary.bad_5xx, summary.unexpected_total), (0, 0));
-    assert!(check::check(&db, 2, &[]).await.unwrap().ok);
+    assert!(check::check(&db, 2, &[], &[]).await.unwrap().ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_completion_is_found_in_the_ledger_and_a_lost_one_is_a_violation() {
+    let server = start_server().await;
+    let spool = TempDir::new("muster-sim-spool");
+    let acks_path = spool.0.join("acks.txt");
+    let stats = Stats::default().with_acks(&acks_path).unwrap();
+    let planned = enqueue(&server, vec![(0, Plan::default()), (1, Plan::default())]).await;
+    let fleet = Fleet::start_counting(vec![server.url()], &spool, 10, stats);
+    let db = db(&server).await;
+    wait_finished(&db, planned.items).await;
+    let summary = fleet.stop().await;
+    let acked = check::parse_acks(&std::fs::read_to_string(&acks_path).unwrap());
+    assert_eq!(acked.len() as u64, summary.completes);
+    assert_eq!(acked.len() as u64, planned.items);
+    let report = check::check(&db, 2, &[], &acked).await.unwrap();
+    assert_eq!(report.violations, vec![], "{report:?}");
+
+    // An acknowledgement the ledger does not hold at the sequence it named: a lost commit.
+    let mut lost = acked.clone();
+    lost[0].ledger_seq = 1_000_000_000;
+    let report = check::check(&db, 2, &[], &lost).await.unwrap();
+    let rules: Vec<(&str, u64)> = report
+        .violations
+        .iter()
+        .map(|v| (v.rule.as_str(), v.count))
+        .collect();
+    assert_eq!(
+        rules,
+        vec![(
+            "every acknowledged completion is in the ledger at the sequence number its answer named",
+            1
+        )]
+    );
+}
+
+#[test]
+fn an_acks_line_cut_short_by_a_kill_is_skipped() {
+    let acked = check::parse_acks("a 5\nb 7\nc");
+    assert_eq!(
+        acked,
+        vec![
+            check::Acked {
+                item_id: "a".into(),
+                ledger_seq: 5
+            },
+            check::Acked {
+                item_id: "b".into(),
+                ledger_seq: 7
+            },
+        ]
+    );
 }

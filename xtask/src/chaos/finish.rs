@@ -124,6 +124,14 @@ impl Run<'_> {
             ])
             .arg("--faults")
             .arg(&faults_path)
+            // What every fleet process was acknowledged, incarnations appending to one file.
+            .args(self.sims.iter().flat_map(|sim| {
+                [
+                    "--acks".into(),
+                    self.dir.join(format!("acks-{}.txt", sim.index)),
+                ]
+                .map(std::ffi::OsString::from)
+            }))
             .output()
             .context("muster-sim check")?;
         fs::write(self.dir.join("check.json"), &check.stdout)?;

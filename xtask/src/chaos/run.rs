@@ -187,6 +187,8 @@ impl<'a> Run<'a> {
             .args(["--shipkeeper", "--deploy-every-ms", "1500"])
             .arg("--report")
             .arg(&report)
+            .arg("--acks")
+            .arg(self.dir.join(format!("acks-{i}.txt")))
             .stdin(Stdio::null())
             .stdout(File::create(report.with_extension("out"))?)
             .stderr(log);

@@ -94,6 +94,9 @@ pub(super) fn render(results: &[ScenarioResult]) -> String {
     row("retries (retryable failures in the ledger)", &|r| {
         n(&r.check["stats"]["retryable_failures"])
     });
+    row("acknowledged completions found in the ledger", &|r| {
+        n(&r.check["acked_completions"])
+    });
     row("parks / replays (ledger)", &|r| {
         let s = &r.check["stats"];
         format!("{} / {}", n(&s["parks"]), n(&s["replays"]))

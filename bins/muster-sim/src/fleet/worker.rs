@@ -86,9 +86,15 @@ pub(super) fn answer_hook(stats: Stats, replicas: bool) -> AnswerHook {
             if status != 200 {
                 return;
             }
-            let replayed = op == "complete"
-                && serde_json::from_slice::<serde_json::Value>(body)
-                    .is_ok_and(|b| b["replayed"] == json!(true));
+            let ack = (op == "complete")
+                .then(|| serde_json::from_slice::<serde_json::Value>(body).ok())
+                .flatten();
+            let replayed = ack.as_ref().is_some_and(|b| b["replayed"] == json!(true));
+            if let Some(b) = &ack
+                && let (Some(item), Some(seq)) = (b["item_id"].as_str(), b["ledger_seq"].as_i64())
+            {
+                stats.ack(item, seq);
+            }
             stats.update(|s| match op {
                 "lease" => s.leases += 1,
                 "heartbeat" => s.heartbeats += 1,
