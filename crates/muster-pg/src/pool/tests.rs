@@ -47,14 +47,18 @@ async fn served_port(url: &str) -> Result<String, String> {
     Ok(row.get(0))
 }
 
-#[tokio::test]
-async fn read_write_skips_a_read_only_host_and_a_host_that_refuses() {
-    // A standby answers `transaction_read_only = on`, as this cluster does.
-    let read_only = TempCluster::start_with(ClusterOptions {
+/// A cluster that answers `transaction_read_only = on`, as a standby does.
+fn read_only_cluster() -> TempCluster {
+    TempCluster::start_with(ClusterOptions {
         extra_settings: vec!["default_transaction_read_only = on".into()],
         ..ClusterOptions::default()
     })
-    .expect("a read-only PostgreSQL");
+    .expect("a read-only PostgreSQL")
+}
+
+#[tokio::test]
+async fn read_write_skips_a_read_only_host_and_a_host_that_refuses() {
+    let read_only = read_only_cluster();
     let writable = TempCluster::start().expect("a PostgreSQL");
     let refusing = free_port().expect("a free port");
     let url = format!(
@@ -68,11 +72,7 @@ async fn read_write_skips_a_read_only_host_and_a_host_that_refuses() {
 
 #[tokio::test]
 async fn without_read_write_the_first_host_that_answers_is_taken() {
-    let read_only = TempCluster::start_with(ClusterOptions {
-        extra_settings: vec!["default_transaction_read_only = on".into()],
-        ..ClusterOptions::default()
-    })
-    .expect("a read-only PostgreSQL");
+    let read_only = read_only_cluster();
     let writable = TempCluster::start().expect("a PostgreSQL");
     let url = format!(
         "postgresql://postgres@127.0.0.1:{},127.0.0.1:{}/postgres",
