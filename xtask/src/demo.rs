@@ -81,7 +81,7 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
         .stdout(append(&log)?)
         .stderr(append(&log)?);
     let mut server = reaper.spawn(&mut serve, "muster serve")?;
-    wait_healthy(port, &mut server, &log)?;
+    wait_healthy(&format!("127.0.0.1:{port}"), &mut server, &log)?;
 
     let roots_arg = roots.to_string();
     let plan = [

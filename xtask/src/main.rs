@@ -9,7 +9,7 @@
 //! - `db`: a throwaway PostgreSQL cluster until Ctrl-C.
 //! - `bench`, `charts`, `profile`: the benchmark lab of `bins/muster-bench`, built in release
 //!   and run (see `lab.rs` and docs/benchmarks.md).
-//! - `chaos [--short]`, `demo`: the fault suite and the live demo (see docs/chaos.md).
+//! - `chaos [--network] [--short]`, `demo`: the fault suites and the live demo (see docs/chaos.md).
 
 mod browser;
 mod chaos;
@@ -45,7 +45,8 @@ tasks:
                         with PostgreSQL in containers through testcontainers (the local
                         images; fails when no Docker engine answers), or with
                         --local-postgres a throwaway cluster of the installed binaries
-                        (ARGS go to cargo test); then chaos --short, the browser test and,
+                        (ARGS go to cargo test); then chaos --short, chaos --network --short
+                        (as root: network namespaces), the browser test and,
                         with containers, container-test (skipped when ARGS name packages)
   images [--rebuild]    build the local images the tests use (Debian base by debootstrap,
                         PostgreSQL 15 on it); kept between runs
@@ -64,8 +65,11 @@ tasks:
                         and statement time per item, the top N statements (docs/benchmarks.md)
   charts [BENCH [OUT]]  PNG charts of the last bench run's JSON (BENCH, default
                         target/bench/) into OUT (default docs/img/)
-  chaos [--short]       the fault suite: kills muster, PostgreSQL and fleet processes under load,
-                        then checks the database (see docs/chaos.md)
+  chaos [--network] [--short]
+                        the fault suite: kills muster, PostgreSQL and fleet processes under load,
+                        then checks the database; --network: each on a host of its own (network
+                        namespaces, as root), with dropped links, a one-way partition, lost
+                        COMMIT answers and a Logbook failover (see docs/chaos.md)
   demo [--roots N]      PostgreSQL, muster and a simulated fleet, with live per-stage progress
   browser-test [--runs N] [--difficulty D]
                         the edit form end to end in headless Chromium (/usr/bin/chromium) against
@@ -233,13 +237,18 @@ fn test(args: Vec<OsString>) -> Result<ExitCode> {
         bail!("no test ran");
     }
     // The rest of the suite runs only when nothing narrowed it to some packages: the shortened
-    // fault suite (docs/chaos.md) on the debug build cargo test just made (it kills and restarts
-    // PostgreSQL itself, so it runs a cluster of the installed binaries either way), the edit
+    // fault suites (docs/chaos.md) on the debug build cargo test just made (they kill and restart
+    // PostgreSQL themselves, so they run clusters of the installed binaries either way: on
+    // loopback, then on hosts of their own in network namespaces), the edit
     // form end to end in headless Chromium (docs/edit-intake.md), which fails, never skips,
     // without Chromium or Node, and with containers the image's own test.
     if !names_packages(&shown) {
         if chaos::chaos(vec!["--short".into()])? != ExitCode::SUCCESS {
             bail!("`cargo xtask chaos --short` found violations");
+        }
+        // The network faults on hosts of their own (namespaces: root, iproute2, iptables).
+        if chaos::chaos(vec!["--network".into(), "--short".into()])? != ExitCode::SUCCESS {
+            bail!("`cargo xtask chaos --network --short` found violations");
         }
         if browser::browser_test(Vec::new())? != ExitCode::SUCCESS {
             bail!("`cargo xtask browser-test` failed");

@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use muster_devdb::TempCluster;
-pub(crate) use muster_devdb::{Probe, Proc, banner, free_port, psql_query, step, wait_for_200};
+pub(crate) use muster_devdb::{
+    Probe, Proc, banner, free_port, psql, psql_query, step, wait_for_200,
+};
 
 pub(crate) fn workspace_root() -> PathBuf {
     let manifest_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -146,15 +148,15 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Waits for `GET /healthz` of the server on `port` to answer 200 (30 s at most).
-pub(crate) fn wait_healthy(port: u16, server: &mut Proc, log: &Path) -> Result<()> {
+/// Waits for `GET /healthz` of the server on `addr` (`host:port`) to answer 200 (30 s at most).
+pub(crate) fn wait_healthy(addr: &str, server: &mut Proc, log: &Path) -> Result<()> {
     wait_for_200(
-        &format!("127.0.0.1:{port}"),
+        addr,
         &Probe::healthz(Duration::from_millis(50)),
         server,
         Instant::now(),
     )
-    .with_context(|| format!("muster serve on port {port}; see {}", log.display()))?;
+    .with_context(|| format!("muster serve on {addr}; see {}", log.display()))?;
     Ok(())
 }
 
@@ -167,14 +169,20 @@ pub(crate) fn migrated_database(
     name: &str,
 ) -> Result<String> {
     let url = cluster.create_database(name)?;
+    migrate(muster, &url)?;
+    cluster.login_as(&url, muster_devdb::RUNTIME_ROLE)?;
+    Ok(url)
+}
+
+/// `muster migrate` of the database at `url` (warnings only).
+pub(crate) fn migrate(muster: &Path, url: &str) -> Result<()> {
     step(
         "muster migrate",
         Command::new(muster)
-            .args(["migrate", "--database-url", &url, "--log-format", "pretty"])
+            .args(["migrate", "--database-url", url, "--log-format", "pretty"])
             .env("RUST_LOG", "warn"),
     )?;
-    cluster.login_as(&url, muster_devdb::RUNTIME_ROLE)?;
-    Ok(url)
+    Ok(())
 }
 
 /// A database URL of a throwaway cluster (the superuser's) as the runtime role, for `serve`.

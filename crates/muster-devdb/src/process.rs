@@ -3,7 +3,7 @@
 //! for a server's HTTP port to answer 200.
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, ToSocketAddrs};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
@@ -173,9 +173,14 @@ impl Probe<'_> {
 
     /// Whether one `GET` to `addr` (`host:port`) answers `HTTP/1.1 200`.
     pub fn answers_200(&self, addr: &str) -> bool {
-        let Ok(mut s) = TcpStream::connect(addr) else {
-            return false;
-        };
+        self.status(addr) == Some(200)
+    }
+
+    /// The status code of one `GET` to `addr` (`host:port`), or `None` when no whole status
+    /// line came back: no connection within [`Self::read_timeout`], or no answer within it.
+    pub fn status(&self, addr: &str) -> Option<u16> {
+        let target = addr.to_socket_addrs().ok()?.next()?;
+        let mut s = TcpStream::connect_timeout(&target, self.read_timeout).ok()?;
         let _ = s.set_read_timeout(Some(self.read_timeout));
         let auth = self
             .bearer
@@ -185,10 +190,11 @@ impl Probe<'_> {
             "GET {} HTTP/1.1\r\nHost: x\r\n{auth}Connection: close\r\n\r\n",
             self.path
         );
-        let _ = s.write_all(request.as_bytes());
+        s.write_all(request.as_bytes()).ok()?;
         let mut answer = String::new();
         let _ = s.read_to_string(&mut answer);
-        answer.starts_with("HTTP/1.1 200")
+        let code = answer.strip_prefix("HTTP/1.1 ")?.get(..3)?;
+        code.parse().ok()
     }
 }
 

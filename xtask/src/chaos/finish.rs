@@ -76,6 +76,17 @@ impl Run<'_> {
                 clients["unexpected"]
             ));
         }
+        // The lost COMMIT answers exist to make commits whose outcome the replica never
+        // learned; their deliveries come out right only as replays.
+        if self.scenario.faults.contains(&super::Fault::LostCommits)
+            && clients["completes_replayed"].as_u64().unwrap_or(0) == 0
+        {
+            self.result.violations.push(
+                "the lost COMMIT answers produced no completion answered replayed:true: the \
+                 unknown-outcome case was not exercised"
+                    .into(),
+            );
+        }
         if left > 0 {
             println!(
                 "  note: {left} spool file(s) left undelivered at the end (see the spool dirs)"
@@ -108,8 +119,14 @@ impl Run<'_> {
             .faults
             .iter()
             .map(|f| {
+                let probes = f.figures.as_ref().map(|p| {
+                    json!({"probed": p.probed, "unavailable_after_ms": p.unavailable_after_ms,
+                           "longest_answer_ms": p.longest_answer_ms,
+                           "answered_200": p.answered_200, "answered_503": p.answered_503,
+                           "ready_after_ms": p.ready_after_ms})
+                });
                 json!({"name": f.name, "start_ms": f.start_ms, "end_ms": f.end_ms,
-                       "worker_prefix": f.worker_prefix})
+                       "worker_prefix": f.worker_prefix, "probes": probes})
             })
             .collect();
         let faults_path = self.dir.join("faults.json");

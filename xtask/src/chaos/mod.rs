@@ -7,11 +7,17 @@
 //! (`muster ledger-verify`), and that no client saw a 5xx other than 503. Prints a summary
 //! table; exits non-zero on any violation. See docs/chaos.md.
 //!
+//! `--network` runs the same checks with every process on a host of its own (network
+//! namespaces, `lab.rs`) and network faults instead (`network.rs`): dropped links, a one-way
+//! partition, and Logbook's primary dying with its synchronous standby promoted.
+//!
 //! The suite's modules: this one (the scenarios, their faults and the run of them all),
 //! `run.rs` (one scenario: its replicas, fleet, enqueuer and the faults injected into them),
 //! `finish.rs` (stopping a scenario and checking its outcome) and `summary.rs` (the table).
 
 mod finish;
+mod lab;
+mod network;
 mod run;
 mod summary;
 #[cfg(test)]
@@ -26,10 +32,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, StopMode, TempCluster};
 use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use crate::procs::{Reaper, banner, cargo, step, target_dir, workspace_root};
-use run::Run;
+use lab::Lab;
+use run::{Run, Site};
 use summary::render;
 
 /// Lease TTL of the chaos servers: crashed leases come back within seconds.
@@ -52,6 +60,20 @@ enum Fault {
     /// All at once: SIGKILL replica 0 and a fleet process, stop PostgreSQL immediately; then
     /// bring all three back.
     Storm,
+    /// `--network`: every packet between replica 0 and the primary dropped, then healed.
+    CutFromLogbook,
+    /// `--network`: every packet between the fleet and replica 1 dropped, then healed.
+    CutFleet,
+    /// `--network`: replica 1 receives nothing from the primary (what it sends arrives, its
+    /// commits happen, their outcomes never reach it), then healed.
+    OneWay,
+    /// `--network`: every packet from the primary to replica 1 that carries a COMMIT's answer
+    /// is dropped (and its retransmissions): the commits happen, the replica never learns it,
+    /// while keep-alives and everything else get through. Then healed.
+    LostCommits,
+    /// `--network`: the primary dies (its link dropped, its processes SIGKILLed) and the
+    /// standby is promoted; the old primary does not come back.
+    Failover,
 }
 
 impl Fault {
@@ -63,6 +85,11 @@ impl Fault {
             Fault::KillSim => "fleet process SIGKILL + restart",
             Fault::LoseReplica => "replica SIGKILL for good",
             Fault::Storm => "all at once (muster, fleet, PostgreSQL immediate)",
+            Fault::CutFromLogbook => "replica 0 cut from the primary (dropped both ways), healed",
+            Fault::CutFleet => "fleet cut from replica 1 (dropped both ways), healed",
+            Fault::OneWay => "one-way: replica 1 hears nothing from the primary, healed",
+            Fault::LostCommits => "replica 1 never hears its COMMITs' answers, healed",
+            Fault::Failover => "primary dies, standby promoted",
         }
     }
 }
@@ -75,6 +102,8 @@ struct Scenario {
     replicas: usize,
     sims: usize,
     workers_per_sim: usize,
+    /// How long a simulated worker works on an item (`muster-sim run --work-ms`).
+    work_ms: u64,
     faults: Vec<Fault>,
 }
 
@@ -91,6 +120,7 @@ fn scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
             replicas: 2,
             sims: 2,
             workers_per_sim: 20,
+            work_ms: 10,
             faults: vec![KillMuster, fast, immediate, KillSim, LoseReplica, Storm],
         }];
     }
@@ -101,6 +131,7 @@ fn scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
         replicas,
         sims,
         workers_per_sim: 20,
+        work_ms: 10,
         faults,
     };
     vec![
@@ -119,6 +150,7 @@ fn scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
             replicas: 2,
             sims: 3,
             workers_per_sim: 20,
+            work_ms: 10,
             faults: vec![
                 KillMuster,
                 KillMuster,
@@ -136,6 +168,49 @@ fn scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
     ]
 }
 
+/// `muster-sim run --work-ms` of the `--network` scenarios.
+const NETWORK_WORK_MS: u64 = 600;
+
+/// The scenarios of a `--network` run: one for each fault (the lost COMMIT answers on their
+/// own: commits whose outcome the replica never learned), then all together; `--short` runs
+/// the last only, smaller.
+fn network_scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
+    use Fault::*;
+    let scenario = |name, roots, faults| Scenario {
+        name,
+        roots,
+        replicas: 2,
+        sims: 2,
+        workers_per_sim: 20,
+        // Slow enough that items still flow when the last fault comes: the faults hold for
+        // seconds each (the dead-link limit is 8 s), and a fault on an idle system finds nothing.
+        work_ms: NETWORK_WORK_MS,
+        faults,
+    };
+    let all = vec![CutFromLogbook, CutFleet, OneWay, LostCommits, Failover];
+    if short {
+        return vec![scenario("network-short", roots.unwrap_or(300), all)];
+    }
+    let each = roots.unwrap_or(1_000);
+    vec![
+        scenario("dead-link", each, vec![CutFromLogbook; 2]),
+        scenario("fleet-cut", each, vec![CutFleet; 2]),
+        scenario("one-way", each, vec![OneWay; 2]),
+        scenario("unknown-commit", each, vec![LostCommits; 2]),
+        scenario("failover", each, vec![Failover]),
+        scenario("network-all", roots.unwrap_or(3_000), all),
+    ]
+}
+
+/// The order a scenario's faults come in: shuffled, but a failover last (the old primary does
+/// not come back).
+fn fault_order(faults: &[Fault], rng: &mut StdRng) -> Vec<Fault> {
+    let mut order = faults.to_vec();
+    order.shuffle(rng);
+    order.sort_by_key(|f| *f == Fault::Failover);
+    order
+}
+
 /// The finished-share thresholds at which `n` faults fire: one in each of `n` equal slots of
 /// [`FAULT_WINDOW`], at a random place inside it, so they are increasing and spread out.
 fn thresholds(rng: &mut StdRng, n: usize) -> Vec<f64> {
@@ -149,6 +224,7 @@ fn thresholds(rng: &mut StdRng, n: usize) -> Vec<f64> {
 #[derive(Debug)]
 struct Options {
     short: bool,
+    network: bool,
     seed: u64,
     roots: Option<u64>,
     release: bool,
@@ -158,6 +234,7 @@ struct Options {
 fn parse_options(args: &[String]) -> Result<Options> {
     let mut options = Options {
         short: false,
+        network: false,
         seed: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
@@ -176,14 +253,15 @@ fn parse_options(args: &[String]) -> Result<Options> {
         };
         match arg.as_str() {
             "--short" => options.short = true,
+            "--network" => options.network = true,
             "--release" => release = Some(true),
             "--debug" => release = Some(false),
             "--seed" => options.seed = value("--seed")?.parse().context("--seed")?,
             "--roots" => options.roots = Some(value("--roots")?.parse().context("--roots")?),
             "--scenario" => options.only = Some(value("--scenario")?),
             other => bail!(
-                "unknown argument `{other}` (cargo xtask chaos [--short] [--seed N] [--roots N] \
-                 [--scenario NAME] [--release|--debug])"
+                "unknown argument `{other}` (cargo xtask chaos [--network] [--short] [--seed N] \
+                 [--roots N] [--scenario NAME] [--release|--debug])"
             ),
         }
     }
@@ -217,7 +295,12 @@ pub(crate) fn chaos(args: Vec<OsString>) -> Result<ExitCode> {
         &mut build,
     )?;
     let bin = target_dir(&root).join(profile);
-    let kind = if options.short { "short" } else { "full" };
+    let kind = match (options.network, options.short) {
+        (false, true) => "short",
+        (false, false) => "full",
+        (true, true) => "network-short",
+        (true, false) => "network-full",
+    };
     let chaos_dir = target_dir(&root).join("chaos");
     // Keep only the newest run of each kind: every short run (part of the test command) leaves
     // a few MB of logs and reports.
@@ -234,7 +317,11 @@ pub(crate) fn chaos(args: Vec<OsString>) -> Result<ExitCode> {
     }
     let run_dir = chaos_dir.join(format!("{kind}-{}", std::process::id()));
     fs::create_dir_all(&run_dir).with_context(|| format!("create {}", run_dir.display()))?;
-    let mut selected = scenarios(options.short, options.roots);
+    let mut selected = if options.network {
+        network_scenarios(options.short, options.roots)
+    } else {
+        scenarios(options.short, options.roots)
+    };
     if let Some(only) = &options.only {
         selected.retain(|s| s.name == only);
         if selected.is_empty() {
@@ -248,14 +335,21 @@ pub(crate) fn chaos(args: Vec<OsString>) -> Result<ExitCode> {
         run_dir.display()
     );
 
-    banner("starting a throwaway PostgreSQL cluster (fsync on)");
-    let mut cluster = TempCluster::start_with(ClusterOptions {
-        fsync: true,
-        max_connections: 200,
-        log_to: Some(run_dir.join("postgres.log")),
-        ..ClusterOptions::default()
-    })
-    .context("could not start PostgreSQL")?;
+    // The loopback suite shares one cluster; a network scenario builds a lab of its own.
+    let mut cluster = if options.network {
+        None
+    } else {
+        banner("starting a throwaway PostgreSQL cluster (fsync on)");
+        Some(
+            TempCluster::start_with(ClusterOptions {
+                fsync: true,
+                max_connections: 200,
+                log_to: Some(run_dir.join("postgres.log")),
+                ..ClusterOptions::default()
+            })
+            .context("could not start PostgreSQL")?,
+        )
+    };
     let reaper = Reaper::start(&run_dir)?;
     let ctx = Ctx {
         muster: bin.join("muster"),
@@ -266,7 +360,7 @@ pub(crate) fn chaos(args: Vec<OsString>) -> Result<ExitCode> {
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(options.seed);
     let mut results = Vec::new();
-    for scenario in &selected {
+    for (n, scenario) in selected.iter().enumerate() {
         banner(&format!(
             "scenario {}: {} roots, {} replica(s), {} fleet processes, faults: {}",
             scenario.name,
@@ -280,7 +374,18 @@ pub(crate) fn chaos(args: Vec<OsString>) -> Result<ExitCode> {
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
-        let result = Run::new(&ctx, &mut cluster, scenario)
+        let site = match cluster.as_mut() {
+            Some(cluster) => Site::Local(cluster),
+            None => {
+                banner("the lab: hosts pg1 (primary), pg2 (synchronous standby), m0, m1, fleet");
+                let logs = run_dir.join(scenario.name);
+                fs::create_dir_all(&logs)?;
+                Site::Net(Box::new(
+                    Lab::start(n, &logs).context("could not build the network lab")?,
+                ))
+            }
+        };
+        let result = Run::new(&ctx, site, scenario)
             .and_then(|mut run| run.run(&mut rng))
             .with_context(|| format!("scenario {}", scenario.name))?;
         println!(
@@ -291,8 +396,9 @@ pub(crate) fn chaos(args: Vec<OsString>) -> Result<ExitCode> {
         );
         results.push(result);
     }
-    let _ = cluster.stop(StopMode::Fast);
-    drop(cluster);
+    if let Some(mut cluster) = cluster {
+        let _ = cluster.stop(StopMode::Fast);
+    }
 
     let table = render(&results);
     println!("\n{table}");

@@ -10,18 +10,29 @@ use anyhow::{Context, Result, bail};
 use muster_devdb::{StopMode, TempCluster};
 use rand::Rng;
 use rand::rngs::StdRng;
-use rand::seq::SliceRandom;
 use serde_json::Value;
 
-use super::{Ctx, Fault, LEASE_TTL_MS, Scenario, now_ms, thresholds};
+use super::lab::{Host, Lab, MUSTER_PORT};
+use super::network::NetFigures;
+use super::{Ctx, Fault, LEASE_TTL_MS, Scenario, fault_order, now_ms, thresholds};
 use crate::fleet::{FleetFiles, fleet_files};
 use crate::procs::{
-    Proc, append, free_port, migrated_database, psql_query, runtime_url, wait_healthy,
+    Proc, append, free_port, migrate, migrated_database, psql, psql_query, runtime_url,
+    wait_healthy,
 };
 
-/// A muster replica: its port and the current process, if any.
+/// Where a scenario's Logbook and processes run.
+pub(super) enum Site<'a> {
+    /// One throwaway cluster on loopback, shared by the run's scenarios; every process on
+    /// this host.
+    Local(&'a mut TempCluster),
+    /// `--network`: a lab of the scenario's own, every process on a host of its own.
+    Net(Box<Lab>),
+}
+
+/// A muster replica: its address (`host:port`) and the current process, if any.
 pub(super) struct Replica {
-    pub(super) port: u16,
+    pub(super) addr: String,
     pub(super) log: PathBuf,
     pub(super) proc: Option<Proc>,
     /// Killed for good.
@@ -40,10 +51,13 @@ pub(super) struct Sim {
 /// What one fault did, for `muster-sim check --faults`.
 #[derive(Debug, Clone)]
 pub(super) struct FaultRecord {
+    pub(super) fault: Fault,
     pub(super) name: String,
     pub(super) start_ms: f64,
     pub(super) end_ms: f64,
     pub(super) worker_prefix: Option<String>,
+    /// What the task's own probes saw (`--network` faults).
+    pub(super) figures: Option<NetFigures>,
 }
 
 /// The outcome of a scenario.
@@ -69,10 +83,14 @@ pub(super) struct ScenarioResult {
 /// A scenario in progress.
 pub(super) struct Run<'a> {
     pub(super) ctx: &'a Ctx,
-    pub(super) cluster: &'a mut TempCluster,
+    pub(super) site: Site<'a>,
     pub(super) scenario: &'a Scenario,
     pub(super) dir: PathBuf,
+    pub(super) db: String,
+    /// The superuser's URL of the database that takes writes (this task's reads and checks).
     pub(super) url: String,
+    /// The URL `muster serve` is given.
+    pub(super) serve_url: String,
     pub(super) tokens: PathBuf,
     pub(super) sim_tokens: PathBuf,
     pub(super) pipeline: PathBuf,
@@ -82,15 +100,28 @@ pub(super) struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    pub(super) fn new(
-        ctx: &'a Ctx,
-        cluster: &'a mut TempCluster,
-        scenario: &'a Scenario,
-    ) -> Result<Run<'a>> {
+    pub(super) fn new(ctx: &'a Ctx, site: Site<'a>, scenario: &'a Scenario) -> Result<Run<'a>> {
         let dir = ctx.dir.join(scenario.name);
         fs::create_dir_all(&dir)?;
         let db = format!("chaos_{}", scenario.name.replace('-', "_"));
-        let url = migrated_database(cluster, &ctx.muster, &db)?;
+        let (url, serve_url) = match &site {
+            Site::Local(cluster) => {
+                let url = migrated_database(cluster, &ctx.muster, &db)?;
+                let serve_url = runtime_url(&url);
+                (url, serve_url)
+            }
+            Site::Net(lab) => {
+                let primary = lab.superuser_url(lab.primary, "postgres");
+                psql(&primary, &format!("create database {db}"))?;
+                let url = lab.superuser_url(lab.primary, &db);
+                migrate(&ctx.muster, &url)?;
+                psql(
+                    &primary,
+                    &format!("alter role {} login", muster_devdb::RUNTIME_ROLE),
+                )?;
+                (url, lab.muster_url(muster_devdb::RUNTIME_ROLE, &db))
+            }
+        };
         let FleetFiles {
             tokens: tokens_path,
             sim_tokens,
@@ -99,7 +130,10 @@ impl<'a> Run<'a> {
         let replicas = (0..scenario.replicas)
             .map(|i| {
                 Ok(Replica {
-                    port: free_port()?,
+                    addr: match &site {
+                        Site::Local(_) => format!("127.0.0.1:{}", free_port()?),
+                        Site::Net(_) => format!("{}:{MUSTER_PORT}", Host::replica(i).ip()),
+                    },
                     log: dir.join(format!("muster-{i}.log")),
                     proc: None,
                     lost: false,
@@ -117,10 +151,12 @@ impl<'a> Run<'a> {
             .collect();
         Ok(Run {
             ctx,
-            cluster,
+            site,
             scenario,
             dir,
+            db,
             url,
+            serve_url,
             tokens: tokens_path,
             sim_tokens,
             pipeline,
@@ -138,18 +174,26 @@ impl<'a> Run<'a> {
     fn urls(&self) -> Vec<String> {
         self.replicas
             .iter()
-            .map(|r| format!("http://127.0.0.1:{}", r.port))
+            .map(|r| format!("http://{}", r.addr))
             .collect()
+    }
+
+    /// `program` run on `host`: this one, or the lab's host of that name.
+    pub(super) fn command(&self, host: Host, program: &std::path::Path) -> Command {
+        match &self.site {
+            Site::Local(_) => Command::new(program),
+            Site::Net(lab) => lab.command(host, program),
+        }
     }
 
     fn start_replica(&mut self, i: usize) -> Result<()> {
         let r = &self.replicas[i];
         let log = append(&r.log)?;
-        let mut serve = Command::new(&self.ctx.muster);
+        let mut serve = self.command(Host::replica(i), &self.ctx.muster);
         serve
             .arg("serve")
-            .args(["--database-url", &runtime_url(&self.url)])
-            .args(["--listen", &format!("127.0.0.1:{}", r.port)])
+            .args(["--database-url", &self.serve_url])
+            .args(["--listen", &r.addr])
             .arg("--tokens")
             .arg(&self.tokens)
             .arg("--pipeline")
@@ -159,18 +203,18 @@ impl<'a> Run<'a> {
             .stdout(log.try_clone()?)
             .stderr(log);
         let mut proc = self.ctx.reaper.spawn(&mut serve, "muster serve")?;
-        wait_healthy(r.port, &mut proc, &r.log)?;
+        wait_healthy(&r.addr, &mut proc, &r.log)?;
         self.replicas[i].proc = Some(proc);
         Ok(())
     }
 
     fn start_sim(&mut self, i: usize) -> Result<()> {
         let urls = self.urls();
+        let mut cmd = self.command(Host::Fleet, &self.ctx.sim);
         let sim = &mut self.sims[i];
         sim.incarnation += 1;
         let report = self.dir.join(format!("sim-{i}-{}.json", sim.incarnation));
         let log = append(&self.dir.join(format!("sim-{i}.log")))?;
-        let mut cmd = Command::new(&self.ctx.sim);
         cmd.arg("run");
         // A restarted process is configured like the first one: a lost replica stays in its
         // list, and the process must fail over by itself.
@@ -183,7 +227,8 @@ impl<'a> Run<'a> {
             .arg(&sim.spool)
             .args(["--name", &format!("s{i}")])
             .args(["--workers", &self.scenario.workers_per_sim.to_string()])
-            .args(["--work-ms", "10", "--wait-ms", "2000"])
+            .args(["--work-ms", &self.scenario.work_ms.to_string()])
+            .args(["--wait-ms", "2000"])
             .args(["--shipkeeper", "--deploy-every-ms", "1500"])
             .arg("--report")
             .arg(&report)
@@ -199,7 +244,7 @@ impl<'a> Run<'a> {
 
     /// `muster-sim enqueue` against every replica with the scenario's plan.
     fn enqueue(&self, plan_args: &[&str]) -> Command {
-        let mut cmd = Command::new(&self.ctx.sim);
+        let mut cmd = self.command(Host::Fleet, &self.ctx.sim);
         cmd.arg("enqueue");
         for u in self.urls() {
             cmd.args(["--url", &u]);
@@ -264,12 +309,17 @@ impl<'a> Run<'a> {
         let mut enqueuer = self.ctx.reaper.spawn(&mut enqueue, "muster-sim enqueue")?;
         let mut enqueued = false;
 
-        let mut faults = self.scenario.faults.clone();
-        faults.shuffle(rng);
+        let faults = fault_order(&self.scenario.faults, rng);
         let marks = thresholds(rng, faults.len());
         let mut pending: Vec<(f64, Fault)> = marks.into_iter().zip(faults).collect();
         pending.reverse();
-        let deadline = started + Duration::from_secs(60 + self.scenario.roots / 4);
+        let held: u64 = self
+            .scenario
+            .faults
+            .iter()
+            .map(|f| f.held().as_secs())
+            .sum();
+        let deadline = started + Duration::from_secs(60 + self.scenario.roots / 4 + held);
         let mut last_print = Instant::now();
         loop {
             std::thread::sleep(Duration::from_millis(200));
@@ -353,7 +403,7 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    fn pause(rng: &mut StdRng, range: std::ops::Range<u64>) {
+    pub(super) fn pause(rng: &mut StdRng, range: std::ops::Range<u64>) {
         std::thread::sleep(Duration::from_millis(rng.random_range(range)));
     }
 
@@ -374,8 +424,15 @@ impl<'a> Run<'a> {
         Some((i, prefix))
     }
 
+    fn cluster(&mut self) -> Result<&mut TempCluster> {
+        match &mut self.site {
+            Site::Local(cluster) => Ok(cluster),
+            Site::Net(_) => bail!("PostgreSQL restarts are faults of the loopback suite"),
+        }
+    }
+
     fn stop_pg(&mut self, mode: StopMode) -> Result<()> {
-        self.cluster.stop(mode).context("stop PostgreSQL")?;
+        self.cluster()?.stop(mode).context("stop PostgreSQL")?;
         match mode {
             StopMode::Fast => self.result.pg_fast += 1,
             StopMode::Immediate => self.result.pg_immediate += 1,
@@ -386,7 +443,15 @@ impl<'a> Run<'a> {
     fn inject(&mut self, fault: Fault, rng: &mut StdRng) -> Result<()> {
         let start_ms = now_ms();
         let mut worker_prefix = None;
+        let mut figures = None;
         match fault {
+            Fault::CutFromLogbook
+            | Fault::CutFleet
+            | Fault::OneWay
+            | Fault::LostCommits
+            | Fault::Failover => {
+                figures = self.inject_network(fault, rng)?;
+            }
             Fault::KillMuster => {
                 self.kill_replica(0);
                 Self::pause(rng, 200..1_500);
@@ -396,7 +461,7 @@ impl<'a> Run<'a> {
             Fault::PgRestart(mode) => {
                 self.stop_pg(mode)?;
                 Self::pause(rng, 500..2_500);
-                self.cluster
+                self.cluster()?
                     .start_again()
                     .context("start PostgreSQL again")?;
             }
@@ -421,7 +486,7 @@ impl<'a> Run<'a> {
                 let killed = self.kill_sim(rng);
                 self.stop_pg(StopMode::Immediate)?;
                 Self::pause(rng, 1_000..2_500);
-                self.cluster
+                self.cluster()?
                     .start_again()
                     .context("start PostgreSQL again")?;
                 self.start_replica(0)?;
@@ -434,10 +499,12 @@ impl<'a> Run<'a> {
         }
         let n = self.result.faults.len() + 1;
         self.result.faults.push(FaultRecord {
+            fault,
             name: format!("#{n} {}", fault.name()),
             start_ms,
             end_ms: now_ms(),
             worker_prefix,
+            figures,
         });
         Ok(())
     }

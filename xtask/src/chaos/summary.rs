@@ -2,6 +2,7 @@
 
 use serde_json::Value;
 
+use super::Fault;
 use super::run::ScenarioResult;
 
 /// The figures `keys` of the object `v`, as [`n`] shows each.
@@ -58,6 +59,31 @@ pub(super) fn slowest(check: &Value) -> (Slowest, Slowest, Slowest) {
         }
     }
     (completion, outage, release)
+}
+
+/// What the probes saw during each `fault` of a scenario, `·`-separated; `n/a` without one.
+fn network_cell(r: &ScenarioResult, fault: Fault) -> String {
+    let s = |v: Option<f64>| v.map_or_else(|| "n/a".into(), |x| format!("{:.2} s", x / 1000.0));
+    let cells: Vec<String> = r
+        .faults
+        .iter()
+        .filter(|f| f.fault == fault)
+        .filter_map(|f| f.figures.as_ref())
+        .map(|f| match fault {
+            Fault::Failover => s(f.ready_after_ms),
+            _ => format!(
+                "{} / {} / {}",
+                s(f.unavailable_after_ms),
+                s(Some(f.longest_answer_ms)),
+                s(f.ready_after_ms)
+            ),
+        })
+        .collect();
+    if cells.is_empty() {
+        "n/a".into()
+    } else {
+        cells.join(" · ")
+    }
 }
 
 /// The summary table: one column per scenario.
@@ -151,6 +177,31 @@ pub(super) fn render(results: &[ScenarioResult]) -> String {
     row("slowest re-lease after a fleet kill (TTL 2 s)", &|r| {
         show(slowest(&r.check).2)
     });
+    for (fault, label) in [
+        (
+            Fault::CutFromLogbook,
+            "replica cut from the primary: first 503 / longest answer / 200 after the heal",
+        ),
+        (
+            Fault::OneWay,
+            "one-way partition: first 503 / longest answer / 200 after the heal",
+        ),
+        (
+            Fault::LostCommits,
+            "lost COMMIT answers: first 503 / longest answer / 200 after the heal",
+        ),
+        (
+            Fault::Failover,
+            "failover: both replicas answer 200 after the promotion",
+        ),
+    ] {
+        if results
+            .iter()
+            .any(|r| r.faults.iter().any(|f| f.fault == fault))
+        {
+            row(label, &|r| network_cell(r, fault));
+        }
+    }
     row("ledger-verify", &|r| r.ledger.clone());
     row("duration", &|r| format!("{:.1} s", r.seconds));
     row("violations", &|r| r.violations.len().to_string());

@@ -5,7 +5,9 @@ use serde_json::json;
 
 use super::finish::merge;
 use super::summary::slowest;
-use super::{FAULT_WINDOW, Fault, parse_options, scenarios, thresholds};
+use super::{
+    FAULT_WINDOW, Fault, fault_order, network_scenarios, parse_options, scenarios, thresholds,
+};
 
 #[test]
 fn fault_thresholds_rise_inside_the_window_and_repeat_per_seed() {
@@ -63,6 +65,52 @@ fn the_full_run_has_each_fault_alone_then_all_together_on_5000_roots() {
 }
 
 #[test]
+fn the_short_network_run_has_every_network_fault_on_two_replicas() {
+    let short = network_scenarios(true, None);
+    assert_eq!(short.len(), 1);
+    assert_eq!((short[0].roots, short[0].replicas), (300, 2));
+    assert_eq!(
+        short[0].faults,
+        vec![
+            Fault::CutFromLogbook,
+            Fault::CutFleet,
+            Fault::OneWay,
+            Fault::LostCommits,
+            Fault::Failover,
+        ]
+    );
+}
+
+#[test]
+fn the_full_network_run_has_each_fault_alone_then_all_together() {
+    let full = network_scenarios(false, None);
+    let names: Vec<&str> = full.iter().map(|s| s.name).collect();
+    assert_eq!(
+        names,
+        [
+            "dead-link",
+            "fleet-cut",
+            "one-way",
+            "unknown-commit",
+            "failover",
+            "network-all"
+        ]
+    );
+    assert_eq!(full[3].faults, vec![Fault::LostCommits; 2]);
+    assert_eq!(full[5].roots, 3_000);
+}
+
+#[test]
+fn a_failover_is_the_last_fault_whatever_the_seed() {
+    let faults = network_scenarios(true, None).remove(0).faults;
+    for seed in 0..20 {
+        let order = fault_order(&faults, &mut StdRng::seed_from_u64(seed));
+        assert_eq!(order.last(), Some(&Fault::Failover), "seed {seed}");
+        assert_eq!(order.len(), faults.len());
+    }
+}
+
+#[test]
 fn options_default_to_debug_for_short_and_release_for_full() {
     let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     let short = parse_options(&args(&["--short", "--seed", "9"])).unwrap();
@@ -72,6 +120,8 @@ fn options_default_to_debug_for_short_and_release_for_full() {
     assert!(!full.short && !full.release);
     assert_eq!(full.roots, Some(50));
     assert!(parse_options(&args(&["--bogus"])).is_err());
+    let network = parse_options(&args(&["--network", "--short"])).unwrap();
+    assert!(network.network && network.short && !network.release);
     assert!(parse_options(&args(&[])).unwrap().release);
 }
 
