@@ -248,4 +248,21 @@ impl TestApp {
         assert_eq!(r.status.as_u16(), 200);
         r.body.as_str().expect("metrics are text").to_owned()
     }
+
+    /// The first scrape, polled for up to 10 s, with a line for which `holds` is true. The
+    /// queue depths follow the ledger a moment after the answer (the feed's pump counts them).
+    pub async fn metrics_with_line(&self, holds: impl Fn(&str) -> bool) -> String {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let scrape = self.metrics().await;
+            if scrape.lines().any(&holds) {
+                return scrape;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no such line within 10 s: {scrape}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
 }

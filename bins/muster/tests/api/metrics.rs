@@ -1,7 +1,5 @@
 //! `/metrics`: what an operator graphs.
 
-use std::time::Duration;
-
 use serde_json::json;
 
 use crate::harness::TestApp;
@@ -21,8 +19,11 @@ async fn metrics_count_the_work_and_the_answers_without_a_token() {
     let l = app.lease("trawl", "w").await.unwrap();
     app.complete(&l, json!({"result": {}})).await;
     app.heartbeat(&l, "w").await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let m = scrape(&app).await;
+    let m = app
+        .metrics_with_line(|l| {
+            l == r#"muster_queue_depth{kind="trawl",priority="urgent",state="queued"} 1"#
+        })
+        .await;
     assert_eq!(
         line(&m, r#"muster_leases_granted_total{kind="trawl"}"#),
         Some(r#"muster_leases_granted_total{kind="trawl"} 1"#)

@@ -119,9 +119,13 @@ async fn every_metric_the_rules_and_the_dashboard_name_is_exported_by_a_real_ser
 #[tokio::test]
 async fn every_label_the_rules_and_the_dashboard_use_is_one_muster_or_the_scrape_sets() {
     let app = TestApp::spawn().await;
-    // One item queued and one answer given: the labelled families have samples.
+    // One item queued and one answer given: the labelled families have samples. The depths
+    // follow the ledger a moment later (the feed's pump counts them), so wait for them.
     app.enqueue("trawl", "normal", serde_json::json!({})).await;
-    let exported = exported_labels(&app.metrics().await);
+    let scrape = app
+        .metrics_with_line(|l| l.starts_with("muster_queue_depth{"))
+        .await;
+    let exported = exported_labels(&scrape);
     let mut used = BTreeSet::new();
     for file in ["muster-rules.yaml", "muster-dashboard.json"] {
         used.extend(label_names(&deploy_file(file)));
