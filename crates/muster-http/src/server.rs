@@ -27,6 +27,14 @@ use crate::error::ApiError;
 /// (docs/security.md, "Connections"; the figure is `cargo xtask bench`'s `edge` row).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
+/// The largest request head (request line and headers) the server reads: beyond it HTTP/1 is
+/// answered `431` and closed, HTTP/2 refuses the stream. Muster's callers send a few hundred
+/// bytes (a 68-character bearer token); the limit is hyper's smallest read buffer, which an
+/// HTTP/1 connection keeps for its whole life: with hyper's default (~400 KiB) the first read
+/// after protocol detection doubles it to 16 KiB, 8 KiB more for every live-feed subscriber
+/// (docs/benchmarks.md, "Memory of 1,000 SSE subscribers").
+pub const MAX_REQUEST_HEAD: usize = 8 * 1024;
+
 /// Timeouts and drain period of the server.
 #[derive(Debug, Clone)]
 pub struct ServerSettings {
@@ -125,12 +133,14 @@ pub async fn serve(
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(settings.header_read_timeout)
+        .max_buf_size(MAX_REQUEST_HEAD)
         .keep_alive(true);
     builder
         .http2()
         .timer(TokioTimer::new())
         .keep_alive_interval(settings.http2_keep_alive)
-        .keep_alive_timeout(settings.http2_keep_alive);
+        .keep_alive_timeout(settings.http2_keep_alive)
+        .max_header_list_size(MAX_REQUEST_HEAD as u32);
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
     let mut refused = RefusedConnections::default();

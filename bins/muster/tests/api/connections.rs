@@ -157,3 +157,47 @@ async fn an_idle_http1_keep_alive_connection_is_closed_after_the_header_timeout(
     let closed = closed_after(&mut conn, Duration::from_secs(5)).await;
     assert!(closed.is_some(), "still open after 5 s");
 }
+
+/// The status line of the answer to an HTTP/1.1 `GET /healthz` whose head carries one
+/// `x-padding` header of `padding` bytes, read from a raw socket.
+async fn status_of_a_head_padded_with(app: &TestApp, padding: usize) -> String {
+    let mut tcp = TcpStream::connect(app.addr).await.unwrap();
+    let head = format!(
+        "GET /healthz HTTP/1.1\r\nhost: muster\r\nx-padding: {}\r\nconnection: close\r\n\r\n",
+        "a".repeat(padding)
+    );
+    // The server may answer (and close) before it has read the whole of an oversized head.
+    let _ = tcp.write_all(head.as_bytes()).await;
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), tcp.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    answer.lines().next().unwrap_or_default().to_string()
+}
+
+#[tokio::test]
+async fn an_http1_request_head_just_under_8_kib_is_served() {
+    let app = TestApp::spawn().await;
+    let status = status_of_a_head_padded_with(&app, 7 * 1024).await;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+}
+
+#[tokio::test]
+async fn an_http1_request_head_over_8_kib_is_answered_431() {
+    let app = TestApp::spawn().await;
+    let status = status_of_a_head_padded_with(&app, 9 * 1024).await;
+    assert_eq!(status, "HTTP/1.1 431 Request Header Fields Too Large");
+}
+
+#[tokio::test]
+async fn an_http2_request_whose_headers_pass_8_kib_is_answered_431() {
+    let app = TestApp::spawn().await;
+    let client = Client::builder(TokioExecutor::new())
+        .http2_only(true)
+        .build_http::<Empty<Bytes>>();
+    let req = Request::get(format!("{}/healthz", app.url()))
+        .header("x-padding", "a".repeat(9 * 1024))
+        .body(Empty::new())
+        .unwrap();
+    let res = client.request(req).await.map(|r| r.status());
+    assert_eq!(res.ok(), Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+}
