@@ -27,7 +27,10 @@ pub struct Subscription {
     pub(super) heartbeat: tokio::time::Interval,
     pub(super) retry_ms: u64,
     pub(super) ended: Option<End>,
-    /// When the last chunk was handed out.
+    /// When the last chunk was handed out, unless it stopped at `coalesce_bytes`: then more
+    /// may be ready, and the next chunk goes without waiting (else a subscriber could never
+    /// read more than `coalesce_bytes` per `coalesce_wait`, and a fast reader of a busy feed
+    /// would fall behind the buffer and be cut loose).
     pub(super) last_write: Option<tokio::time::Instant>,
 }
 
@@ -103,13 +106,17 @@ impl Subscription {
     /// frame is handed on as the shared buffer itself; several are copied into one). Less than
     /// `coalesce_wait` after the previous write it first waits out the rest of that time, so
     /// what arrives meanwhile leaves together (and the publisher wakes nobody: the events are
-    /// there when the wait ends): under load a subscriber writes at most once per
-    /// `coalesce_wait`, while an event after a quiet spell leaves at once. A subscriber that
+    /// there when the wait ends): under load a subscriber writes about once per
+    /// `coalesce_wait`, while an event after a quiet spell leaves at once. After a write that
+    /// stopped at `coalesce_bytes` the next one does not wait. A subscriber that
     /// fell too far behind still gets what it had, in order; the next call answers
     /// [`End::TooSlow`].
     pub async fn next_chunk(&mut self) -> Result<Bytes, End> {
         let chunk = self.gather().await;
-        self.last_write = Some(tokio::time::Instant::now());
+        let full = chunk
+            .as_ref()
+            .is_ok_and(|c| c.len() >= self.feed.inner.settings.coalesce_bytes);
+        self.last_write = (!full).then(tokio::time::Instant::now);
         chunk
     }
 

@@ -292,6 +292,58 @@ async fn a_write_stops_gathering_at_the_size_limit() {
     assert_eq!(transitions_per_write(&mut sub, 3).await, [1, 1, 1]);
 }
 
+#[tokio::test(start_paused = true)]
+async fn after_a_write_that_stopped_at_the_size_limit_the_next_does_not_wait() {
+    let settings = FeedSettings {
+        coalesce_bytes: 1,
+        ..FeedSettings::default()
+    };
+    let (feed, _) = feed_with(MockFeedSource::new(), settings);
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next_chunk().await.unwrap(); // queues, cut at the limit
+    for s in 1..=3 {
+        feed.deliver(event(s));
+    }
+    let started = tokio::time::Instant::now();
+    assert_eq!(transitions_per_write(&mut sub, 3).await, [1, 1, 1]);
+    assert_eq!(tokio::time::Instant::now(), started);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_subscriber_reading_a_feed_faster_than_the_size_limit_per_wait_keeps_up() {
+    // 64 events of ~250 bytes each 10 ms: ~1.6 MB/s, twice 4 KiB per 5 ms.
+    let settings = FeedSettings {
+        coalesce_bytes: 4096,
+        coalesce_wait: Duration::from_millis(5),
+        buffer: 128,
+        ..FeedSettings::default()
+    };
+    let (feed, _) = feed_with(MockFeedSource::new(), settings);
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next_chunk().await.unwrap(); // queues
+    let publisher = {
+        let feed = feed.clone();
+        tokio::spawn(async move {
+            for round in 0..100 {
+                for s in 1..=64 {
+                    feed.deliver(event(round * 64 + s));
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+    let mut seen = 0;
+    while seen < 6400 {
+        let chunk = sub.next_chunk().await.expect("still subscribed");
+        seen += std::str::from_utf8(&chunk)
+            .unwrap()
+            .matches("event: transition")
+            .count();
+    }
+    assert_eq!(seen, 6400);
+    publisher.await.unwrap();
+}
+
 #[tokio::test]
 async fn nothing_follows_the_shutdown_event() {
     let (feed, signal) = feed_with(MockFeedSource::new(), FeedSettings::default());
