@@ -97,7 +97,7 @@ async fn subscribe(
 }
 
 /// `VmRSS` of a process in MiB.
-fn rss_mib(pid: Option<u32>) -> Option<f64> {
+pub(crate) fn rss_mib(pid: Option<u32>) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;

@@ -21,6 +21,7 @@ mod cycles;
 mod edge;
 mod feed;
 mod feed_load;
+mod feed_memory;
 mod http;
 mod lab;
 mod pickup;
@@ -132,6 +133,24 @@ enum Scenario {
         /// The server's pid (same machine), to read its RSS from /proc; optional.
         #[arg(long)]
         server_pid: Option<u32>,
+    },
+    /// Server RSS with idle subscribers of `/v1/events`, each on an HTTP/1.1 connection of its
+    /// own or as HTTP/2 streams over a few connections. One run per fresh server.
+    FeedMemory {
+        /// `host:port` of a running `muster serve` (plain HTTP).
+        #[arg(long)]
+        addr: String,
+        #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
+        conn_token: String,
+        #[arg(long, default_value_t = 1000)]
+        subscribers: usize,
+        /// 0: HTTP/1.1, a connection per subscriber; n: HTTP/2 over n connections (the
+        /// server allows 200 streams on one).
+        #[arg(long, default_value_t = 0)]
+        http2_connections: usize,
+        /// The server's pid (same machine): its RSS is read from /proc.
+        #[arg(long)]
+        server_pid: u32,
     },
     /// The network edge: server RSS and lease p99 with `--idle` connections that send
     /// nothing and with `--slow` ones that send a request head a line a second, against none;
@@ -367,6 +386,21 @@ fn main() -> Result<()> {
                 Duration::from_millis(interval_ms),
                 server_pid,
             )
+            .await
+            .and_then(doc),
+            Scenario::FeedMemory {
+                addr,
+                conn_token,
+                subscribers,
+                http2_connections,
+                server_pid,
+            } => feed_memory::feed_memory(&feed_memory::Options {
+                addr: &addr,
+                conn_token: &conn_token,
+                subscribers,
+                http2_connections,
+                server_pid,
+            })
             .await
             .and_then(doc),
             Scenario::FeedLoad {
