@@ -148,7 +148,7 @@ pub struct Settings {
     /// Least milliseconds between two writes to one live-feed subscriber while events keep
     /// coming (what arrives meanwhile leaves in one write; an event after a quiet spell leaves
     /// at once). Longer costs the server less per subscriber and delays events by as much.
-    #[arg(long, env = "MUSTER_FEED_COALESCE_MS", default_value_t = 20, global = true,
+    #[arg(long, env = "MUSTER_FEED_COALESCE_MS", default_value_t = 100, global = true,
           value_parser = clap::value_parser!(u64).range(0..=1000))]
     pub feed_coalesce_ms: u64,
     /// Live-feed tuning (not a flag: the defaults are the contract's).
@@ -257,7 +257,7 @@ impl Settings {
             max_connections: muster_http::server::DEFAULT_MAX_CONNECTIONS,
             log_format: LogFormat::Json,
             pipeline: None,
-            feed_coalesce_ms: 20,
+            feed_coalesce_ms: 100,
             feed: muster_app::feed::FeedSettings::default(),
             server: muster_http::ServerSettings::default(),
             pow_difficulty: muster_antispam::DEFAULT_DIFFICULTY,
@@ -276,7 +276,7 @@ mod tests {
     #[test]
     fn a_live_feed_subscriber_is_written_at_most_every_twenty_ms_by_default() {
         let cli = Cli::try_parse_from(["muster", "serve"]).expect("arguments parse");
-        assert_eq!(cli.settings.feed_coalesce_ms, 20);
+        assert_eq!(cli.settings.feed_coalesce_ms, 100);
     }
 
     #[test]

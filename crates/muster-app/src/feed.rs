@@ -64,7 +64,7 @@ impl Default for FeedSettings {
             poll: Duration::from_millis(100),
             resume_window: 10_000,
             read_spacing: Duration::from_millis(5),
-            coalesce_wait: Duration::from_millis(20),
+            coalesce_wait: Duration::from_millis(100),
             coalesce_bytes: 32 * 1024,
         }
     }
