@@ -10,10 +10,10 @@ use anyhow::{Context, Result, bail};
 use http_body_util::Empty;
 use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use serde::Serialize;
 use tokio::net::TcpStream;
 
 use crate::feed::rss_mib;
+use crate::results::FeedMemory;
 
 pub(crate) struct Options<'a> {
     pub(crate) addr: &'a str,
@@ -23,17 +23,6 @@ pub(crate) struct Options<'a> {
     /// spread over n connections.
     pub(crate) http2_connections: usize,
     pub(crate) server_pid: u32,
-}
-
-#[derive(Serialize)]
-pub(crate) struct FeedMemory {
-    protocol: &'static str,
-    subscribers: usize,
-    connections: usize,
-    connect_s: f64,
-    server_rss_mib_before: Option<f64>,
-    server_rss_mib_with_subscribers: Option<f64>,
-    kib_per_subscriber: Option<f64>,
 }
 
 fn request(o: &Options<'_>) -> Result<hyper::Request<Empty<Bytes>>> {
@@ -119,7 +108,8 @@ pub(crate) async fn feed_memory(o: &Options<'_>) -> Result<FeedMemory> {
             "HTTP/1.1"
         } else {
             "HTTP/2"
-        },
+        }
+        .to_owned(),
         subscribers: o.subscribers,
         connections: if o.http2_connections == 0 {
             o.subscribers

@@ -196,6 +196,21 @@ pub(crate) struct Feed {
     pub(crate) server_pid: Option<u32>,
 }
 
+/// `muster-bench feed-memory` (`feed-memory-{http1,http2}.json`): one layout of idle
+/// subscribers on a fresh server.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct FeedMemory {
+    /// `HTTP/1.1` (a connection per subscriber) or `HTTP/2` (streams sharing `connections`).
+    pub(crate) protocol: String,
+    pub(crate) subscribers: usize,
+    pub(crate) connections: usize,
+    pub(crate) connect_s: f64,
+    pub(crate) server_rss_mib_before: Option<f64>,
+    pub(crate) server_rss_mib_with_subscribers: Option<f64>,
+    pub(crate) kib_per_subscriber: Option<f64>,
+}
+
 /// One subscriber count of `feed-load`.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]

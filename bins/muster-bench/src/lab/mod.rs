@@ -28,7 +28,7 @@ use self::procs::{
 };
 use crate::report::{Suite, TARGET_BACKLOG, render};
 use crate::results::{
-    BacklogFill, BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, Feed, FeedLoad,
+    BacklogFill, BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, Feed, FeedLoad, FeedMemory,
     FloorResult, Pickup, RunsDoc, ServerMemory, Spam, Target,
 };
 use crate::runtime::RuntimeDoc;
@@ -45,6 +45,11 @@ const BATCH_RUNS: [(u32, bool, bool, u64); 6] = [
     (128, false, true, 60),
 ];
 const BATCH_ITEMS: u64 = 200_000;
+
+/// The layouts of `feed-memory`: the output's name and `--http2-connections` (0: HTTP/1.1, a
+/// connection per subscriber; 5: 1,000 HTTP/2 streams, 200 per connection, the server's limit).
+const FEED_MEMORY_LAYOUTS: [(&str, &str); 2] =
+    [("feed-memory-http1", "0"), ("feed-memory-http2", "5")];
 
 /// Queued items for `feed-load` (16 workers, four phases of 20 s at up to ~3,500 items/s).
 const FEED_LOAD_ITEMS: u64 = 300_000;
@@ -179,6 +184,35 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         &["feed-load", "--url", &base, "--server-pid", &pid],
     )?;
     server.stop();
+
+    // Memory of 1,000 idle subscribers, once on HTTP/1.1 connections of their own and once as
+    // HTTP/2 streams over five connections: each on a fresh server, since memory the allocator
+    // kept from one layout would hide the next one's cost.
+    let mut feed_memory = Vec::new();
+    for (name, http2_connections) in FEED_MEMORY_LAYOUTS {
+        let mut server = ServeArgs {
+            url: &feed_load_url,
+            ..serve
+        }
+        .spawn(&out.join(format!("server-{name}.log")))?;
+        wait_healthy(&listen, &mut server)?;
+        std::thread::sleep(Duration::from_secs(1));
+        let pid = server.pid().to_string();
+        let measured: FeedMemory = runner.run(
+            name,
+            &[
+                "feed-memory",
+                "--addr",
+                &listen,
+                "--server-pid",
+                &pid,
+                "--http2-connections",
+                http2_connections,
+            ],
+        )?;
+        server.stop();
+        feed_memory.push(measured);
+    }
 
     // Backlog: a database of its own, filled in SQL, a fresh server per size.
     let backlog_url = migrated_database(cluster, muster, "muster_backlog")?;
@@ -411,6 +445,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         spam,
         feed,
         feed_load,
+        feed_memory,
         backlog,
         history,
         batches,

@@ -1,11 +1,14 @@
 //! The rows of `feed-load`: what SSE subscribers cost the workers, against the same run's
-//! phases without any.
+//! phases without any; and of `feed-memory`: what idle subscribers cost in memory.
 
 use super::{Row, num, ratio};
-use crate::results::FeedLoad;
+use crate::results::{FeedLoad, FeedMemory};
 
 /// Issue #32's aim for the server CPU one more subscriber costs per event, in µs.
 const CPU_PER_EVENT_AIM_US: f64 = 0.3;
+
+/// Issue #32's aim for the server's RSS with 1,000 subscribers, in MiB.
+const MEMORY_AIM_MIB: f64 = 24.0;
 
 pub(super) fn rows(rows: &mut Vec<Row>, load: &FeedLoad) {
     let none: Vec<_> = load.runs.iter().filter(|r| r.subscribers == 0).collect();
@@ -59,6 +62,31 @@ pub(super) fn rows(rows: &mut Vec<Row>, load: &FeedLoad) {
                 run.server_cpu_us_per_event_per_subscriber,
                 Some(CPU_PER_EVENT_AIM_US),
             ),
+        ]);
+    }
+}
+
+/// One row per layout: the server's RSS with the subscribers against the issue's aim, with the
+/// RSS just before they connected and the cost per subscriber in the label.
+pub(super) fn memory_rows(rows: &mut Vec<Row>, layouts: &[FeedMemory]) {
+    for m in layouts {
+        let layout = if m.connections == m.subscribers {
+            format!("{}, a connection each", m.protocol)
+        } else {
+            format!("{} streams over {} connections", m.protocol, m.connections)
+        };
+        let per = m
+            .kib_per_subscriber
+            .map_or_else(|| "n/a".into(), |k| format!("{k:.1}"));
+        rows.push([
+            format!(
+                "feed memory: server RSS, MiB, {} idle SSE subscribers as {layout}, fresh server ({} MiB before they connected; {per} KiB each)",
+                m.subscribers,
+                num(m.server_rss_mib_before),
+            ),
+            num(m.server_rss_mib_with_subscribers),
+            format!("{MEMORY_AIM_MIB} (issue #32's aim)"),
+            ratio(m.server_rss_mib_with_subscribers, Some(MEMORY_AIM_MIB)),
         ]);
     }
 }

@@ -8,8 +8,8 @@ mod tests;
 use serde::Serialize;
 
 use crate::results::{
-    BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FloorResult, Percentiles,
-    Pickup, ServerMemory, Spam, Target,
+    BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FeedMemory, FloorResult,
+    Percentiles, Pickup, ServerMemory, Spam, Target,
 };
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
@@ -34,6 +34,8 @@ pub(crate) struct Suite {
     pub(crate) spam: Spam,
     pub(crate) feed: Feed,
     pub(crate) feed_load: FeedLoad,
+    /// Idle subscribers' memory, one layout per fresh server (`feed-memory-*.json`).
+    pub(crate) feed_memory: Vec<FeedMemory>,
     pub(crate) backlog: Vec<BacklogSize>,
     /// A short queue beside a million finished items (`history.json`).
     pub(crate) history: Option<BacklogSize>,
@@ -106,6 +108,7 @@ pub(crate) fn render(suite: &Suite) -> String {
     spam_rows(&mut rows, &suite.spam);
     feed_rows(&mut rows, &suite.feed);
     feed_load::rows(&mut rows, &suite.feed_load);
+    feed_load::memory_rows(&mut rows, &suite.feed_memory);
     backlog_rows(&mut rows, &suite.backlog);
     if let (Some(base), Some(history)) = (suite.backlog.first(), &suite.history) {
         history_rows(&mut rows, base, history);

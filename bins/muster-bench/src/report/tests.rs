@@ -285,6 +285,40 @@ fn the_feed_load_rows_compare_each_subscriber_count_with_the_mean_of_the_phases_
     );
 }
 
+#[test]
+fn the_feed_memory_rows_compare_each_layout_with_the_issues_24_mib() {
+    let layouts: Vec<FeedMemory> = all(&[
+        json!({"protocol": "HTTP/1.1", "subscribers": 1000, "connections": 1000,
+               "server_rss_mib_before": 10.8, "server_rss_mib_with_subscribers": 28.0,
+               "kib_per_subscriber": 17.6}),
+        json!({"protocol": "HTTP/2", "subscribers": 1000, "connections": 5,
+               "server_rss_mib_before": 11.0, "server_rss_mib_with_subscribers": 15.8,
+               "kib_per_subscriber": 4.9}),
+    ]);
+    let mut rows = Vec::new();
+    feed_load::memory_rows(&mut rows, &layouts);
+    assert_eq!(
+        figures(&rows),
+        [
+            ["28.00", "24 (issue #32's aim)", "1.17×"],
+            ["15.80", "24 (issue #32's aim)", "0.66×"],
+        ]
+    );
+}
+
+#[test]
+fn the_feed_memory_rows_name_the_layout_the_rss_before_and_the_cost_per_subscriber() {
+    let layouts: Vec<FeedMemory> = all(&[json!({"protocol": "HTTP/2", "subscribers": 1000,
+        "connections": 5, "server_rss_mib_before": 11.0, "server_rss_mib_with_subscribers": 15.8,
+        "kib_per_subscriber": 4.9})]);
+    let mut rows = Vec::new();
+    feed_load::memory_rows(&mut rows, &layouts);
+    assert_eq!(
+        rows[0][0],
+        "feed memory: server RSS, MiB, 1000 idle SSE subscribers as HTTP/2 streams over 5 connections, fresh server (11.00 MiB before they connected; 4.9 KiB each)"
+    );
+}
+
 /// A backlog size whose pages and leases take `ms` at p50 and twice that at p99.
 fn backlog_size(size: u64, done: Option<i64>, ms: f64, cycles_per_s: f64) -> BacklogSize {
     let p = json!({"n": 50, "p50_ms": ms, "p99_ms": ms * 2.0});
