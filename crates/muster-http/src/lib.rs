@@ -10,7 +10,7 @@
 //! Module graph (who uses whom inside the crate; no circle): `routes` (the router) →
 //! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `reauth`, `sse`, `metrics`,
 //! `state`, `error`; `extract` → `state`, `budget`, `screen`, `error`; `state` → `budget`, `metrics`;
-//! `budget` → `error`; `metrics` → `refreshed`, `error`; `refreshed` → nothing; `server` → `conn_guard`, `dev_web`, `screen`, `error`; `screen` → `error`; `dev_web` →
+//! `budget` → `error`; `metrics` → `refreshed`, `error`; `refreshed` → nothing; `server` → `conn_guard`, `stall`, `dev_web`, `screen`, `error`; `stall` → nothing; `screen` → `error`; `dev_web` →
 //! `error`; `sse` and `error` → nothing.
 
 pub mod budget;
@@ -26,6 +26,7 @@ mod routes;
 mod screen;
 pub mod server;
 mod sse;
+mod stall;
 mod state;
 
 pub use budget::BodyBudget;

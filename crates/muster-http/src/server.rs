@@ -1,6 +1,7 @@
 //! The server loop: hyper 1 connections (HTTP/1 or HTTP/2) with a connection cap, a request
 //! head within the header-read timeout of connect whatever the protocol, HTTP/2 keep-alive pings
-//! and an idle timeout ([`crate::conn_guard`]), a per-request timeout, and graceful shutdown that
+//! and an idle timeout ([`crate::conn_guard`]), a write-stall limit ([`crate::stall`]), a
+//! per-request timeout, and graceful shutdown that
 //! drains requests in flight.
 
 use std::future::Future;
@@ -21,6 +22,7 @@ use tokio::sync::Semaphore;
 
 use crate::conn_guard::{Activity, IdleLimits, RefusedConnections, Tracked, guard};
 use crate::error::ApiError;
+use crate::stall::WriteStall;
 
 /// The default connection cap: sized so that every connection at its measured idle cost fits
 /// the pod's 128 MiB memory limit beside the server's own baseline and the body budget
@@ -63,6 +65,10 @@ pub struct ServerSettings {
     pub body_wait: Duration,
     /// How long a request body may take to arrive whole; a slower one is answered 503.
     pub body_read_deadline: Duration,
+    /// A connection whose peer takes no byte of a waiting write for this long is closed
+    /// ([`crate::stall`]): a live-feed subscriber that stopped reading altogether, whose stream
+    /// is never written again, so the slow-subscriber rule would never cut it loose.
+    pub write_stall: Duration,
     /// Development only: a directory served under `/dev/web/` ([`crate::dev_web`]); `None`
     /// (the default) means no such route.
     pub dev_web_dir: Option<std::path::PathBuf>,
@@ -80,6 +86,7 @@ impl Default for ServerSettings {
             lame_duck: Duration::from_secs(1),
             body_wait: Duration::from_secs(5),
             body_read_deadline: Duration::from_secs(10),
+            write_stall: Duration::from_secs(30),
             dev_web_dir: None,
         }
     }
@@ -170,7 +177,10 @@ pub async fn serve(
                 let _ = stream.set_nodelay(true);
                 let activity = Activity::new();
                 let svc = TowerToHyperService::new(Tracked::new(router.clone(), activity.clone()));
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                let conn = builder.serve_connection_with_upgrades(
+                    TokioIo::new(WriteStall::new(stream, settings.write_stall)),
+                    svc,
+                );
                 let conn = graceful.watch(conn.into_owned());
                 tokio::spawn(async move {
                     guard(conn, &activity, limits).await;

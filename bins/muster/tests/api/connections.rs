@@ -201,3 +201,46 @@ async fn an_http2_request_whose_headers_pass_8_kib_is_answered_431() {
     let res = client.request(req).await.map(|r| r.status());
     assert_eq!(res.ok(), Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
 }
+
+/// A live-feed subscriber that stops reading altogether is closed once its socket has taken no
+/// byte for the write-stall limit, instead of holding its connection and a full send buffer.
+#[tokio::test]
+async fn a_feed_subscriber_that_never_reads_is_closed_after_the_write_stall_limit() {
+    const EVENTS: i64 = 30_000;
+    let app = TestApp::spawn_with(|s| {
+        s.server.write_stall = Duration::from_secs(1);
+        // Room for every event, so that only the stall, not the slow-subscriber rule, can end it.
+        s.feed.buffer = 2 * EVENTS as usize;
+    })
+    .await;
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut frozen = socket.connect(app.addr).await.unwrap();
+    let head = format!(
+        "GET /v1/events HTTP/1.1\r\nHost: muster\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\n\r\n",
+        crate::harness::token("conn")
+    );
+    frozen.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // About 7 MB of transitions: more than the two sockets' buffers hold.
+    app.execute(&format!(
+        "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+         SELECT 'item', 'frozen-' || g, 1, 'test', 'operator', now(), '{{}}',
+                decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex')
+         FROM generate_series(1, {EVENTS}) AS g"
+    ))
+    .await;
+    // Frozen for well past the limit, then read what the sockets held: the stream ends early.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let mut got = Vec::new();
+    let ended = tokio::time::timeout(Duration::from_secs(20), frozen.read_to_end(&mut got)).await;
+    let transitions = got
+        .windows(b"event: transition".len())
+        .filter(|w| w == b"event: transition")
+        .count() as i64;
+    assert!(ended.is_ok(), "the server kept the connection open");
+    assert!(
+        transitions < EVENTS,
+        "all {transitions} transitions arrived: nothing was cut"
+    );
+}
