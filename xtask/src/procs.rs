@@ -1,18 +1,17 @@
-//! The process helpers every task shares: the workspace's paths, cargo, exit codes, banners
-//! and steps, psql, free ports and child processes (those from `muster-devdb`, which the
-//! benchmark lab shares), a server waited for until healthy, a migrated database, log files, and
-//! the reaper that kills what a task started if the task itself dies.
+//! The process helpers every task shares: the workspace's paths, cargo, exit codes, log files
+//! and the reaper that kills what a task started if the task itself dies; and, from
+//! `muster-devdb` (which the benchmark lab shares), banners and steps, psql, free ports, child
+//! processes, a migrated database and a server waited for until healthy.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use muster_devdb::TempCluster;
 pub(crate) use muster_devdb::{
-    Probe, Proc, banner, free_port, psql, psql_query, step, wait_for_200,
+    Probe, Proc, banner, free_port, migrate, migrated_database, psql, psql_query, runtime_url,
+    step, wait_for_200, wait_healthy,
 };
 
 pub(crate) fn workspace_root() -> PathBuf {
@@ -146,50 +145,4 @@ pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
         .with_context(|| format!("create {}", path.display()))?;
     f.write_all(bytes)?;
     Ok(())
-}
-
-/// Waits for `GET /healthz` of the server on `addr` (`host:port`) to answer 200 (30 s at most).
-pub(crate) fn wait_healthy(addr: &str, server: &mut Proc, log: &Path) -> Result<()> {
-    wait_for_200(
-        addr,
-        &Probe::healthz(Duration::from_millis(50)),
-        server,
-        Instant::now(),
-    )
-    .with_context(|| format!("muster serve on {addr}; see {}", log.display()))?;
-    Ok(())
-}
-
-/// Creates database `name` in `cluster` and migrates it with `muster migrate` (warnings only);
-/// answers its URL (the superuser's). The runtime role gets a login: `serve` connects with
-/// [`runtime_url`].
-pub(crate) fn migrated_database(
-    cluster: &TempCluster,
-    muster: &Path,
-    name: &str,
-) -> Result<String> {
-    let url = cluster.create_database(name)?;
-    migrate(muster, &url)?;
-    cluster.login_as(&url, muster_devdb::RUNTIME_ROLE)?;
-    Ok(url)
-}
-
-/// `muster migrate` of the database at `url` (warnings only).
-pub(crate) fn migrate(muster: &Path, url: &str) -> Result<()> {
-    step(
-        "muster migrate",
-        Command::new(muster)
-            .args(["migrate", "--database-url", url, "--log-format", "pretty"])
-            .env("RUST_LOG", "warn"),
-    )?;
-    Ok(())
-}
-
-/// A database URL of a throwaway cluster (the superuser's) as the runtime role, for `serve`.
-pub(crate) fn runtime_url(url: &str) -> String {
-    url.replacen(
-        &format!("://{}@", muster_devdb::SUPERUSER),
-        &format!("://{}@", muster_devdb::RUNTIME_ROLE),
-        1,
-    )
 }

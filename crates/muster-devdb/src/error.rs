@@ -85,6 +85,17 @@ pub enum DevDbError {
         /// How long it was waited for.
         seconds: u64,
     },
+    /// `muster serve` did not become healthy (see [`wait_healthy`](crate::wait_healthy)).
+    #[error("muster serve on {addr}: {source}; see {log}")]
+    Unhealthy {
+        /// Where it was to listen.
+        addr: String,
+        /// Its log file.
+        log: String,
+        /// Why waiting for it failed.
+        #[source]
+        source: Box<DevDbError>,
+    },
 }
 
 impl DevDbError {

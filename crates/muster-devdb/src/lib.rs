@@ -16,12 +16,15 @@
 //!
 //! Around a cluster, the local runs (`cargo xtask`, the benchmark lab) share the helpers of
 //! `process.rs`, re-exported here: a titled step, `psql`, a free port, a child process stopped
-//! on every way out, and waiting for a server's HTTP port to answer 200; and of `tokens.rs`:
-//! development tokens and the token file `muster serve --tokens` reads.
+//! on every way out, and waiting for a server's HTTP port to answer 200; of `serve.rs`: a
+//! database migrated by `muster migrate`, the runtime role's URL, a server waited for until
+//! healthy; and of `tokens.rs`: development tokens and the token file `muster serve --tokens`
+//! reads.
 
 mod error;
 mod host;
 mod process;
+mod serve;
 mod tokens;
 
 pub use error::DevDbError;
@@ -30,6 +33,7 @@ use host::{
     Account, cluster_account, create_base_dir, describe_output, is_executable, log_tail, read_from,
 };
 pub use process::{Probe, Proc, banner, free_port, psql, psql_query, step, wait_for_200};
+pub use serve::{migrate, migrated_database, runtime_url, wait_healthy};
 pub use tokens::{DevTokens, new_token};
 
 use std::fs::{self, OpenOptions};

@@ -1,4 +1,4 @@
-use super::{ClusterOptions, Probe};
+use super::{ClusterOptions, Probe, runtime_url};
 use crate::host::{Account, account_from_passwd, version_key};
 
 #[test]
@@ -56,4 +56,12 @@ fn a_probe_reads_the_status_code_of_the_answer() {
 fn a_probe_without_a_status_line_has_no_status() {
     let port = answer_once("garbage");
     assert_eq!(probe().status(&format!("127.0.0.1:{port}")), None);
+}
+
+#[test]
+fn the_runtime_url_is_the_superusers_with_the_runtime_role() {
+    assert_eq!(
+        runtime_url("postgresql://postgres@127.0.0.1:5433/muster_bench"),
+        "postgresql://muster_app@127.0.0.1:5433/muster_bench"
+    );
 }

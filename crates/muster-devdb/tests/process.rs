@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use muster_devdb::{DevDbError, Probe, Proc, free_port, wait_for_200};
+use muster_devdb::{DevDbError, Probe, Proc, free_port, wait_for_200, wait_healthy};
 
 fn sleeper() -> Proc {
     Proc::new(
@@ -53,6 +53,25 @@ fn waiting_for_a_port_fails_once_the_server_has_exited() {
     )
     .expect_err("nothing listens");
     assert!(matches!(error, DevDbError::ExitedEarly { .. }), "{error}");
+}
+
+#[test]
+fn a_server_that_exits_before_it_is_healthy_is_named_with_its_log() {
+    let mut proc = Proc::new(Command::new("true").spawn().expect("spawn true"));
+    let addr = format!("127.0.0.1:{}", free_port().expect("a free port"));
+    let log = std::path::Path::new("target/bench/server.log");
+    let error = wait_healthy(&addr, &mut proc, log).expect_err("nothing listens");
+    assert!(
+        matches!(&error, DevDbError::Unhealthy { source, .. }
+            if matches!(**source, DevDbError::ExitedEarly { .. })),
+        "{error}"
+    );
+    let text = error.to_string();
+    assert!(
+        text.starts_with(&format!("muster serve on {addr}: exited early"))
+            && text.ends_with("; see target/bench/server.log"),
+        "{text}"
+    );
 }
 
 #[test]
