@@ -1,5 +1,7 @@
-//! Group commit: concurrent single requests of one lane (a worker kind) are answered by one
-//! batch transaction instead of one transaction each.
+//! `Combiner`, the batching algorithm behind group commit, generic over what it batches:
+//! concurrent single requests of one lane (a key; the service's is the worker kind) are answered
+//! by one batch transaction instead of one transaction each. It knows no use case;
+//! `service/group.rs` puts leases and completions in its lanes.
 //!
 //! A request joins its lane's queue. While fewer than `max_running` batches of that lane are
 //! being written, the request starts a drainer; otherwise one of the running drainers takes it

@@ -1,6 +1,14 @@
-//! A value one task writes and others read now and then (the node names in force, a
-//! dependency's state): cloned out on read, replaced whole on write; a panicked writer leaves
-//! the last value readable.
+//! `Shared<T>`: a value that one task replaces whole and other tasks read now and then — the
+//! node names in force (`nodes.rs`), a dependency's last answer (`dependency.rs`), the Logbook
+//! schema's verdict (muster-pg).
+//!
+//! Invariant: a reader gets a clone of one whole value, never part of an old and part of a new
+//! one, and holds the lock only for the clone or the swap; a writer that panicked leaves the last
+//! value readable (a poisoned lock is read through), so one failed refresh does not take the
+//! readers with it.
+//!
+//! Why it exists: each of those places would otherwise pick its own lock and its own answer to
+//! poisoning; here it is decided once.
 
 use std::sync::RwLock;
 

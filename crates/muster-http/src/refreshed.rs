@@ -1,7 +1,12 @@
-//! A value read from Logbook for the probes and `/metrics`, refreshed at most once per
-//! interval however often it is asked for: the first caller after the interval loads it while
-//! the others wait for that one load, so a flood of scrapes or probes costs one pool
-//! connection per interval, never one per call.
+//! `Refreshed<T>`: a value read from Logbook for the probes and `/metrics` (readiness, the
+//! oldest items' ages), loaded at most once per interval however often it is asked for.
+//!
+//! Invariant: the first caller after the interval loads it while the callers that come
+//! meanwhile wait for that one load and share its value; no caller gets a value loaded longer
+//! ago than the interval.
+//!
+//! Why it exists: a flood of scrapes or probes would otherwise cost one pool connection per call,
+//! taken from the work; this way it costs one per interval.
 
 use std::future::Future;
 use std::time::Duration;

@@ -1,7 +1,14 @@
-//! What is refused before any handler sees it: strings PostgreSQL cannot store (U+0000, in
-//! `text` and `jsonb` alike) anywhere in a JSON body or the URI, and a URI path whose
-//! percent-encoding is malformed or does not decode to UTF-8. Both are answered 400
-//! `E_BAD_REQUEST` in the contract's JSON shape, whatever the field or route.
+//! The transport's input screen: what is refused before any handler sees it. A string
+//! PostgreSQL cannot store (U+0000, in `text` and `jsonb` alike) anywhere in a JSON body (the
+//! body extractor asks [`json_has_nul`]), the path or the query, and a path whose
+//! percent-encoding is malformed or does not decode to UTF-8 (the [`uri`] middleware, before
+//! routing).
+//!
+//! Invariant: such a request is answered 400 `E_BAD_REQUEST` in the contract's JSON shape,
+//! whatever the field or the route, and writes nothing.
+//!
+//! Why it exists: checked one field at a time, a field or route added later would slip through
+//! and PostgreSQL would answer a 500; one screen in front of them all cannot be forgotten.
 
 use axum::body::Body;
 use axum::http::Request;

@@ -1,6 +1,7 @@
-//! Group commit: concurrent single lease requests, and concurrent single completions, of one
-//! worker kind are written together by a drainer of the kind's lane (see `combine`). Each is
-//! answered exactly as alone, and none before its transaction committed.
+//! The lanes of the use cases that commit in groups: a single lease request, or a single
+//! completion, waits in its worker kind's lane and is written together with the concurrent ones
+//! of that kind, by `combine`'s algorithm. Each is answered exactly as alone, and none before its
+//! transaction committed.
 
 use std::collections::HashSet;
 
