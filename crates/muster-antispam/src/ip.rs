@@ -14,7 +14,7 @@
 //!
 //! The header value, with leading and trailing ASCII whitespace trimmed, must be one bare
 //! address as [`std::net::IpAddr`] parses it: dotted-quad IPv4 (no leading zeros) or textual
-//! IPv6 (compressed forms and an IPv4 tail allowed). Refused, with code `E_BAD_REQUEST`: an
+//! IPv6 (compressed forms and an IPv4 tail allowed). Refused: an
 //! empty value, a port (`1.2.3.4:80`), a list (`1.2.3.4, 5.6.7.8`), brackets (`[::1]`), a zone
 //! (`fe80::1%eth0`), and anything else. Conn sets the header itself, so there is no reason to be
 //! lenient.
@@ -45,14 +45,6 @@ pub enum IpError {
     /// The header value is not a single bare IP address.
     #[error("X-Client-IP is not a single bare IP address")]
     Invalid,
-}
-
-impl IpError {
-    /// Stable error code: `E_BAD_REQUEST`.
-    #[must_use]
-    pub const fn code(&self) -> &'static str {
-        "E_BAD_REQUEST"
-    }
 }
 
 /// Parses an `X-Client-IP` header value (see *Header grammar*).

@@ -18,16 +18,11 @@
 //!    ([`text::to_plain_text`]).
 //! 5. The review gate lives elsewhere.
 //!
-//! # Error codes
+//! # Errors
 //!
-//! | code              | errors                                                        |
-//! |-------------------|---------------------------------------------------------------|
-//! | `E_POW`           | [`PowError`], every variant                                   |
-//! | `E_BAD_REQUEST`   | [`IpError`], [`IntakeError::TooLarge`]                        |
-//! | `E_TARGET`        | [`UnknownTarget`]                                             |
-//! | `E_OWNERSHIP_MAP` | [`OwnershipError`]: a bad `ownership_map.json` (deploy fault) |
-//!
-//! [`IntakeError`] gathers the request-time errors under one type for the HTTP layer.
+//! Each layer has its own error type; [`IntakeError`] gathers the request-time ones under one
+//! type. Which status and `E_…` code a caller gets for each is decided in one place, the
+//! transport's error table (muster-http), through the use cases' `AppError`.
 
 pub mod honeypot;
 pub mod ip;
@@ -50,34 +45,21 @@ pub const MAX_REQUEST_BYTES: usize = 4096;
 /// Why an edit submission was refused at request time.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IntakeError {
-    /// Proof of work refused (`E_POW`).
+    /// Proof of work refused.
     #[error(transparent)]
     Pow(#[from] PowError),
-    /// `X-Client-IP` missing or unparsable (`E_BAD_REQUEST`).
+    /// `X-Client-IP` missing or unparsable.
     #[error(transparent)]
     ClientIp(#[from] IpError),
-    /// The request body is larger than [`MAX_REQUEST_BYTES`] (`E_BAD_REQUEST`).
+    /// The request body is larger than [`MAX_REQUEST_BYTES`].
     #[error("request body is {len} bytes, more than the {MAX_REQUEST_BYTES}-byte limit")]
     TooLarge {
         /// The body's length in bytes.
         len: usize,
     },
-    /// The target is not in the ownership map (`E_TARGET`).
+    /// The target is not in the ownership map.
     #[error(transparent)]
     UnknownTarget(#[from] UnknownTarget),
-}
-
-impl IntakeError {
-    /// Stable error code: `E_POW`, `E_BAD_REQUEST` or `E_TARGET`.
-    #[must_use]
-    pub const fn code(&self) -> &'static str {
-        match self {
-            Self::Pow(e) => e.code(),
-            Self::ClientIp(e) => e.code(),
-            Self::TooLarge { .. } => "E_BAD_REQUEST",
-            Self::UnknownTarget(e) => e.code(),
-        }
-    }
 }
 
 /// Checks a request body's length in bytes against [`MAX_REQUEST_BYTES`] (inclusive).
@@ -107,18 +89,10 @@ mod tests {
     fn request_of_4097_bytes_is_too_large() {
         let error = check_request_size(4097).expect_err("too large");
         assert_eq!(error, IntakeError::TooLarge { len: 4097 });
-        assert_eq!(error.code(), "E_BAD_REQUEST");
         assert_eq!(
             error.to_string(),
             "request body is 4097 bytes, more than the 4096-byte limit"
         );
-    }
-
-    #[test]
-    fn intake_errors_keep_their_layers_codes() {
-        assert_eq!(IntakeError::from(PowError::Expired).code(), "E_POW");
-        assert_eq!(IntakeError::from(IpError::Empty).code(), "E_BAD_REQUEST");
-        assert_eq!(IntakeError::from(UnknownTarget).code(), "E_TARGET");
     }
 
     #[test]

@@ -14,8 +14,8 @@
 //!   this map does not);
 //! * an owner id must be non-empty (a title may be empty).
 //!
-//! Map errors have the code `E_OWNERSHIP_MAP` (a deployment fault, not a client's); a request
-//! naming a target the map lacks gets [`UnknownTarget`], code `E_TARGET`.
+//! A map error is a deployment fault, not a client's; a request naming a target the map lacks
+//! gets [`UnknownTarget`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -42,7 +42,7 @@ pub struct OwnershipMap {
     targets: BTreeMap<String, Target>,
 }
 
-/// Why `ownership_map.json` was refused. Code `E_OWNERSHIP_MAP`.
+/// Why `ownership_map.json` was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OwnershipError {
     /// Not JSON, or not the documented shape (unknown or missing field, wrong type).
@@ -62,26 +62,10 @@ pub enum OwnershipError {
     EmptyOwner(String),
 }
 
-impl OwnershipError {
-    /// Stable error code: `E_OWNERSHIP_MAP`.
-    #[must_use]
-    pub const fn code(&self) -> &'static str {
-        "E_OWNERSHIP_MAP"
-    }
-}
-
-/// A request named a target that the ownership map does not list. Code `E_TARGET`.
+/// A request named a target that the ownership map does not list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("unknown edit target")]
 pub struct UnknownTarget;
-
-impl UnknownTarget {
-    /// Stable error code: `E_TARGET`.
-    #[must_use]
-    pub const fn code(&self) -> &'static str {
-        "E_TARGET"
-    }
-}
 
 /// First pass: only the version, whatever else the document holds.
 #[derive(Deserialize)]
@@ -168,7 +152,7 @@ impl OwnershipMap {
     ///
     /// # Errors
     ///
-    /// [`UnknownTarget`] (`E_TARGET`) if the map does not list it.
+    /// [`UnknownTarget`] if the map does not list it.
     pub fn require(&self, target: &str) -> Result<&Target, UnknownTarget> {
         self.get(target).ok_or(UnknownTarget)
     }
@@ -249,7 +233,6 @@ mod tests {
         assert_eq!(map.title_of("docs/missing"), None);
         assert!(!map.contains("docs/missing"));
         assert_eq!(map.require("docs/missing"), Err(UnknownTarget));
-        assert_eq!(UnknownTarget.code(), "E_TARGET");
         assert_eq!(UnknownTarget.to_string(), "unknown edit target");
     }
 
@@ -364,18 +347,5 @@ mod tests {
             Err(OwnershipError::Invalid(_))
         ));
         assert!(matches!(parse(""), Err(OwnershipError::Invalid(_))));
-    }
-
-    #[test]
-    fn map_errors_have_code_e_ownership_map() {
-        for error in [
-            OwnershipError::Invalid("x".into()),
-            OwnershipError::UnsupportedVersion(2),
-            OwnershipError::EmptyTargetId,
-            OwnershipError::DuplicateTarget("a".into()),
-            OwnershipError::EmptyOwner("a".into()),
-        ] {
-            assert_eq!(error.code(), "E_OWNERSHIP_MAP");
-        }
     }
 }

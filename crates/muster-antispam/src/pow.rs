@@ -163,14 +163,6 @@ pub enum PowError {
     },
 }
 
-impl PowError {
-    /// Stable error code: `E_POW` for every variant.
-    #[must_use]
-    pub const fn code(&self) -> &'static str {
-        "E_POW"
-    }
-}
-
 /// The signed fields of a challenge.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Fields {

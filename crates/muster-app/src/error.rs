@@ -1,4 +1,5 @@
-//! The errors of the use cases. The transport maps each to a status and an `E_…` code.
+//! The errors of the use cases. The transport maps each to a status and an `E_…` code, in
+//! its one table (`muster_http::error::ErrorCode`); nothing here spells a code.
 
 use muster_domain::TransitionError;
 
@@ -30,25 +31,6 @@ pub enum AppError {
     Internal(String),
 }
 
-impl AppError {
-    /// The stable public code of the error.
-    pub fn code(&self) -> &'static str {
-        match self {
-            AppError::BadRequest(_) => "E_BAD_REQUEST",
-            AppError::Forbidden(_) => "E_FORBIDDEN",
-            AppError::NotFound(_) => "E_NOT_FOUND",
-            AppError::LeaseLost => "E_LEASE_LOST",
-            AppError::Conflict(_) => "E_CONFLICT",
-            AppError::Route(_) => "E_ROUTE",
-            AppError::Pow(_) => "E_POW",
-            AppError::Target(_) => "E_TARGET",
-            AppError::RateLimited { .. } => "E_RATE_LIMITED",
-            AppError::Unavailable => "E_UNAVAILABLE",
-            AppError::Internal(_) => "E_INTERNAL",
-        }
-    }
-}
-
 impl From<StoreError> for AppError {
     fn from(e: StoreError) -> Self {
         match e {
@@ -76,5 +58,60 @@ impl From<TransitionError> for AppError {
 impl From<muster_domain::listing::ListingError> for AppError {
     fn from(e: muster_domain::listing::ListingError) -> Self {
         AppError::BadRequest(e.to_string())
+    }
+}
+
+/// The edit intake's request-time refusals, each as the use-case error of its layer.
+impl From<muster_antispam::IntakeError> for AppError {
+    fn from(e: muster_antispam::IntakeError) -> Self {
+        use muster_antispam::IntakeError;
+        match e {
+            IntakeError::Pow(_) => AppError::Pow(e.to_string()),
+            IntakeError::ClientIp(_) | IntakeError::TooLarge { .. } => {
+                AppError::BadRequest(e.to_string())
+            }
+            IntakeError::UnknownTarget(_) => AppError::Target(e.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use muster_antispam::{IntakeError, IpError, PowError, UnknownTarget};
+
+    use super::*;
+
+    #[test]
+    fn a_refused_proof_of_work_is_a_pow_error() {
+        assert_eq!(
+            AppError::from(IntakeError::from(PowError::Expired)),
+            AppError::Pow(PowError::Expired.to_string())
+        );
+    }
+
+    #[test]
+    fn a_bad_client_ip_is_a_bad_request() {
+        assert_eq!(
+            AppError::from(IntakeError::from(IpError::Empty)),
+            AppError::BadRequest(IpError::Empty.to_string())
+        );
+    }
+
+    #[test]
+    fn a_body_over_the_limit_is_a_bad_request_naming_the_limit() {
+        assert_eq!(
+            AppError::from(IntakeError::TooLarge { len: 4097 }),
+            AppError::BadRequest(
+                "request body is 4097 bytes, more than the 4096-byte limit".into()
+            )
+        );
+    }
+
+    #[test]
+    fn an_unknown_target_is_a_target_error() {
+        assert!(matches!(
+            AppError::from(IntakeError::from(UnknownTarget)),
+            AppError::Target(_)
+        ));
     }
 }

@@ -19,7 +19,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use muster_antispam::{self as spam, ChallengeKey, DailySalt, OwnershipMap};
+use muster_antispam::{self as spam, ChallengeKey, DailySalt, IntakeError, OwnershipMap};
 use muster_domain::Principal;
 use muster_domain::edit::{Decided, Decision, DecisionError, Edit, EditId, EditState};
 use serde::Serialize;
@@ -201,14 +201,14 @@ impl Intake {
         let ip = client_ip
             .ok_or_else(|| AppError::BadRequest("the X-Client-IP header is required".into()))
             .and_then(|h| {
-                spam::parse_client_ip(h).map_err(|e| AppError::BadRequest(e.to_string()))
+                spam::parse_client_ip(h).map_err(|e| AppError::from(IntakeError::from(e)))
             })?;
         // 2. Proof of work, statelessly.
         let now = self.clock.now();
         let key = self.key().await?;
         let verified = spam::pow::verify(key, &s.challenge, &s.nonce, now).map_err(|e| {
             bump(&self.stats.pow);
-            AppError::Pow(e.to_string())
+            AppError::from(IntakeError::from(e))
         })?;
         // 3. Schema.
         let map = self.ownership.current();
@@ -226,8 +226,7 @@ impl Intake {
                 "the body is empty once markup is removed".into(),
             ));
         }
-        spam::check_request_size(body.len())
-            .map_err(|_| AppError::BadRequest("the body is over 4096 bytes".into()))?;
+        spam::check_request_size(body.len())?;
         // 4. Cap, spend, store: one transaction.
         let day = spam::utc_day(now);
         let mut tx = self.logbook.begin().await?;

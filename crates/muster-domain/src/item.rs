@@ -180,6 +180,23 @@ impl Item {
         )
     }
 
+    /// Checks the sender of a call on `record`: `actor` must be a worker of this item's kind
+    /// (`Forbidden` first), and a `worker_id` it names must be the lease's (`WrongWorker`).
+    /// Asked before [`Item::check_finish`], so a wrong sender is refused whatever the lease's
+    /// state, in the call's own transaction.
+    pub fn check_sender(
+        &self,
+        record: &LeaseRecord,
+        actor: Principal,
+        worker_id: Option<&str>,
+    ) -> Result<(), TransitionError> {
+        self.authorize(actor)?;
+        match worker_id {
+            Some(w) if w != record.worker_id => Err(TransitionError::WrongWorker),
+            _ => Ok(()),
+        }
+    }
+
     /// Checks that `actor` may use `record` to finish this item with a request of `kind` whose
     /// canonical digest is `digest`.
     pub fn check_finish(

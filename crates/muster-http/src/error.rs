@@ -83,7 +83,14 @@ pub struct ApiError {
     pub message: String,
     /// `Retry-After` in seconds, when the caller should wait.
     pub retry_after: Option<u64>,
+    /// What went wrong inside, for the log only (never in the answer): logged by the request
+    /// middleware ([`crate::metrics::track`]) under the request's span.
+    pub detail: Option<String>,
 }
+
+/// The inner detail of a 500, left on the response for the request middleware to log.
+#[derive(Debug, Clone)]
+pub(crate) struct InternalDetail(pub String);
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
@@ -91,6 +98,15 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            detail: None,
+        }
+    }
+
+    /// 500 `E_INTERNAL`: the caller reads "internal error", the log reads `detail`.
+    pub fn internal(detail: impl Into<String>) -> Self {
+        ApiError {
+            detail: Some(detail.into()),
+            ..Self::new(ErrorCode::Internal, "internal error")
         }
     }
 
@@ -132,35 +148,50 @@ impl ApiError {
 
 impl From<AppError> for ApiError {
     fn from(e: AppError) -> Self {
-        let code = ErrorCode::from(&e);
-        let message = match &e {
+        match e {
             // Internal details go to the log, not to the caller.
-            AppError::Internal(detail) => {
-                tracing::error!(error = %detail, "internal error");
-                "internal error".to_owned()
-            }
-            other => other.to_string(),
-        };
-        let mut api = ApiError::new(code, message);
-        if let AppError::RateLimited { retry_after_secs } = e {
-            api.retry_after = Some(retry_after_secs);
+            AppError::Internal(detail) => ApiError::internal(detail),
+            AppError::RateLimited { retry_after_secs } => ApiError {
+                retry_after: Some(retry_after_secs),
+                ..ApiError::new(ErrorCode::from(&e), e.to_string())
+            },
+            other => ApiError::new(ErrorCode::from(&other), other.to_string()),
         }
-        api
+    }
+}
+
+/// The contract's error object, `{"code": "E_…", "message": "…"}`: the `error` of every error
+/// answer, and of a refused entry in an answer of many.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ErrorBody {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ErrorBody {
+    pub fn of(e: &ApiError) -> Self {
+        ErrorBody {
+            code: e.code.as_str(),
+            message: e.message.clone(),
+        }
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body =
-            json!({"error": {"code": self.code.as_str(), "message": self.message}}).to_string();
+        let body = json!({"error": ErrorBody::of(&self)}).to_string();
         let status = self.code.status();
         let mut res = (status, body).into_response();
         res.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        // Left on the response for the metrics layer, which counts answers by code.
+        // Left on the response for the metrics layer, which counts answers by code (and
+        // logs an internal detail).
         res.extensions_mut().insert(self.code);
+        if let Some(detail) = self.detail {
+            res.extensions_mut().insert(InternalDetail(detail));
+        }
         let unavailable = status == StatusCode::SERVICE_UNAVAILABLE;
         if let Some(secs) = self.retry_after.or(unavailable.then_some(1)) {
             res.headers_mut()

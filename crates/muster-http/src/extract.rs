@@ -3,14 +3,15 @@
 //! room is reserved.
 
 use axum::body::Body;
-use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
 use axum::http::header;
 use axum::http::request::Parts;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, Limited};
 use muster_app::auth::AuthError;
-use muster_domain::Principal;
+use muster_domain::edit::EditId;
+use muster_domain::{ItemId, Kind, LeaseId, Principal};
 use serde::de::DeserializeOwned;
 use uuid::Uuid;
 
@@ -149,7 +150,87 @@ pub async fn read_limited(
     }
 }
 
-/// An id in a path: anything that is not a UUID names nothing that exists.
-pub(crate) fn path_id(raw: &str, what: &str) -> Result<Uuid, ApiError> {
-    Uuid::parse_str(raw).map_err(|_| ApiError::not_found(format!("no {what} {raw:?}")))
+/// What a route's one path parameter names: a lease, an item, an edit or a worker kind.
+/// Anything that does not parse names nothing that exists (404 `E_NOT_FOUND`).
+pub(crate) trait Named: Sized {
+    /// How an error answer names it: "no lease …".
+    const WHAT: &'static str;
+    fn parse(raw: &str) -> Option<Self>;
+}
+
+impl Named for LeaseId {
+    const WHAT: &'static str = "lease";
+    fn parse(raw: &str) -> Option<Self> {
+        Uuid::parse_str(raw).ok().map(LeaseId)
+    }
+}
+
+impl Named for ItemId {
+    const WHAT: &'static str = "item";
+    fn parse(raw: &str) -> Option<Self> {
+        Uuid::parse_str(raw).ok().map(ItemId)
+    }
+}
+
+impl Named for EditId {
+    const WHAT: &'static str = "edit";
+    fn parse(raw: &str) -> Option<Self> {
+        Uuid::parse_str(raw).ok().map(EditId)
+    }
+}
+
+impl Named for Kind {
+    const WHAT: &'static str = "worker kind";
+    fn parse(raw: &str) -> Option<Self> {
+        raw.parse().ok()
+    }
+}
+
+/// Parses `raw` as a `T`, or answers that there is no such thing.
+pub(crate) fn named<T: Named>(raw: &str) -> Result<T, ApiError> {
+    T::parse(raw).ok_or_else(|| ApiError::not_found(format!("no {} {raw:?}", T::WHAT)))
+}
+
+/// The value named by the route's one path parameter (`/v1/leases/{id}/…`).
+#[derive(Debug)]
+pub(crate) struct InPath<T>(pub T);
+
+impl<T: Named + Send> FromRequestParts<AppState> for InPath<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("invalid path: {e}")))?;
+        named(&raw).map(InPath)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_id_that_is_not_a_uuid_names_no_lease() {
+        let e = named::<LeaseId>("lease-1").unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (crate::error::ErrorCode::NotFound, "no lease \"lease-1\"")
+        );
+    }
+
+    #[test]
+    fn an_unknown_worker_kind_names_no_kind() {
+        let e = named::<Kind>("harpoon").unwrap_err();
+        assert_eq!(e.message, "no worker kind \"harpoon\"");
+    }
+
+    #[test]
+    fn an_item_id_parses_as_its_uuid() {
+        let id = "0190a4a0-0000-7000-8000-000000000001";
+        assert_eq!(
+            named::<ItemId>(id).unwrap(),
+            ItemId(Uuid::parse_str(id).unwrap())
+        );
+    }
 }

@@ -25,7 +25,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::error::ErrorCode;
+use crate::error::{ErrorCode, InternalDetail};
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -114,6 +114,9 @@ pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next)
         .map(|c| c.as_str())
         .unwrap_or("");
     let status = res.status().as_u16();
+    if let Some(InternalDetail(detail)) = res.extensions().get::<InternalDetail>() {
+        span.in_scope(|| tracing::error!(error = %detail, "internal error"));
+    }
     span.in_scope(|| log_answer(status, code, elapsed, class));
     if let Ok(v) = HeaderValue::from_str(&request_id) {
         res.headers_mut().insert("x-request-id", v);

@@ -488,6 +488,47 @@ async fn a_worker_id_without_lease_next_must_be_the_leases_worker() {
 }
 
 #[tokio::test]
+async fn a_completion_naming_another_worker_changes_nothing() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let ledger_before = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    let r = app
+        .complete(
+            &l,
+            json!({"result": {}, "worker_id": "someone-else",
+                   "next": [{"kind": "sextant", "payload": {}}]}),
+        )
+        .await;
+    r.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
+    let item = app.item(l["item"]["id"].as_str().unwrap()).await;
+    assert_eq!(item["state"], "leased");
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.ledger").await,
+        ledger_before
+    );
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'sextant'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_finished_lease_named_by_another_worker_is_refused_not_replayed() {
+    let app = TestApp::spawn().await;
+    app.enqueue("trawl", "normal", json!({})).await;
+    let l = app.lease("trawl", "w").await.unwrap();
+    let body = json!({"result": {"n": 1}, "worker_id": "w"});
+    let first = app.complete(&l, body).await;
+    assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
+    let again = app
+        .complete(&l, json!({"result": {"n": 1}, "worker_id": "someone-else"}))
+        .await;
+    again.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
+}
+
+#[tokio::test]
 async fn fail_and_needs_subtool_check_a_worker_id_they_are_sent() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;

@@ -127,10 +127,8 @@ fn parse_refuses_anything_but_one_bare_address() {
 }
 
 #[test]
-fn errors_have_code_e_bad_request_and_do_not_echo_the_value() {
+fn errors_do_not_echo_the_value() {
     let error = parse_client_ip("203.0.113.9:80").expect_err("refused");
-    assert_eq!(error.code(), "E_BAD_REQUEST");
-    assert_eq!(IpError::Empty.code(), "E_BAD_REQUEST");
     assert!(!error.to_string().contains("203.0.113.9"));
     assert!(!format!("{error:?}").contains("203"));
 }

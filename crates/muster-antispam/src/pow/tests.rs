@@ -249,23 +249,6 @@ fn different_seeds_give_different_tokens_and_spend_keys() {
 }
 
 #[test]
-fn every_error_has_code_e_pow() {
-    let errors = [
-        malformed("x"),
-        PowError::BadSignature,
-        PowError::Expired,
-        PowError::NotYetValid,
-        PowError::InsufficientWork {
-            required: 1,
-            found: 0,
-        },
-    ];
-    for error in errors {
-        assert_eq!(error.code(), "E_POW");
-    }
-}
-
-#[test]
 fn error_messages_are_distinct() {
     assert_eq!(
         malformed("nonce must be decimal digits").to_string(),

@@ -16,7 +16,7 @@ use super::{
 };
 use crate::error::AppError;
 use crate::ports::NewItem;
-use crate::views::{CompleteRequest, Completed, LeaseGranted};
+use crate::views::{CompleteRequest, Completed, CompletedAndLeased, LeaseGranted};
 
 impl Muster {
     /// `POST /v1/leases/{id}/complete`: the item's new state, its result, every `next` item
@@ -29,6 +29,9 @@ impl Muster {
         lease_id: LeaseId,
         req: CompleteRequest,
     ) -> Result<Completed, AppError> {
+        if let Some(w) = &req.worker_id {
+            check_worker_id(w)?;
+        }
         Ok(self
             .complete_grouped(actor, lease_id, req, NextLease::NotAsked)
             .await?
@@ -45,12 +48,17 @@ impl Muster {
         lease_id: LeaseId,
         req: CompleteRequest,
         worker_id: Option<String>,
-    ) -> Result<(Completed, Option<LeaseGranted>), AppError> {
-        if let Some(w) = &worker_id {
+    ) -> Result<CompletedAndLeased, AppError> {
+        for w in [&worker_id, &req.worker_id].into_iter().flatten() {
             check_worker_id(w)?;
         }
-        self.complete_grouped(actor, lease_id, req, NextLease::from(worker_id))
-            .await
+        let (completed, next_lease) = self
+            .complete_grouped(actor, lease_id, req, NextLease::from(worker_id))
+            .await?;
+        Ok(CompletedAndLeased {
+            completed,
+            next_lease,
+        })
     }
 
     /// `POST /v1/completions`: many completions in one transaction. Each is answered exactly
@@ -244,6 +252,7 @@ impl Muster {
         });
         let digest = request_digest(OutcomeKind::Completed, &canonical);
         let lease_id = record.lease_id;
+        item.check_sender(record, actor, req.worker_id.as_deref())?;
         let lost = match item.check_finish(record, actor, OutcomeKind::Completed, &digest) {
             Ok(LeaseUse::Proceed) => {
                 // Used after its final grace: the item fails now and the result comes late.

@@ -23,7 +23,13 @@ impl Muster {
             &json!({"error": req.error, "retryable": req.retryable}),
         );
         let (mut tx, record, mut item) = match self
-            .begin_finish(actor, lease_id, OutcomeKind::Failed, &digest, "failure")
+            .begin_finish(
+                actor,
+                lease_id,
+                req.worker_id.as_deref(),
+                (OutcomeKind::Failed, &digest),
+                "failure",
+            )
             .await?
         {
             Finishing::Proceed { tx, record, item } => (tx, record, item),

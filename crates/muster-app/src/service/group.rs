@@ -209,7 +209,6 @@ impl Muster {
         tracing::warn!(
             requests = reqs.len(),
             error = %detail,
-            code = error.code(),
             "a transaction of several completions failed; completing them one by one"
         );
         if let Some(kind) = actor.worker_kind() {

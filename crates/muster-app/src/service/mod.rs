@@ -1,5 +1,5 @@
 //! The use cases, one module per group of them: `enqueue`, `lease` (with the long poll
-//! and heartbeats), `complete`, `fail` (and retry), `park` (and the digest replay),
+//! and heartbeats), `complete`, `fail` (and retry), `needs_subtool` (parking, and the digest replay),
 //! `inspect` (reads and reports outside the transitions), and the group-commit drainers of
 //! `group`. Here: the `Muster` they share, its settings, the commit helpers and the checks
 //! of request fields that several use cases make.
@@ -30,8 +30,7 @@ mod group;
 mod inspect;
 mod lease;
 mod listing;
-mod park;
-mod worker_check;
+mod needs_subtool;
 
 use group::{CompletionLanes, LeaseLanes};
 
@@ -224,18 +223,23 @@ impl Muster {
     }
 
     /// Opens the transaction of a call that finishes `lease_id` (fail, needs_subtool) with
-    /// the request `digest`: the lease and its item locked, or, for the same call made before,
-    /// its stored answer (`what` names it when that answer cannot be read).
+    /// the request `digest`, sent by `worker_id` when the caller named one: the lease and its
+    /// item locked, or, for the same call made before, its stored answer (`what` names it when
+    /// that answer cannot be read).
     async fn begin_finish<A: DeserializeOwned>(
         &self,
         actor: Principal,
         lease_id: LeaseId,
-        kind: OutcomeKind,
-        digest: &[u8; 32],
+        worker_id: Option<&str>,
+        (kind, digest): (OutcomeKind, &[u8; 32]),
         what: &str,
     ) -> Result<Finishing<A>, AppError> {
+        if let Some(w) = worker_id {
+            check_worker_id(w)?;
+        }
         let mut tx = self.stores.logbook.begin().await?;
         let (record, item) = lock_lease(tx.as_mut(), lease_id).await?;
+        item.check_sender(&record, actor, worker_id)?;
         match item.check_finish(&record, actor, kind, digest)? {
             LeaseUse::Proceed => Ok(Finishing::Proceed { tx, record, item }),
             LeaseUse::Replay(response) => serde_json::from_value(response)

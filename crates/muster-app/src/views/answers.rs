@@ -34,6 +34,12 @@ pub struct LeaseGranted {
     pub item: LeasedItem,
 }
 
+/// The answer to a lease request with `max` (batching): every lease granted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LeasesGranted {
+    pub leases: Vec<LeaseGranted>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct HeartbeatAck {
     #[serde(with = "time::serde::rfc3339")]
@@ -46,6 +52,15 @@ pub struct Completed {
     pub state: ItemState,
     pub ledger_seq: i64,
     pub replayed: bool,
+}
+
+/// A completion with `lease_next`: its answer and, from the same transaction, the worker's
+/// next lease (`null` when nothing was leasable).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompletedAndLeased {
+    #[serde(flatten)]
+    pub completed: Completed,
+    pub next_lease: Option<LeaseGranted>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -175,6 +190,12 @@ pub struct HealthAccepted {
 }
 
 /// An edit proposal as Countersign and operators see it.
+/// A page of edit proposals (`GET /v1/edits`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EditList {
+    pub edits: Vec<EditView>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EditView {
     pub edit_id: String,

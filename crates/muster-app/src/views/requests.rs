@@ -25,16 +25,23 @@ pub struct NextStep {
 pub struct CompleteRequest {
     pub result: Value,
     pub next: Vec<NextStep>,
+    /// The worker that sends the completion, when it says: it must be the lease's worker
+    /// (checked in the completion's own transaction).
+    pub worker_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct FailRequest {
     pub error: Value,
     pub retryable: bool,
+    /// The worker that sends the failure, when it says: it must be the lease's worker.
+    pub worker_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct ParkRequest {
+pub struct NeedsSubtoolRequest {
     pub worker_digest: String,
     pub layout: Value,
+    /// The worker that parks the item, when it says: it must be the lease's worker.
+    pub worker_id: Option<String>,
 }

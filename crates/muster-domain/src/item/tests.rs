@@ -251,6 +251,48 @@ fn a_heartbeat_from_another_worker_is_refused() {
 }
 
 #[test]
+fn a_finishing_call_naming_another_worker_is_refused() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    assert_eq!(
+        item.check_sender(&rec, TRAWL, Some("trawl-9")),
+        Err(TransitionError::WrongWorker)
+    );
+}
+
+#[test]
+fn a_finishing_call_naming_the_lease_worker_or_none_is_allowed() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    assert_eq!(item.check_sender(&rec, TRAWL, Some("trawl-1")), Ok(()));
+    assert_eq!(item.check_sender(&rec, TRAWL, None), Ok(()));
+}
+
+#[test]
+fn a_finishing_call_from_another_kind_is_forbidden_before_its_worker_is_compared() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    assert_eq!(
+        item.check_sender(&rec, Principal::Worker(Kind::Sextant), Some("trawl-9")),
+        Err(TransitionError::Forbidden {
+            principal: Principal::Worker(Kind::Sextant),
+            kind: Kind::Trawl
+        })
+    );
+}
+
+#[test]
+fn a_superseded_lease_named_by_another_worker_is_refused_as_the_wrong_worker() {
+    let mut item = queued();
+    let old = lease(&mut item, 1, T0);
+    let _new = lease(&mut item, 2, T0 + TTL);
+    assert_eq!(
+        item.check_sender(&old, TRAWL, Some("trawl-9")),
+        Err(TransitionError::WrongWorker)
+    );
+}
+
+#[test]
 fn a_finished_lease_replays_the_same_request_and_refuses_a_different_one() {
     let item = queued();
     let body = json!({"result": {"n": 1}});

@@ -32,28 +32,6 @@ fn every_use_case_error_has_the_contracts_status_and_code() {
 }
 
 #[test]
-fn the_table_gives_each_use_case_error_the_code_the_use_cases_name_it_by() {
-    let all = [
-        AppError::BadRequest("x".into()),
-        AppError::Forbidden("x".into()),
-        AppError::NotFound("x".into()),
-        AppError::LeaseLost,
-        AppError::Conflict("x".into()),
-        AppError::Route("x".into()),
-        AppError::Target("x".into()),
-        AppError::Pow("x".into()),
-        AppError::RateLimited {
-            retry_after_secs: 5,
-        },
-        AppError::Unavailable,
-        AppError::Internal("x".into()),
-    ];
-    for e in all {
-        assert_eq!(ErrorCode::from(&e).as_str(), e.code(), "{e:?}");
-    }
-}
-
-#[test]
 fn a_method_the_route_does_not_have_is_405_with_the_code_of_a_bad_request() {
     assert_eq!(
         ErrorCode::MethodNotAllowed.answer(),
@@ -67,4 +45,34 @@ fn internal_details_are_not_shown_to_the_caller() {
         "relation core.items: secret detail".into(),
     ));
     assert_eq!(a.message, "internal error");
+}
+
+#[test]
+fn internal_details_are_kept_for_the_log() {
+    let a = ApiError::from(AppError::Internal(
+        "relation core.items: secret detail".into(),
+    ));
+    assert_eq!(
+        a.detail.as_deref(),
+        Some("relation core.items: secret detail")
+    );
+}
+
+#[test]
+fn an_internal_detail_rides_on_the_response_for_the_middleware_and_not_in_its_body() {
+    let res = ApiError::internal("the pool is gone").into_response();
+    assert_eq!(
+        res.extensions()
+            .get::<InternalDetail>()
+            .map(|d| d.0.as_str()),
+        Some("the pool is gone")
+    );
+}
+
+#[test]
+fn a_rate_limited_answer_carries_its_retry_after() {
+    let a = ApiError::from(AppError::RateLimited {
+        retry_after_secs: 7,
+    });
+    assert_eq!(a.retry_after, Some(7));
 }

@@ -1,15 +1,16 @@
 //! The anonymous edit intake routes (Conn) and the review gate (Countersign).
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use muster_app::intake::Submission;
+use muster_app::intake::{ChallengeView, Submission, Submitted};
+use muster_app::views::EditList;
 use muster_domain::edit::{Decision, EditId, EditState};
 use serde::Deserialize;
 
-use super::{ApiResult, ok_json};
+use super::{Answer, Json};
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonBody, path_id, read_limited};
+use crate::extract::{Caller, InPath, JsonBody, read_limited};
 use crate::state::AppState;
 
 /// The contract's limit on an edit submission, enforced while the body is read.
@@ -23,14 +24,14 @@ pub(crate) async fn challenge(
     State(s): State<AppState>,
     Caller(p): Caller,
     body: axum::body::Body,
-) -> ApiResult {
+) -> Answer<ChallengeView> {
     // The request carries nothing; an empty body or `{}` is fine, anything else is refused.
     let body = read_limited(body, EDIT_BODY_LIMIT, s.body_budget.read_deadline()).await?;
     if !body.is_empty() {
         serde_json::from_slice::<NoBody>(&body)
             .map_err(|e| ApiError::bad_request(format!("invalid JSON body: {e}")))?;
     }
-    Ok(ok_json(StatusCode::OK, &s.intake.challenge(p).await?))
+    Ok(Json(s.intake.challenge(p).await?))
 }
 
 #[derive(Deserialize)]
@@ -55,7 +56,7 @@ pub(crate) async fn submit(
     Caller(p): Caller,
     headers: HeaderMap,
     JsonBody(b): JsonBody<SubmitBody, EDIT_BODY_LIMIT>,
-) -> ApiResult {
+) -> Result<(StatusCode, Json<Submitted>), ApiError> {
     let ip = headers
         .get("x-client-ip")
         .map(|v| v.to_str().unwrap_or("\u{0}"));
@@ -66,9 +67,9 @@ pub(crate) async fn submit(
         challenge: b.pow.challenge,
         nonce: b.pow.nonce,
     };
-    Ok(ok_json(
+    Ok((
         StatusCode::ACCEPTED,
-        &s.intake.submit(p, ip, sub).await?,
+        Json(s.intake.submit(p, ip, sub).await?),
     ))
 }
 
@@ -90,16 +91,13 @@ pub(crate) async fn list(
     State(s): State<AppState>,
     Caller(p): Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> ApiResult {
+) -> Answer<EditList> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
     let edits = s
         .intake
         .list(p, q.state, q.after.map(EditId), q.limit)
         .await?;
-    Ok(ok_json(
-        StatusCode::OK,
-        &serde_json::json!({ "edits": edits }),
-    ))
+    Ok(Json(EditList { edits }))
 }
 
 #[derive(Deserialize)]
@@ -112,12 +110,8 @@ pub(crate) struct DecisionBody {
 pub(crate) async fn decide(
     State(s): State<AppState>,
     Caller(p): Caller,
-    Path(id): Path<String>,
+    InPath(id): InPath<EditId>,
     JsonBody(b): JsonBody<DecisionBody, EDIT_BODY_LIMIT>,
-) -> ApiResult {
-    let id = EditId(path_id(&id, "edit")?);
-    Ok(ok_json(
-        StatusCode::OK,
-        &s.intake.decide(p, id, b.decision, &b.owner).await?,
-    ))
+) -> Answer<Submitted> {
+    Ok(Json(s.intake.decide(p, id, b.decision, &b.owner).await?))
 }

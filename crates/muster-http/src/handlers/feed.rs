@@ -2,11 +2,12 @@
 //! queue depths.
 
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::HeaderMap;
 use axum::response::Response;
 use muster_app::auth::may_watch;
+use muster_app::feed::QueuesView;
 
-use super::{ApiResult, ok_json};
+use super::{Answer, Json};
 use crate::error::ApiError;
 use crate::extract::Caller;
 use crate::sse;
@@ -33,7 +34,7 @@ pub(crate) async fn events(
     ))
 }
 
-pub(crate) async fn queues(State(s): State<AppState>, Caller(p): Caller) -> ApiResult {
+pub(crate) async fn queues(State(s): State<AppState>, Caller(p): Caller) -> Answer<QueuesView> {
     may_watch(p)?;
-    Ok(ok_json(StatusCode::OK, &s.feed.queues().await?))
+    Ok(Json(s.feed.queues().await?))
 }

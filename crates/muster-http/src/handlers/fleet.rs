@@ -1,14 +1,15 @@
 //! The fleet's reports: a worker kind's image digest (Shipkeeper) and pod health.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
+use muster_app::views::{DigestRecorded, HealthAccepted, HealthSnapshot};
 use muster_domain::Kind;
 use muster_domain::health::{HealthEvent, PodHealth};
 use serde::Deserialize;
 
-use super::{ApiResult, ok_json};
+use super::{Answer, Json};
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonBody};
+use crate::extract::{Caller, InPath, JsonBody};
 use crate::state::AppState;
 
 #[derive(Deserialize)]
@@ -20,16 +21,10 @@ pub(crate) struct DigestBody {
 pub(crate) async fn report_digest(
     State(s): State<AppState>,
     Caller(p): Caller,
-    Path(kind): Path<String>,
+    InPath(kind): InPath<Kind>,
     JsonBody(b): JsonBody<DigestBody>,
-) -> ApiResult {
-    let kind: Kind = kind
-        .parse()
-        .map_err(|_| ApiError::not_found(format!("no worker kind {kind:?}")))?;
-    Ok(ok_json(
-        StatusCode::OK,
-        &s.muster.report_digest(p, kind, &b.digest).await?,
-    ))
+) -> Answer<DigestRecorded> {
+    Ok(Json(s.muster.report_digest(p, kind, &b.digest).await?))
 }
 
 #[derive(Deserialize)]
@@ -62,7 +57,7 @@ pub(crate) async fn report_health(
     State(s): State<AppState>,
     Caller(p): Caller,
     JsonBody(b): JsonBody<HealthBody>,
-) -> ApiResult {
+) -> Result<(StatusCode, Json<HealthAccepted>), ApiError> {
     let pods: Vec<PodHealth> = b
         .pods
         .into_iter()
@@ -82,12 +77,10 @@ pub(crate) async fn report_health(
             message: e.message,
         })
         .collect();
-    Ok(ok_json(
-        StatusCode::ACCEPTED,
-        &s.muster.report_health(p, &pods, &events).await?,
-    ))
+    let accepted = s.muster.report_health(p, &pods, &events).await?;
+    Ok((StatusCode::ACCEPTED, Json(accepted)))
 }
 
-pub(crate) async fn health(State(s): State<AppState>, Caller(p): Caller) -> ApiResult {
-    Ok(ok_json(StatusCode::OK, &s.muster.health(p).await?))
+pub(crate) async fn health(State(s): State<AppState>, Caller(p): Caller) -> Answer<HealthSnapshot> {
+    Ok(Json(s.muster.health(p).await?))
 }

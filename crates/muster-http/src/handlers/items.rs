@@ -1,17 +1,17 @@
 //! Items: enqueue, inspect, find, retry (one or a kind's failed items).
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
+use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use muster_app::views::EnqueueRequest;
+use muster_app::views::{BulkRetried, EnqueueRequest, Enqueued, ItemPage, ItemView, Retried};
 use muster_domain::listing::{DEFAULT_PAGE, ItemFilter};
 use muster_domain::{ItemId, ItemState, Kind, Priority};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ApiResult, ok_json};
+use super::{Answer, Json};
 use crate::error::ApiError;
-use crate::extract::{Caller, JsonBody, path_id};
+use crate::extract::{Caller, InPath, JsonBody};
 use crate::state::AppState;
 
 #[derive(Deserialize)]
@@ -33,7 +33,7 @@ pub(crate) async fn enqueue(
     State(s): State<AppState>,
     Caller(p): Caller,
     JsonBody(b): JsonBody<EnqueueBody>,
-) -> ApiResult {
+) -> Result<(StatusCode, Json<Enqueued>), ApiError> {
     let req = EnqueueRequest {
         kind: b.kind,
         priority: b.priority,
@@ -46,25 +46,23 @@ pub(crate) async fn enqueue(
     } else {
         StatusCode::OK
     };
-    Ok(ok_json(status, &out))
+    Ok((status, Json(out)))
 }
 
 pub(crate) async fn item(
     State(s): State<AppState>,
     Caller(p): Caller,
-    Path(id): Path<String>,
-) -> ApiResult {
-    let id = ItemId(path_id(&id, "item")?);
-    Ok(ok_json(StatusCode::OK, &s.muster.item(p, id).await?))
+    InPath(id): InPath<ItemId>,
+) -> Answer<ItemView> {
+    Ok(Json(s.muster.item(p, id).await?))
 }
 
 pub(crate) async fn retry(
     State(s): State<AppState>,
     Caller(p): Caller,
-    Path(id): Path<String>,
-) -> ApiResult {
-    let id = ItemId(path_id(&id, "item")?);
-    Ok(ok_json(StatusCode::OK, &s.muster.retry(p, id).await?))
+    InPath(id): InPath<ItemId>,
+) -> Answer<Retried> {
+    Ok(Json(s.muster.retry(p, id).await?))
 }
 
 #[derive(Deserialize)]
@@ -86,14 +84,11 @@ pub(crate) async fn list(
     State(s): State<AppState>,
     Caller(p): Caller,
     q: Result<Query<ListQuery>, QueryRejection>,
-) -> ApiResult {
+) -> Answer<ItemPage> {
     let Query(q) = q.map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
     let filter = ItemFilter::new(q.state, q.kind, q.priority, q.after.map(ItemId), q.limit)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok(ok_json(
-        StatusCode::OK,
-        &s.muster.list_items(p, filter).await?,
-    ))
+    Ok(Json(s.muster.list_items(p, filter).await?))
 }
 
 #[derive(Deserialize)]
@@ -112,9 +107,6 @@ pub(crate) async fn retry_failed(
     State(s): State<AppState>,
     Caller(p): Caller,
     JsonBody(b): JsonBody<BulkRetryBody>,
-) -> ApiResult {
-    Ok(ok_json(
-        StatusCode::OK,
-        &s.muster.retry_failed(p, b.kind, b.max).await?,
-    ))
+) -> Answer<BulkRetried> {
+    Ok(Json(s.muster.retry_failed(p, b.kind, b.max).await?))
 }

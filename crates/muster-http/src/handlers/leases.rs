@@ -1,18 +1,20 @@
 //! Leases: lease (long poll, batches), heartbeat, complete (alone, with the next lease, or
 //! many at once), fail and needs_subtool.
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
-use muster_app::AppError;
-use muster_app::views::{CompleteRequest, FailRequest, NextStep, ParkRequest};
+use axum::response::{IntoResponse, Response};
+use muster_app::views::{
+    CompleteRequest, Completed, FailRequest, HeartbeatAck, LeasesGranted, NeedsSubtoolRequest,
+    NextStep,
+};
 use muster_domain::{Kind, LeaseId, Priority};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{ApiResult, ok_json};
-use crate::error::ApiError;
-use crate::extract::{Caller, JsonBody, path_id};
+use super::{Answer, Json};
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{Caller, InPath, JsonBody, named};
 use crate::state::AppState;
 
 #[derive(Deserialize)]
@@ -26,23 +28,23 @@ pub(crate) struct LeaseBody {
     max: Option<u32>,
 }
 
+/// `POST /v1/leases`: one lease, or with `max` up to that many; 204 when nothing became
+/// leasable within `wait_ms`.
 pub(crate) async fn lease(
     State(s): State<AppState>,
     Caller(p): Caller,
     JsonBody(b): JsonBody<LeaseBody>,
-) -> ApiResult {
-    let Some(max) = b.max else {
-        return match s.muster.lease(p, &b.worker_id, b.wait_ms).await? {
-            Some(granted) => Ok(ok_json(StatusCode::OK, &granted)),
-            None => Ok(StatusCode::NO_CONTENT.into_response()),
-        };
-    };
-    let leases = s.muster.lease_many(p, &b.worker_id, b.wait_ms, max).await?;
-    if leases.is_empty() {
-        Ok(StatusCode::NO_CONTENT.into_response())
-    } else {
-        Ok(ok_json(StatusCode::OK, &json!({ "leases": leases })))
-    }
+) -> Result<Response, ApiError> {
+    let max = b.max.unwrap_or(1);
+    let mut leases = s.muster.lease_many(p, &b.worker_id, b.wait_ms, max).await?;
+    Ok(match (b.max, leases.pop()) {
+        (_, None) => StatusCode::NO_CONTENT.into_response(),
+        (None, Some(granted)) => Json(granted).into_response(),
+        (Some(_), Some(last)) => {
+            leases.push(last);
+            Json(LeasesGranted { leases }).into_response()
+        }
+    })
 }
 
 #[derive(Deserialize)]
@@ -54,14 +56,10 @@ pub(crate) struct HeartbeatBody {
 pub(crate) async fn heartbeat(
     State(s): State<AppState>,
     Caller(p): Caller,
-    Path(id): Path<String>,
+    InPath(id): InPath<LeaseId>,
     JsonBody(b): JsonBody<HeartbeatBody>,
-) -> ApiResult {
-    let id = LeaseId(path_id(&id, "lease")?);
-    Ok(ok_json(
-        StatusCode::OK,
-        &s.muster.heartbeat(p, id, &b.worker_id).await?,
-    ))
+) -> Answer<HeartbeatAck> {
+    Ok(Json(s.muster.heartbeat(p, id, &b.worker_id).await?))
 }
 
 #[derive(Deserialize)]
@@ -73,7 +71,8 @@ pub(crate) struct CompleteBody {
     /// Extension: lease the worker's next item in the same transaction (`next_lease`).
     #[serde(default)]
     lease_next: bool,
-    /// With `lease_next`: the worker the next lease is for (default: the completed lease's).
+    /// Without `lease_next`: the sender, which must be the lease's worker. With it: the worker
+    /// the next lease is for (default: the completed lease's).
     #[serde(default)]
     worker_id: Option<String>,
 }
@@ -87,48 +86,38 @@ struct NextBody {
     priority: Option<Priority>,
 }
 
-impl From<CompleteBody> for CompleteRequest {
-    fn from(b: CompleteBody) -> Self {
-        CompleteRequest {
-            result: b.result,
-            next: b
-                .next
-                .into_iter()
-                .map(|n| NextStep {
-                    kind: n.kind,
-                    payload: n.payload,
-                    priority: n.priority,
-                })
-                .collect(),
-        }
-    }
+fn next_steps(next: Vec<NextBody>) -> Vec<NextStep> {
+    next.into_iter()
+        .map(|n| NextStep {
+            kind: n.kind,
+            payload: n.payload,
+            priority: n.priority,
+        })
+        .collect()
 }
 
 pub(crate) async fn complete(
     State(s): State<AppState>,
     Caller(p): Caller,
-    Path(id): Path<String>,
+    InPath(id): InPath<LeaseId>,
     JsonBody(b): JsonBody<CompleteBody>,
-) -> ApiResult {
-    let id = LeaseId(path_id(&id, "lease")?);
-    if !b.lease_next {
-        // Without lease_next, a worker_id sent must be the lease's worker.
-        if let Some(w) = &b.worker_id {
-            s.muster.check_lease_worker(p, id, w).await?;
-        }
-        return Ok(ok_json(
-            StatusCode::OK,
-            &s.muster.complete(p, id, b.into()).await?,
-        ));
-    }
-    let worker_id = b.worker_id.clone();
-    let (completed, next) = s
-        .muster
-        .complete_and_lease(p, id, b.into(), worker_id)
-        .await?;
-    let mut body = json!(completed);
-    body["next_lease"] = json!(next);
-    Ok(ok_json(StatusCode::OK, &body))
+) -> Result<Response, ApiError> {
+    let (sender, next_worker) = if b.lease_next {
+        (None, b.worker_id)
+    } else {
+        (b.worker_id, None)
+    };
+    let req = CompleteRequest {
+        result: b.result,
+        next: next_steps(b.next),
+        worker_id: sender,
+    };
+    Ok(if b.lease_next {
+        let answer = s.muster.complete_and_lease(p, id, req, next_worker).await?;
+        Json(answer).into_response()
+    } else {
+        Json(s.muster.complete(p, id, req).await?).into_response()
+    })
 }
 
 #[derive(Deserialize)]
@@ -146,68 +135,88 @@ struct CompletionBody {
     next: Vec<NextBody>,
 }
 
+/// One entry of `POST /v1/completions`' answer: the lease, the status `complete` would have
+/// answered alone, and its body (the completion's fields, or `error`).
+#[derive(Serialize)]
+struct CompletionResult {
+    lease_id: String,
+    status: u16,
+    #[serde(flatten)]
+    completed: Option<Completed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<ErrorBody>,
+}
+
+#[derive(Serialize)]
+pub(crate) struct CompletionResults {
+    results: Vec<CompletionResult>,
+}
+
+impl CompletionResult {
+    fn of(lease_id: String, answer: Result<Completed, ApiError>) -> Self {
+        match answer {
+            Ok(completed) => CompletionResult {
+                lease_id,
+                status: StatusCode::OK.as_u16(),
+                completed: Some(completed),
+                error: None,
+            },
+            Err(e) => CompletionResult {
+                lease_id,
+                status: e.status().as_u16(),
+                completed: None,
+                error: Some(ErrorBody::of(&e)),
+            },
+        }
+    }
+}
+
 /// `POST /v1/completions`: many completions in one transaction, each answered as
 /// `POST /v1/leases/{id}/complete` would have answered it, with its HTTP status, in order.
+/// An entry whose `lease_id` names no lease is answered here and never reaches the use case.
 pub(crate) async fn completions(
     State(s): State<AppState>,
     Caller(p): Caller,
     JsonBody(b): JsonBody<CompletionsBody>,
-) -> ApiResult {
+) -> Answer<CompletionResults> {
     muster_app::service::check_completions_batch(b.completions.len())?;
-    let mut answers: Vec<Option<Result<Value, ApiError>>> = Vec::new();
-    let mut lease_ids = Vec::with_capacity(b.completions.len());
+    let mut named_ids = Vec::with_capacity(b.completions.len());
     let mut valid = Vec::with_capacity(b.completions.len());
     for c in b.completions {
-        match path_id(&c.lease_id, "lease") {
-            Ok(id) => {
-                answers.push(None);
-                let body = CompleteBody {
-                    result: c.result,
-                    next: c.next,
-                    lease_next: false,
-                    worker_id: None,
-                };
-                valid.push((LeaseId(id), body.into()));
-            }
-            Err(e) => answers.push(Some(Err(e))),
+        let id = named::<LeaseId>(&c.lease_id);
+        if let Ok(id) = id {
+            let req = CompleteRequest {
+                result: c.result,
+                next: next_steps(c.next),
+                worker_id: None,
+            };
+            valid.push((id, req));
         }
-        lease_ids.push(c.lease_id);
+        named_ids.push((c.lease_id, id.err()));
     }
-    let mut done = if valid.is_empty() && !answers.is_empty() {
+    let mut done = if valid.is_empty() {
         Vec::new()
     } else {
         s.muster.complete_many(p, valid).await?
     }
     .into_iter();
-    let results: Vec<Value> = answers
+    let results = named_ids
         .into_iter()
-        .zip(lease_ids)
-        .map(|(early, lease_id)| {
-            let answer = early.unwrap_or_else(|| match done.next() {
-                Some(Ok(completed)) => Ok(json!(completed)),
-                Some(Err(e)) => Err(ApiError::from(e)),
-                None => Err(ApiError::from(AppError::Internal(
-                    "a completion went unanswered".into(),
-                ))),
-            });
-            match answer {
-                Ok(mut body) => {
-                    body["lease_id"] = json!(lease_id);
-                    body["status"] = json!(200);
-                    body
-                }
-                Err(e) => json!({
-                    "lease_id": lease_id,
-                    "status": e.status().as_u16(),
-                    "error": {"code": e.code.as_str(), "message": e.message},
-                }),
-            }
+        .map(|(lease_id, refused)| {
+            let answer = match refused {
+                Some(e) => Err(e),
+                None => match done.next() {
+                    Some(answer) => answer.map_err(ApiError::from),
+                    None => Err(ApiError::internal("a completion went unanswered")),
+                },
+            };
+            CompletionResult::of(lease_id, answer)
         })
         .collect();
-    Ok(ok_json(StatusCode::OK, &json!({ "results": results })))
+    Ok(Json(CompletionResults { results }))
 }
 
-#[derive(Deserialize, serde::Serialize)]
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct WorkerError {
     code: String,
@@ -227,23 +236,20 @@ pub(crate) struct FailBody {
 pub(crate) async fn fail(
     State(s): State<AppState>,
     Caller(p): Caller,
-    Path(id): Path<String>,
+    InPath(id): InPath<LeaseId>,
     JsonBody(b): JsonBody<FailBody>,
-) -> ApiResult {
-    let id = LeaseId(path_id(&id, "lease")?);
-    if let Some(w) = &b.worker_id {
-        s.muster.check_lease_worker(p, id, w).await?;
-    }
+) -> Answer<muster_app::views::Failed> {
     let req = FailRequest {
         error: json!({"code": b.error.code, "message": b.error.message}),
         retryable: b.retryable,
+        worker_id: b.worker_id,
     };
-    Ok(ok_json(StatusCode::OK, &s.muster.fail(p, id, req).await?))
+    Ok(Json(s.muster.fail(p, id, req).await?))
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct ParkBody {
+pub(crate) struct NeedsSubtoolBody {
     worker_digest: String,
     layout: Layout,
     /// When sent: must be the lease's worker.
@@ -262,19 +268,13 @@ struct Layout {
 pub(crate) async fn needs_subtool(
     State(s): State<AppState>,
     Caller(p): Caller,
-    Path(id): Path<String>,
-    JsonBody(b): JsonBody<ParkBody>,
-) -> ApiResult {
-    let id = LeaseId(path_id(&id, "lease")?);
-    if let Some(w) = &b.worker_id {
-        s.muster.check_lease_worker(p, id, w).await?;
-    }
-    let req = ParkRequest {
+    InPath(id): InPath<LeaseId>,
+    JsonBody(b): JsonBody<NeedsSubtoolBody>,
+) -> Answer<muster_app::views::Parked> {
+    let req = NeedsSubtoolRequest {
         worker_digest: b.worker_digest,
         layout: json!({"signature": b.layout.signature, "detail": b.layout.detail}),
+        worker_id: b.worker_id,
     };
-    Ok(ok_json(
-        StatusCode::OK,
-        &s.muster.needs_subtool(p, id, req).await?,
-    ))
+    Ok(Json(s.muster.needs_subtool(p, id, req).await?))
 }

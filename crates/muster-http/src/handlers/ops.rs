@@ -1,14 +1,13 @@
 //! Operations: liveness, readiness, the Prometheus scrape and the answers to unknown routes.
 
 use axum::extract::State;
-use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use muster_app::dependency::DependencyState;
 use muster_app::ports::NotReady;
 use muster_domain::Kind;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::ok_json;
+use super::Json;
 use crate::error::{ApiError, ErrorCode};
 use crate::metrics::{self, Snapshot};
 use crate::state::AppState;
@@ -24,8 +23,8 @@ pub(crate) async fn method_not_allowed() -> ApiError {
     )
 }
 
-pub(crate) async fn healthz() -> Response {
-    ok_json(StatusCode::OK, &json!({"status": "ok"}))
+pub(crate) async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
 }
 
 /// Readiness, checked at most once a second however often it is asked
@@ -68,7 +67,7 @@ pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
                     DependencyState::Unreachable(_) => "unreachable",
                 });
             }
-            ok_json(StatusCode::OK, &body)
+            Json(body).into_response()
         }
         Err(NotReady::Configuration(fault)) => ApiError::unavailable_because(fault).into_response(),
         Err(NotReady::Internal(_)) => ApiError::unavailable_because("not ready").into_response(),

@@ -1,5 +1,6 @@
-//! Parking an item no deployed image can handle, and replaying parked items when Shipkeeper
-//! reports a new image.
+//! `needs_subtool`: parking an item no deployed image can handle (to park = the transition to
+//! the state `needs_subtool`; a parked item is one in that state), and replaying parked items
+//! when Shipkeeper reports a new image.
 
 use muster_domain::{
     ItemState, Kind, LeaseId, LeaseOutcome, OutcomeKind, Principal, is_image_digest, request_digest,
@@ -8,7 +9,7 @@ use serde_json::json;
 
 use super::{Finishing, Muster, to_value};
 use crate::error::AppError;
-use crate::views::{DigestRecorded, ParkRequest, Parked};
+use crate::views::{DigestRecorded, NeedsSubtoolRequest, Parked};
 
 impl Muster {
     /// `POST /v1/leases/{id}/needs_subtool`: parks the item with the digest that could not
@@ -17,7 +18,7 @@ impl Muster {
         &self,
         actor: Principal,
         lease_id: LeaseId,
-        req: ParkRequest,
+        req: NeedsSubtoolRequest,
     ) -> Result<Parked, AppError> {
         if !is_image_digest(&req.worker_digest) {
             return Err(AppError::BadRequest(
@@ -29,7 +30,13 @@ impl Muster {
             &json!({"worker_digest": req.worker_digest, "layout": req.layout}),
         );
         let (mut tx, record, mut item) = match self
-            .begin_finish(actor, lease_id, OutcomeKind::Parked, &digest, "park")
+            .begin_finish(
+                actor,
+                lease_id,
+                req.worker_id.as_deref(),
+                (OutcomeKind::Parked, &digest),
+                "park",
+            )
             .await?
         {
             Finishing::Proceed { tx, record, item } => (tx, record, item),
