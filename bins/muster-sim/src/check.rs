@@ -1,14 +1,22 @@
-//! Checks, from the database alone, that a simulation run ended the way its plans dictate and
-//! that nothing was lost or applied twice. Each rule is one SQL query returning the rows that
-//! break it; the plan of every chain is read from its root item's payload.
+//! The judge of a finished simulation run, the one the fault suite asks. From the database:
+//! that every chain ended the way its plan dictates and that nothing was lost or applied twice
+//! (each rule one SQL query returning the rows that break it; the plan of every chain read from
+//! its root item's payload), and that every completion Muster acknowledged is in the ledger.
+//! From what the run left outside it ([`Evidence`], `evidence.rs`): that no client saw an
+//! answer the contract rules out, that the probes of each fault found no hung request and a
+//! replica ready again in time. And the figures of a run: counts, plans, recoveries.
 //!
 //! Chain-signing is checked separately by `muster ledger-verify` (the hash chains).
+
+mod evidence;
 
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{Client, NoTls};
 
 use crate::enqueue::{Planned, planned};
 use crate::plan::{Plan, SimPayload};
+use crate::stats::Summary;
+pub use evidence::{Fault, Figures, Probes, Slowest};
 
 /// Samples kept per broken rule.
 const SAMPLES: usize = 5;
@@ -180,7 +188,7 @@ pub const RULES: [(&str, &str); 16] = [
     ),
 ];
 
-/// A broken rule: how many rows break it, and a few of them.
+/// A broken rule: how many rows (answers, faults) break it, and a few of them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Violation {
     pub rule: String,
@@ -206,17 +214,6 @@ pub struct DbStats {
     pub parks: i64,
     pub replays: i64,
     pub ledger_rows: i64,
-}
-
-/// A fault, for the recovery figures: it started at `start_ms` and was repaired at `end_ms`
-/// (Unix milliseconds); `worker_prefix` names the worker ids of a killed simulation process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Fault {
-    pub name: String,
-    pub start_ms: f64,
-    pub end_ms: f64,
-    #[serde(default)]
-    pub worker_prefix: Option<String>,
 }
 
 /// How a fault was recovered from, read from the ledger and the leases.
@@ -245,6 +242,20 @@ pub struct Report {
     pub recoveries: Vec<Recovery>,
     /// Acknowledged completions compared with the ledger (`--acks`).
     pub acked_completions: u64,
+    /// What the clients saw, summed over their reports (`--reports`).
+    pub clients: Option<Summary>,
+    pub figures: Figures,
+}
+
+/// What a run left outside the database, for the rules and figures that need it.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    /// The faults injected, in order (`--faults`).
+    pub faults: Vec<Fault>,
+    /// Every completion Muster acknowledged (`--acks`).
+    pub acked: Vec<Acked>,
+    /// Every client's report, summed (`--reports`); `None`: the clients are not judged.
+    pub clients: Option<Summary>,
 }
 
 /// Connects to `url` (no TLS: a local or cluster-private database).
@@ -258,14 +269,14 @@ pub async fn connect(url: &str) -> anyhow::Result<Client> {
     Ok(client)
 }
 
-/// Runs every rule, the counts and the recoveries. `roots`: how many roots were enqueued
-/// (indexes `0 .. roots`).
-pub async fn check(
-    db: &Client,
-    roots: u64,
-    faults: &[Fault],
-    acked: &[Acked],
-) -> anyhow::Result<Report> {
+/// Runs every rule, the counts, the recoveries and the figures. `roots`: how many roots were
+/// enqueued (indexes `0 .. roots`).
+pub async fn check(db: &Client, roots: u64, evidence: &Evidence) -> anyhow::Result<Report> {
+    let Evidence {
+        faults,
+        acked,
+        clients,
+    } = evidence;
     let mut violations = Vec::new();
     if let Some(v) = lost_acks(db, acked).await? {
         violations.push(v);
@@ -312,13 +323,19 @@ pub async fn check(
     for fault in faults {
         recoveries.push(recovery(db, fault).await?);
     }
+    violations.extend(evidence::probe_violations(faults));
+    if let Some(clients) = clients {
+        violations.extend(evidence::client_violations(clients, faults));
+    }
     Ok(Report {
         ok: violations.is_empty(),
         stats,
         planned: planned(&plans),
         violations,
+        figures: evidence::figures(&recoveries, clients.as_ref()),
         recoveries,
         acked_completions: acked.len() as u64,
+        clients: clients.clone(),
     })
 }
 

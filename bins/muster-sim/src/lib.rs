@@ -6,7 +6,8 @@
 //! - [`plan`]: the failure plan each root item carries in its payload, and the deterministic
 //!   decision every worker takes from it.
 //! - [`enqueue`]: root items with their plans, idempotently.
-//! - [`check`]: the invariants of a finished run, checked in the database itself.
+//! - [`check`]: the judge of a finished run, the fault suite's: the invariants checked in the
+//!   database itself, what the clients and the fault probes saw, and the run's figures.
 //! - [`watch`]: the live feed in `muster watch`'s view (crates/muster-ops), until every item is
 //!   finished.
 //! - [`stats`]: what a process saw, every HTTP status included, as one JSON line.

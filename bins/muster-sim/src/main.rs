@@ -9,10 +9,10 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use muster_domain::Kind;
 use muster_sim::api::Api;
-use muster_sim::check::Fault;
+use muster_sim::check::{Evidence, Fault};
 use muster_sim::fleet::FleetConfig;
 use muster_sim::plan::Rates;
-use muster_sim::stats::Stats;
+use muster_sim::stats::{Stats, Summary};
 use muster_sim::{check, enqueue, fleet, read_tokens, token};
 use tokio::sync::watch;
 use tracing_subscriber::EnvFilter;
@@ -126,14 +126,19 @@ enum Cmd {
         /// Roots enqueued (indexes 0 .. roots).
         #[arg(long)]
         roots: u64,
-        /// JSON array of faults (`{"name", "start_ms", "end_ms", "worker_prefix"}`) to measure
-        /// the recovery from.
+        /// JSON array of faults (`{"name", "start_ms", "end_ms", "worker_prefix",
+        /// "hides_commit_outcomes", "probes"}`) to measure the recovery from and judge.
         #[arg(long)]
         faults: Option<PathBuf>,
         /// Files of acknowledged completions (`muster-sim run --acks`); each must be in the
         /// ledger at the sequence number its answer named. Repeat for several.
         #[arg(long)]
         acks: Vec<PathBuf>,
+        /// Report files of the run's clients (`muster-sim run|enqueue --report`), summed and
+        /// judged: no 5xx but 503, no answer outside the contract's expectations. A missing
+        /// one (a process killed before its first report) counts as empty. Repeat for several.
+        #[arg(long)]
+        reports: Vec<PathBuf>,
     },
 }
 
@@ -312,6 +317,7 @@ async fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
             roots,
             faults,
             acks,
+            reports,
         } => {
             let faults: Vec<Fault> = match faults {
                 Some(path) => serde_json::from_slice(
@@ -329,7 +335,12 @@ async fn run(cmd: Cmd) -> anyhow::Result<ExitCode> {
                     .with_context(|| format!("read {}", path.display()))?;
                 acked.extend(check::parse_acks(&text));
             }
-            let report = check::check(&db, roots, &faults, &acked).await?;
+            let evidence = Evidence {
+                faults,
+                acked,
+                clients: (!reports.is_empty()).then(|| Summary::sum_reports(&reports)),
+            };
+            let report = check::check(&db, roots, &evidence).await?;
             println!("{}", serde_json::to_string(&report)?);
             Ok(if report.ok {
                 ExitCode::SUCCESS

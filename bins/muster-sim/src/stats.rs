@@ -6,13 +6,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use muster_worker::ClientError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// At most this many unexpected answers are kept verbatim (all are counted).
 const KEPT: usize = 50;
 
-/// Counters of one process.
-#[derive(Debug, Default, Clone, Serialize, PartialEq)]
+/// Counters of one process, or of several summed ([`Summary::add`]).
+#[derive(Debug, Default, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
 pub struct Summary {
     /// Leases granted (200 on `POST /v1/leases`).
     pub leases: u64,
@@ -54,12 +55,92 @@ pub struct Summary {
 }
 
 /// One answer that should not have happened.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Unexpected {
     pub op: String,
     pub status: String,
     pub code: String,
     pub message: String,
+}
+
+impl Summary {
+    /// Adds another process's counters: numbers summed, status counts merged, the kept
+    /// unexpected answers of both.
+    pub fn add(&mut self, other: Summary) {
+        // Destructured whole, so that a new counter cannot be forgotten here.
+        let Summary {
+            leases,
+            completes,
+            completes_replayed,
+            fails,
+            parks,
+            crashes,
+            abandoned_lost,
+            lease_lost,
+            conflicts,
+            redelivered_from_spool,
+            heartbeats,
+            failovers,
+            enqueued,
+            digests_reported,
+            replayed_by_digest,
+            statuses,
+            bad_5xx,
+            unexpected,
+            unexpected_total,
+        } = other;
+        for (mine, theirs) in [
+            (&mut self.leases, leases),
+            (&mut self.completes, completes),
+            (&mut self.completes_replayed, completes_replayed),
+            (&mut self.fails, fails),
+            (&mut self.parks, parks),
+            (&mut self.crashes, crashes),
+            (&mut self.abandoned_lost, abandoned_lost),
+            (&mut self.lease_lost, lease_lost),
+            (&mut self.conflicts, conflicts),
+            (&mut self.redelivered_from_spool, redelivered_from_spool),
+            (&mut self.heartbeats, heartbeats),
+            (&mut self.failovers, failovers),
+            (&mut self.enqueued, enqueued),
+            (&mut self.digests_reported, digests_reported),
+            (&mut self.replayed_by_digest, replayed_by_digest),
+            (&mut self.bad_5xx, bad_5xx),
+            (&mut self.unexpected_total, unexpected_total),
+        ] {
+            *mine += theirs;
+        }
+        for (op, by_status) in statuses {
+            let mine = self.statuses.entry(op).or_default();
+            for (status, n) in by_status {
+                *mine.entry(status).or_default() += n;
+            }
+        }
+        self.unexpected.extend(unexpected);
+    }
+
+    /// The report files of several processes (`--report`), summed. A missing or unreadable
+    /// one (a process killed before its first report) counts as empty.
+    pub fn sum_reports(paths: &[PathBuf]) -> Summary {
+        let mut total = Summary::default();
+        for path in paths {
+            let Ok(bytes) = std::fs::read(path) else {
+                continue;
+            };
+            if let Ok(report) = serde_json::from_slice::<Summary>(&bytes) {
+                total.add(report);
+            }
+        }
+        total
+    }
+
+    /// Answers of every operation with one of `statuses` (`"503"`, `"transport"`, …).
+    pub fn answers(&self, statuses: &[&str]) -> u64 {
+        self.statuses
+            .values()
+            .flat_map(|by_status| statuses.iter().filter_map(|s| by_status.get(*s)))
+            .sum()
+    }
 }
 
 /// Shared, thread-safe counters; optionally mirrored to a report file.
@@ -317,6 +398,61 @@ mod tests {
             message: String::new(),
         };
         assert!(!is_failover(&refused));
+    }
+
+    #[test]
+    fn reports_are_summed_field_by_field() {
+        let one = Summary {
+            leases: 2,
+            statuses: [("lease".into(), [("200".into(), 2)].into())].into(),
+            unexpected: vec![unexpected("complete")],
+            ..Summary::default()
+        };
+        let two = Summary {
+            leases: 3,
+            bad_5xx: 1,
+            statuses: [(
+                "lease".into(),
+                [("200".into(), 1), ("503".into(), 4)].into(),
+            )]
+            .into(),
+            unexpected: vec![unexpected("fail")],
+            ..Summary::default()
+        };
+        let mut total = Summary::default();
+        total.add(one);
+        total.add(two);
+        assert_eq!((total.leases, total.bad_5xx), (5, 1));
+        assert_eq!(total.statuses["lease"]["200"], 3);
+        assert_eq!(total.statuses["lease"]["503"], 4);
+        let ops: Vec<&str> = total.unexpected.iter().map(|u| u.op.as_str()).collect();
+        assert_eq!(ops, ["complete", "fail"]);
+        assert_eq!(total.answers(&["503", "200"]), 7);
+    }
+
+    #[test]
+    fn missing_and_partial_reports_are_summed_as_what_they_hold() {
+        let dir = std::env::temp_dir().join(format!("muster-sim-sum-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let written = dir.join("a.json");
+        std::fs::write(
+            &written,
+            r#"{"completes": 4, "statuses": {"complete": {"transport": 2}}}"#,
+        )
+        .unwrap();
+        let total = Summary::sum_reports(&[written, dir.join("never-written.json")]);
+        assert_eq!(total.completes, 4);
+        assert_eq!(total.answers(&["transport", "timeout"]), 2);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    fn unexpected(op: &str) -> Unexpected {
+        Unexpected {
+            op: op.into(),
+            status: "500".into(),
+            code: String::new(),
+            message: String::new(),
+        }
     }
 
     #[test]

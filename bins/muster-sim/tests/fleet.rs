@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use muster_domain::Kind;
 use muster_sim::api::Api;
-use muster_sim::check::{self, DbStats};
+use muster_sim::check::{self, DbStats, Evidence};
 use muster_sim::enqueue::{self, Planned};
 use muster_sim::fleet::{self, FleetConfig, Tokens};
 use muster_sim::plan::{Plan, SimPayload};
@@ -187,10 +187,18 @@ async fn a_fleet_takes_every_chain_to_the_end_its_plan_dictates_and_the_database
         start_ms: started_ms,
         end_ms: started_ms,
         worker_prefix: Some("nobody-".into()),
+        hides_commit_outcomes: false,
+        probes: None,
     };
-    let report = check::check(&db, 10, &[start], &[]).await.unwrap();
+    let evidence = Evidence {
+        faults: vec![start],
+        acked: Vec::new(),
+        clients: Some(summary.clone()),
+    };
+    let report = check::check(&db, 10, &evidence).await.unwrap();
     assert_eq!(report.violations, vec![], "{report:?}");
     assert!(report.ok);
+    assert_eq!(report.clients.as_ref(), Some(&summary));
     let recovery = &report.recoveries[0];
     let first = recovery
         .first_completion_ms
@@ -205,6 +213,10 @@ async fn a_fleet_takes_every_chain_to_the_end_its_plan_dictates_and_the_database
     );
     assert_eq!(recovery.abandoned_leases, Some(0));
     assert_eq!(recovery.slowest_release_ms, None);
+    assert_eq!(
+        report.figures.longest_stall.map(|s| s.fault),
+        Some("fleet start".to_owned())
+    );
     assert_eq!(report.planned, planned);
     let verified = muster::ledger_verify(&server.settings).await.unwrap();
     assert_eq!(verified.entries as i64, stats.ledger_rows);
@@ -219,7 +231,7 @@ async fn the_database_check_reports_a_duplicated_next_item_and_a_lost_root() {
     let db = db(&server).await;
     wait_finished(&db, planned.items).await;
     fleet.stop().await;
-    assert!(check::check(&db, 2, &[], &[]).await.unwrap().ok);
+    assert!(check::check(&db, 2, &Evidence::default()).await.unwrap().ok);
 
     // A second `assay` item for root 0, as a doubled completion of `sextant` would make it.
     db.batch_execute(
@@ -231,7 +243,7 @@ async fn the_database_check_reports_a_duplicated_next_item_and_a_lost_root() {
     )
     .await
     .unwrap();
-    let report = check::check(&db, 3, &[], &[]).await.unwrap();
+    let report = check::check(&db, 3, &Evidence::default()).await.unwrap();
     assert!(!report.ok);
     let rules: Vec<&str> = report.violations.iter().map(|v| v.rule.as_str()).collect();
     for expected in [
@@ -314,7 +326,7 @@ async fn a_restarted_fleet_first_delivers_what_a_killed_one_left_in_its_spool() 
         vec![".lock".to_owned()],
         "only the runner's lock file"
     );
-    assert!(check::check(&db, 1, &[], &[]).await.unwrap().ok);
+    assert!(check::check(&db, 1, &Evidence::default()).await.unwrap().ok);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,7 +344,7 @@ async fn workers_fail_over_to_the_second_url_when_the_first_refuses_connections(
     assert!(summary.failovers >= 1, "{summary:?}");
     assert!(summary.statuses["lease"]["transport"] >= 1);
     assert_eq!((summary.bad_5xx, summary.unexpected_total), (0, 0));
-    assert!(check::check(&db, 2, &[], &[]).await.unwrap().ok);
+    assert!(check::check(&db, 2, &Evidence::default()).await.unwrap().ok);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -349,13 +361,21 @@ async fn every_acknowledged_completion_is_found_in_the_ledger_and_a_lost_one_is_
     let acked = check::parse_acks(&std::fs::read_to_string(&acks_path).unwrap());
     assert_eq!(acked.len() as u64, summary.completes);
     assert_eq!(acked.len() as u64, planned.items);
-    let report = check::check(&db, 2, &[], &acked).await.unwrap();
+    let evidence = Evidence {
+        acked: acked.clone(),
+        ..Evidence::default()
+    };
+    let report = check::check(&db, 2, &evidence).await.unwrap();
     assert_eq!(report.violations, vec![], "{report:?}");
 
     // An acknowledgement the ledger does not hold at the sequence it named: a lost commit.
     let mut lost = acked.clone();
     lost[0].ledger_seq = 1_000_000_000;
-    let report = check::check(&db, 2, &[], &lost).await.unwrap();
+    let evidence = Evidence {
+        acked: lost,
+        ..Evidence::default()
+    };
+    let report = check::check(&db, 2, &evidence).await.unwrap();
     let rules: Vec<(&str, u64)> = report
         .violations
         .iter()
