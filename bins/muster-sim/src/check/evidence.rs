@@ -221,6 +221,27 @@ mod tests {
     }
 
     #[test]
+    fn the_fault_suites_fault_records_parse() {
+        // As `cargo xtask chaos` writes faults.json: a probed network fault, a loopback one.
+        let faults: Vec<Fault> = serde_json::from_str(
+            r##"[{"name": "#1 lost", "start_ms": 1.0, "end_ms": 2.0, "worker_prefix": null,
+                 "hides_commit_outcomes": true,
+                 "probes": {"probed": "m1", "unavailable_after_ms": null,
+                            "longest_answer_ms": 20.5, "answered_200": 3, "answered_503": 0,
+                            "ready_after_ms": 10.0, "timeout_ms": 50000.0,
+                            "ready_within_ms": 90000.0}},
+                {"name": "#2 kill", "start_ms": 3.0, "end_ms": 4.0, "worker_prefix": "s0.7-",
+                 "hides_commit_outcomes": false, "probes": null}]"##,
+        )
+        .unwrap();
+        let probes = faults[0].probes.as_ref().unwrap();
+        assert!(faults[0].hides_commit_outcomes);
+        assert_eq!((probes.answered_200, probes.timeout_ms), (3, 50_000.0));
+        assert_eq!(faults[1].worker_prefix.as_deref(), Some("s0.7-"));
+        assert_eq!(faults[1].probes, None);
+    }
+
+    #[test]
     fn a_clean_run_breaks_no_client_or_probe_rule() {
         let probes = Probes {
             probed: "m0".into(),
