@@ -1,9 +1,11 @@
-//! The end of a scenario: every process stopped, then its outcome checked — what the clients
-//! saw, the ledger's hash chains (`muster ledger-verify`) and the items and leases in the
-//! database (`muster-sim check`).
+//! The end of a scenario: every process stopped (each must stop cleanly), then its outcome
+//! judged by the two judges: `muster ledger-verify` (the ledger's hash chains) and
+//! `muster-sim check`, given the database and everything the run left — the faults and what
+//! their probes saw, every acknowledged completion, every client's report.
 
+use std::ffi::OsString;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -56,43 +58,11 @@ impl Run<'_> {
             }
         }
 
-        // Every answer every client saw.
-        let mut reports = vec![enqueue_report.to_owned()];
-        reports.extend(self.sims.iter().flat_map(|s| s.reports.iter().cloned()));
-        let clients = merge_reports(&reports);
-        let bad = clients["bad_5xx"].as_u64().unwrap_or(0);
-        if bad > 0 {
-            self.result.violations.push(format!(
-                "clients saw {bad} 5xx answer(s) other than 503: {}",
-                clients["unexpected"]
-            ));
-        }
-        let unexpected = clients["unexpected_total"].as_u64().unwrap_or(0);
-        if unexpected > bad {
-            self.result.violations.push(format!(
-                "clients saw {} answer(s) outside the contract's expectations (4xx other than \
-                 409 E_LEASE_LOST, bad bodies): {}",
-                unexpected - bad,
-                clients["unexpected"]
-            ));
-        }
-        // The lost COMMIT answers exist to make commits whose outcome the replica never
-        // learned; their deliveries come out right only as replays.
-        if self.scenario.faults.contains(&super::Fault::LostCommits)
-            && clients["completes_replayed"].as_u64().unwrap_or(0) == 0
-        {
-            self.result.violations.push(
-                "the lost COMMIT answers produced no completion answered replayed:true: the \
-                 unknown-outcome case was not exercised"
-                    .into(),
-            );
-        }
         if left > 0 {
             println!(
                 "  note: {left} spool file(s) left undelivered at the end (see the spool dirs)"
             );
         }
-        self.result.clients = clients;
 
         // The ledger's hash chains.
         let verify = Command::new(&self.ctx.muster)
@@ -113,24 +83,22 @@ impl Run<'_> {
             ));
         }
 
-        // The outcome, from the database itself.
-        let faults: Vec<Value> = self
-            .result
-            .faults
-            .iter()
-            .map(|f| {
-                let probes = f.figures.as_ref().map(|p| {
-                    json!({"probed": p.probed, "unavailable_after_ms": p.unavailable_after_ms,
-                           "longest_answer_ms": p.longest_answer_ms,
-                           "answered_200": p.answered_200, "answered_503": p.answered_503,
-                           "ready_after_ms": p.ready_after_ms})
-                });
-                json!({"name": f.name, "start_ms": f.start_ms, "end_ms": f.end_ms,
-                       "worker_prefix": f.worker_prefix, "probes": probes})
-            })
-            .collect();
+        // The outcome, judged from the database and what the run left.
+        let faults: Vec<Value> = self.result.faults.iter().map(|f| f.to_json()).collect();
         let faults_path = self.dir.join("faults.json");
         fs::write(&faults_path, serde_json::to_string_pretty(&faults)?)?;
+        let flag = |name: &str, path: &Path| [OsString::from(name), path.into()];
+        let mut evidence = flag("--faults", &faults_path).to_vec();
+        // What every fleet process was acknowledged, incarnations appending to one file.
+        for sim in &self.sims {
+            let acks = self.dir.join(format!("acks-{}.txt", sim.index));
+            evidence.extend(flag("--acks", &acks));
+        }
+        // Every answer every client saw: the enqueuer's, every fleet incarnation's.
+        evidence.extend(flag("--reports", enqueue_report));
+        for report in self.sims.iter().flat_map(|s| &s.reports) {
+            evidence.extend(flag("--reports", report));
+        }
         let check = Command::new(&self.ctx.sim)
             .args([
                 "check",
@@ -139,16 +107,7 @@ impl Run<'_> {
                 "--roots",
                 &self.scenario.roots.to_string(),
             ])
-            .arg("--faults")
-            .arg(&faults_path)
-            // What every fleet process was acknowledged, incarnations appending to one file.
-            .args(self.sims.iter().flat_map(|sim| {
-                [
-                    "--acks".into(),
-                    self.dir.join(format!("acks-{}.txt", sim.index)),
-                ]
-                .map(std::ffi::OsString::from)
-            }))
+            .args(evidence)
             .output()
             .context("muster-sim check")?;
         fs::write(self.dir.join("check.json"), &check.stdout)?;
@@ -160,7 +119,7 @@ impl Run<'_> {
                 Some(list) if !list.is_empty() => {
                     for v in list {
                         self.result.violations.push(format!(
-                            "{} ({} rows), e.g. {}",
+                            "{} ({} found), e.g. {}",
                             v["rule"].as_str().unwrap_or("?"),
                             v["count"],
                             v["samples"]
@@ -204,40 +163,4 @@ fn spool_files(dir: &Path) -> usize {
         .filter(|e| e.file_name().to_string_lossy().starts_with("spool-"))
         .map(|e| count(&e.path()))
         .sum()
-}
-
-/// Sums the JSON summaries of every client process (numbers added, status maps merged,
-/// `unexpected` lists concatenated). A missing report (a process killed before its first
-/// second) counts as empty.
-fn merge_reports(paths: &[PathBuf]) -> Value {
-    let mut total = json!({});
-    for path in paths {
-        let Ok(bytes) = fs::read(path) else { continue };
-        let Ok(report) = serde_json::from_slice::<Value>(&bytes) else {
-            continue;
-        };
-        merge(&mut total, &report);
-    }
-    total
-}
-
-pub(super) fn merge(into: &mut Value, from: &Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                match a.get_mut(k) {
-                    Some(existing) => merge(existing, v),
-                    None => {
-                        a.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (Value::Array(a), Value::Array(b)) => a.extend(b.iter().cloned()),
-        (a @ Value::Number(_), Value::Number(b)) => {
-            let sum = a.as_u64().unwrap_or(0) + b.as_u64().unwrap_or(0);
-            *a = json!(sum);
-        }
-        _ => {}
-    }
 }

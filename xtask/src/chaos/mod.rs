@@ -2,10 +2,15 @@
 //! on): `muster serve` replicas, `muster-sim` fleets and the enqueuer, while this task SIGKILLs
 //! Muster and restarts it, stops and restarts PostgreSQL (fast and immediate), SIGKILLs fleet
 //! processes mid-lease and restarts them on the same spool, and kills a replica for good.
-//! Then it checks, from the database itself, that every chain ended where its plan says and
-//! that nothing was lost or applied twice (`muster-sim check`), that every ledger chain verifies
-//! (`muster ledger-verify`), and that no client saw a 5xx other than 503. Prints a summary
-//! table; exits non-zero on any violation. See docs/chaos.md.
+//! This task orchestrates and records; it does not judge the outcome. `muster-sim check` does
+//! (bins/muster-sim/src/check.rs): from the database itself, that every chain ended where its
+//! plan says, that nothing was lost or applied twice and that every acknowledged completion is
+//! in the ledger; from the clients' reports, that none saw a 5xx other than 503 or another
+//! answer the contract rules out; from the faults' probes, that no request hung and every
+//! replica answered again in time; and the recovery figures. `muster ledger-verify` checks
+//! every ledger chain. This task adds only what it alone sees: a process that died or did not
+//! stop cleanly, a run that did not finish, a fault not injected. Prints a summary table;
+//! exits non-zero on any violation. See docs/chaos.md.
 //!
 //! `--network` runs the same checks with every process on a host of its own (network
 //! namespaces, `lab.rs`) and network faults instead (`network.rs`): dropped links, a one-way
@@ -13,7 +18,7 @@
 //!
 //! The suite's modules: this one (the scenarios, their faults and the run of them all),
 //! `run.rs` (one scenario: its replicas, fleet, enqueuer and the faults injected into them),
-//! `finish.rs` (stopping a scenario and checking its outcome) and `summary.rs` (the table).
+//! `finish.rs` (stopping a scenario and asking the judges) and `summary.rs` (the table).
 
 mod finish;
 mod lab;

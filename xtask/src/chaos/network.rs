@@ -4,7 +4,7 @@
 //! primary's death with its synchronous standby promoted. While a fault lasts this task probes
 //! the replica it hurts with a Logbook read (`GET /v1/items`, as the operator) and measures
 //! when it first answers 503, how long an answer took at most, and how soon after the repair
-//! it answers 200 again.
+//! it answers 200 again; `muster-sim check` judges the figures against the probe's limits.
 
 use std::fs;
 use std::path::Path;
@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use muster_devdb::Probe;
 use rand::rngs::StdRng;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::Fault;
 use super::lab::Host;
@@ -43,6 +43,17 @@ pub(super) struct NetFigures {
     pub(super) answered_503: u32,
     /// From the repair (heal, promotion) until every probed replica answered 200.
     pub(super) ready_after_ms: Option<f64>,
+}
+
+impl NetFigures {
+    /// The figures and the limits they are held to, as `muster-sim check --faults` reads them.
+    pub(super) fn to_json(&self) -> Value {
+        json!({"probed": self.probed, "unavailable_after_ms": self.unavailable_after_ms,
+               "longest_answer_ms": self.longest_answer_ms,
+               "answered_200": self.answered_200, "answered_503": self.answered_503,
+               "ready_after_ms": self.ready_after_ms,
+               "timeout_ms": ms(PROBE_TIMEOUT), "ready_within_ms": ms(RECOVERY_LIMIT)})
+    }
 }
 
 impl Fault {
@@ -92,7 +103,7 @@ impl Run<'_> {
             bail!("{} is a fault of the --network suite", fault.name());
         };
         let primary = lab.primary;
-        let figures = match fault {
+        Ok(match fault {
             Fault::CutFromLogbook | Fault::OneWay | Fault::LostCommits => {
                 let host = if fault == Fault::CutFromLogbook {
                     Host::M0
@@ -140,31 +151,7 @@ impl Run<'_> {
                 })
             }
             _ => bail!("{} is not a network fault", fault.name()),
-        };
-        if let Some(f) = &figures {
-            self.judge(fault, f);
-        }
-        Ok(figures)
-    }
-
-    /// The probes' findings that break the contract.
-    fn judge(&mut self, fault: Fault, f: &NetFigures) {
-        if f.longest_answer_ms >= PROBE_TIMEOUT.as_secs_f64() * 1000.0 {
-            self.result.violations.push(format!(
-                "{}: a request to {} got no answer within {} s",
-                fault.name(),
-                f.probed,
-                PROBE_TIMEOUT.as_secs()
-            ));
-        }
-        if f.ready_after_ms.is_none() {
-            self.result.violations.push(format!(
-                "{}: {} did not answer 200 within {} s of the repair",
-                fault.name(),
-                f.probed,
-                RECOVERY_LIMIT.as_secs()
-            ));
-        }
+        })
     }
 }
 

@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use muster_devdb::{StopMode, TempCluster};
 use rand::Rng;
 use rand::rngs::StdRng;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::lab::{Host, Lab, MUSTER_PORT};
 use super::network::NetFigures;
@@ -60,6 +60,16 @@ pub(super) struct FaultRecord {
     pub(super) figures: Option<NetFigures>,
 }
 
+impl FaultRecord {
+    /// The fault as `muster-sim check --faults` reads it.
+    pub(super) fn to_json(&self) -> Value {
+        json!({"name": self.name, "start_ms": self.start_ms, "end_ms": self.end_ms,
+               "worker_prefix": self.worker_prefix,
+               "hides_commit_outcomes": self.fault == Fault::LostCommits,
+               "probes": self.figures.as_ref().map(NetFigures::to_json)})
+    }
+}
+
 /// The outcome of a scenario.
 #[derive(Debug, Default)]
 pub(super) struct ScenarioResult {
@@ -74,8 +84,8 @@ pub(super) struct ScenarioResult {
     pub(super) sim_kills: u64,
     pub(super) faults_planned: usize,
     pub(super) faults: Vec<FaultRecord>,
+    /// `muster-sim check`'s report.
     pub(super) check: Value,
-    pub(super) clients: Value,
     pub(super) ledger: String,
     pub(super) violations: Vec<String>,
 }

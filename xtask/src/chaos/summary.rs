@@ -1,4 +1,5 @@
-//! The summary table of a run: one column per scenario.
+//! The summary table of a run: one column per scenario, from what this task did and what its
+//! judges (`muster-sim check`, `muster ledger-verify`) found.
 
 use serde_json::Value;
 
@@ -18,47 +19,12 @@ fn n(v: &Value) -> String {
     }
 }
 
-fn show(s: Slowest) -> String {
-    match s {
-        Some((x, name)) => format!("{} ({name})", ms(Some(x))),
+/// A `Slowest` of `muster-sim check`'s figures: the duration and its fault, or `n/a`.
+fn show(slowest: &Value) -> String {
+    match slowest["ms"].as_f64() {
+        Some(x) => format!("{x:.0} ms ({})", slowest["fault"].as_str().unwrap_or("?")),
         None => "n/a".into(),
     }
-}
-
-fn ms(v: Option<f64>) -> String {
-    v.map(|x| format!("{:.0} ms", x))
-        .unwrap_or_else(|| "n/a".into())
-}
-
-/// A duration in ms and the fault it belongs to.
-type Slowest = Option<(f64, String)>;
-
-/// Recoveries of a scenario: the longest time from a repair to the first completion after it,
-/// the longest stretch without any completion around a fault (the stall the pipeline saw), and
-/// the longest time from a fleet-process kill to the re-lease of the last item it held.
-pub(super) fn slowest(check: &Value) -> (Slowest, Slowest, Slowest) {
-    let mut completion: Slowest = None;
-    let mut outage: Slowest = None;
-    let mut release: Slowest = None;
-    for r in check["recoveries"].as_array().into_iter().flatten() {
-        let name = r["name"].as_str().unwrap_or("?").to_owned();
-        if let Some(x) = r["first_completion_ms"].as_f64()
-            && completion.as_ref().is_none_or(|(y, _)| x > *y)
-        {
-            completion = Some((x, name.clone()));
-        }
-        if let Some(x) = r["longest_stall_ms"].as_f64()
-            && outage.as_ref().is_none_or(|(y, _)| x > *y)
-        {
-            outage = Some((x, name.clone()));
-        }
-        if let Some(x) = r["slowest_release_ms"].as_f64()
-            && release.as_ref().is_none_or(|(y, _)| x > *y)
-        {
-            release = Some((x, name));
-        }
-    }
-    (completion, outage, release)
 }
 
 /// What the probes saw during each `fault` of a scenario, `·`-separated; `n/a` without one.
@@ -130,8 +96,8 @@ pub(super) fn render(results: &[ScenarioResult]) -> String {
     row("digest reports (items they replayed)", &|r| {
         format!(
             "{} ({})",
-            n(&r.clients["digests_reported"]),
-            n(&r.clients["replayed_by_digest"])
+            n(&r.check["clients"]["digests_reported"]),
+            n(&r.check["clients"]["replayed_by_digest"])
         )
     });
     row(
@@ -146,36 +112,32 @@ pub(super) fn render(results: &[ScenarioResult]) -> String {
     });
     row(
         "deliveries redelivered from a spool after a restart",
-        &|r| n(&r.clients["redelivered_from_spool"]),
+        &|r| n(&r.check["clients"]["redelivered_from_spool"]),
     );
     row("completions answered replayed:true", &|r| {
-        n(&r.clients["completes_replayed"])
+        n(&r.check["clients"]["completes_replayed"])
     });
     row("409 E_LEASE_LOST seen by workers", &|r| {
-        n(&r.clients["lease_lost"])
+        n(&r.check["clients"]["lease_lost"])
     });
     row("503 answers / connection errors / failovers seen", &|r| {
-        let (mut s503, mut transport) = (0u64, 0u64);
-        if let Some(ops) = r.clients["statuses"].as_object() {
-            for by_status in ops.values() {
-                s503 += by_status["503"].as_u64().unwrap_or(0);
-                transport += by_status["transport"].as_u64().unwrap_or(0)
-                    + by_status["timeout"].as_u64().unwrap_or(0);
-            }
-        }
-        format!("{s503} / {transport} / {}", n(&r.clients["failovers"]))
+        let [s503, no_answer] = ns(&r.check["figures"], ["answered_503", "no_answer"]);
+        format!(
+            "{s503} / {no_answer} / {}",
+            n(&r.check["clients"]["failovers"])
+        )
     });
     row("5xx other than 503 seen by clients", &|r| {
-        n(&r.clients["bad_5xx"])
+        n(&r.check["clients"]["bad_5xx"])
     });
     row("slowest recovery (repair done → next completion)", &|r| {
-        show(slowest(&r.check).0)
+        show(&r.check["figures"]["slowest_recovery"])
     });
     row("longest stall (no completion anywhere)", &|r| {
-        show(slowest(&r.check).1)
+        show(&r.check["figures"]["longest_stall"])
     });
     row("slowest re-lease after a fleet kill (TTL 2 s)", &|r| {
-        show(slowest(&r.check).2)
+        show(&r.check["figures"]["slowest_release"])
     });
     for (fault, label) in [
         (

@@ -1,13 +1,14 @@
+use super::{
+    FAULT_WINDOW, Fault, fault_order, network_scenarios, parse_options, scenarios, thresholds,
+};
 use muster_devdb::StopMode;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use serde_json::json;
 
-use super::finish::merge;
-use super::summary::slowest;
-use super::{
-    FAULT_WINDOW, Fault, fault_order, network_scenarios, parse_options, scenarios, thresholds,
-};
+use super::network::NetFigures;
+use super::run::{FaultRecord, ScenarioResult};
+use super::summary::render;
 
 #[test]
 fn fault_thresholds_rise_inside_the_window_and_repeat_per_seed() {
@@ -126,34 +127,55 @@ fn options_default_to_debug_for_short_and_release_for_full() {
 }
 
 #[test]
-fn client_reports_are_summed_field_by_field() {
-    let mut total = json!({});
-    merge(
-        &mut total,
-        &json!({"leases": 2, "statuses": {"lease": {"200": 2}}, "unexpected": [1]}),
-    );
-    merge(
-        &mut total,
-        &json!({"leases": 3, "statuses": {"lease": {"200": 1, "503": 4}}, "unexpected": [2]}),
-    );
-    assert_eq!(
-        total,
-        json!({"leases": 5, "statuses": {"lease": {"200": 3, "503": 4}}, "unexpected": [1, 2]})
-    );
+fn the_table_shows_what_the_judge_reported() {
+    let result = ScenarioResult {
+        name: "short".into(),
+        roots: 300,
+        check: json!({
+            "stats": {"items": 10, "done": 9, "failed": 1},
+            "clients": {"bad_5xx": 0, "failovers": 4},
+            "figures": {
+                "slowest_recovery": {"ms": 64.4, "fault": "#2 PostgreSQL fast restart"},
+                "longest_stall": null, "answered_503": 12, "no_answer": 3
+            }
+        }),
+        ..ScenarioResult::default()
+    };
+    let table = render(&[result]);
+    for row in [
+        "| | short |",
+        "| items (done / failed) | 10 (9 / 1) |",
+        "| 503 answers / connection errors / failovers seen | 12 / 3 / 4 |",
+        "| 5xx other than 503 seen by clients | 0 |",
+        "| slowest recovery (repair done → next completion) | 64 ms (#2 PostgreSQL fast restart) |",
+        "| longest stall (no completion anywhere) | n/a |",
+    ] {
+        assert!(table.contains(row), "{row} missing from\n{table}");
+    }
 }
 
 #[test]
-fn the_slowest_recoveries_are_picked_by_kind() {
-    let check = json!({"recoveries": [
-        {"name": "#1 a", "first_completion_ms": 120.0, "longest_stall_ms": 3120.0,
-         "slowest_release_ms": null},
-        {"name": "#2 b", "first_completion_ms": 900.0, "longest_stall_ms": 950.0,
-         "slowest_release_ms": 2100.0},
-        {"name": "#3 c", "first_completion_ms": 15.0, "longest_stall_ms": null,
-         "slowest_release_ms": 2500.0}
-    ]});
-    let (completion, stall, release) = slowest(&check);
-    assert_eq!(completion, Some((900.0, "#2 b".to_owned())));
-    assert_eq!(stall, Some((3120.0, "#1 a".to_owned())));
-    assert_eq!(release, Some((2500.0, "#3 c".to_owned())));
+fn a_fault_record_gives_the_judge_its_probes_limits_and_whether_it_hides_commit_outcomes() {
+    let record = |fault, figures| FaultRecord {
+        fault,
+        name: "#1".into(),
+        start_ms: 1.0,
+        end_ms: 2.0,
+        worker_prefix: None,
+        figures,
+    };
+    let probed = NetFigures {
+        probed: "m1".into(),
+        ready_after_ms: Some(40.0),
+        ..NetFigures::default()
+    };
+    let lost = record(Fault::LostCommits, Some(probed)).to_json();
+    assert_eq!(lost["hides_commit_outcomes"], true);
+    assert_eq!(lost["probes"]["probed"], "m1");
+    assert_eq!(lost["probes"]["ready_after_ms"], 40.0);
+    assert_eq!(lost["probes"]["timeout_ms"], 50_000.0);
+    assert_eq!(lost["probes"]["ready_within_ms"], 90_000.0);
+    let kill = record(Fault::KillMuster, None).to_json();
+    assert_eq!(kill["hides_commit_outcomes"], false);
+    assert_eq!(kill["probes"], serde_json::Value::Null);
 }
