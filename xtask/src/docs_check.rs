@@ -114,12 +114,12 @@ const OTHER_TOOLS_FLAGS: [&str; 10] = [
     "--all-targets",
 ];
 
-/// Metric-like names that are not metrics: crates and benchmark databases.
+/// Metric-like names that are not metrics: crates and the runtime role.
 fn is_metric_name(name: &str, root: &Path) -> bool {
     let crate_dir = format!("muster-{}", &name["muster_".len()..].replace('_', "-"));
     !root.join("crates").join(&crate_dir).exists()
         && !root.join("bins").join(&crate_dir).exists()
-        && !["muster_target", "muster_issue", "muster_app"].contains(&name)
+        && name != "muster_app"
 }
 
 struct Code {

@@ -68,7 +68,7 @@ pub(crate) fn charts(args: Vec<OsString>) -> Result<ExitCode> {
 /// profile` into `target/profile/`.
 pub(crate) fn profile(args: Vec<OsString>) -> Result<ExitCode> {
     let out = target_dir(&workspace_root()).join("profile");
-    let mut lab: Vec<OsString> = vec!["profile".into(), "--out".into(), out.into(), "--".into()];
+    let mut lab: Vec<OsString> = vec!["profile".into(), "--out".into(), out.into()];
     lab.extend(args);
     run_lab(&lab)
 }

@@ -188,8 +188,6 @@ pub(crate) async fn batch(
         drained: dry,
         errors,
         first_error,
-        http: None,
-        in_process: None,
         items: completed,
         items_per_s: Some(((completed as f64 / seconds) * 10.0).round() / 10.0),
         lease: percentiles(lease_lat),

@@ -16,6 +16,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::http::{Http, percentiles, ratio};
+use crate::procinfo::rss_mib;
 use crate::results::Percentiles;
 
 #[derive(Debug, Serialize)]
@@ -54,13 +55,6 @@ pub(crate) struct Params<'a> {
     pub(crate) slow: usize,
     pub(crate) cycles: usize,
     pub(crate) server_pid: Option<u32>,
-}
-
-fn rss_mib(pid: Option<u32>) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some((kib / 1024.0 * 10.0).round() / 10.0)
 }
 
 fn addr(url: &str) -> String {

@@ -13,6 +13,7 @@ use hyper::body::Bytes;
 use serde_json::{Value, json};
 
 use crate::http::{Http, ms, percentiles};
+use crate::procinfo::rss_mib;
 use crate::results::{Feed, FeedRun, Percentiles};
 
 /// What one subscriber saw: the first arrival of each item's `→ queued` transition.
@@ -94,14 +95,6 @@ async fn subscribe(
         s.ended = true;
         s.error.get_or_insert_with(|| format!("{e:#}"));
     }
-}
-
-/// `VmRSS` of a process in MiB.
-pub(crate) fn rss_mib(pid: Option<u32>) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{}/status", pid?)).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
-    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some((kib / 1024.0 * 10.0).round() / 10.0)
 }
 
 /// Percentiles of signed millisecond values (an event may arrive before the 201 does).

@@ -17,6 +17,7 @@ use hyper::body::Bytes;
 use serde_json::json;
 
 use crate::http::{Http, percentiles, ratio};
+use crate::procinfo::{cpu_seconds, ticks_per_second};
 use crate::results::{FeedLoad, FeedLoadRun};
 use crate::rounds::Tally;
 
@@ -84,30 +85,6 @@ async fn subscribe(
     if result.is_err() {
         received.ended.fetch_add(1, Ordering::Relaxed);
     }
-}
-
-/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
-fn cpu_seconds(pid: &str, ticks_per_s: f64) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("read /proc/{pid}/stat"))?;
-    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
-    let after = stat.rsplit_once(')').context("malformed stat")?.1;
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    // Fields 14 and 15 of the line (utime, stime) are the 12th and 13th after the name.
-    let utime: f64 = fields.get(11).context("no utime")?.parse()?;
-    let stime: f64 = fields.get(12).context("no stime")?.parse()?;
-    Ok((utime + stime) / ticks_per_s)
-}
-
-/// Clock ticks per second (`getconf CLK_TCK`; 100 on Linux when that cannot be asked).
-fn ticks_per_second() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 pub(crate) struct Options<'a> {

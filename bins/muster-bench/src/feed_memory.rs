@@ -12,7 +12,7 @@ use hyper::body::{Bytes, Incoming};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
 
-use crate::feed::rss_mib;
+use crate::procinfo::rss_mib;
 use crate::results::FeedMemory;
 
 pub(crate) struct Options<'a> {

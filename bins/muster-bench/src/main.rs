@@ -25,13 +25,13 @@ mod feed_memory;
 mod http;
 mod lab;
 mod pickup;
+mod procinfo;
 mod report;
 mod results;
 mod rounds;
 mod runtime;
 mod spam;
 
-use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -289,16 +289,15 @@ enum Scenario {
         out: Option<PathBuf>,
     },
     /// One drain of the release server on a throwaway PostgreSQL with pg_stat_statements:
-    /// items/s, server CPU and statement time per item. Options after `--`: `--workers N
-    /// --batch N --items N --top N` (defaults 64, 1, 40000, 12).
+    /// items/s, server CPU and statement time per item.
     Profile {
         /// The `muster` binary to serve (default: the one next to this program).
         #[arg(long)]
         muster: Option<PathBuf>,
         #[arg(long, default_value = "target/profile")]
         out: PathBuf,
-        #[arg(last = true)]
-        options: Vec<OsString>,
+        #[command(flatten)]
+        options: lab::profile::Options,
     },
 }
 
@@ -316,7 +315,6 @@ fn main() -> Result<()> {
             out,
             options,
         } => {
-            let options = lab::profile::Options::parse(&options)?;
             let muster = muster.map_or_else(lab::sibling_muster, Ok)?;
             return lab::profile::profile(&muster, &out, &options);
         }

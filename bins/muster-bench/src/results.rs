@@ -1,10 +1,9 @@
 //! The JSON documents `muster-bench` prints, as types: the scenarios write them, the suite keeps
 //! them under `target/bench/`, the table (`report`) and the charts (`charts`) read them back.
 //!
-//! Fields are declared in alphabetical order, the order `serde_json::json!` printed them in
-//! before these types existed, so that a document's text is unchanged. Scripts outside the
-//! repository read these names: add fields, never rename them. Every field has a default, so
-//! that the readers also take the documents of older runs (and the partial ones of tests).
+//! Fields are mostly in alphabetical order, as `serde_json::json!` prints an object's keys.
+//! Scripts outside the repository read these names: add fields, never rename them. Every
+//! field has a default, so that a reader takes a partial document (the tests' are).
 
 use std::collections::BTreeMap;
 
@@ -19,38 +18,11 @@ pub(crate) struct Percentiles {
     pub(crate) p99_ms: Option<f64>,
 }
 
-/// The runs of a document that is either an array of runs or an object with a `runs` array
-/// (anything else, such as a bare number where a chart looks for runs, has none).
+/// `{"runs": [...]}`: `batch.json` and `floor.json`, read as `Runs<Vec<_>>`, written from a
+/// borrowed `Runs<&[_]>`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(untagged)]
-pub(crate) enum Runs<T> {
-    List(Vec<T>),
-    Doc {
-        #[serde(default)]
-        runs: Vec<T>,
-    },
-    Other(serde_json::Value),
-}
-
-impl<T> Runs<T> {
-    pub(crate) fn runs(&self) -> &[T] {
-        match self {
-            Runs::List(runs) | Runs::Doc { runs } => runs,
-            Runs::Other(_) => &[],
-        }
-    }
-}
-
-impl<T> Default for Runs<T> {
-    fn default() -> Self {
-        Runs::List(Vec::new())
-    }
-}
-
-/// `{"runs": [...]}`, as the suite writes `batch.json` and `floor.json` (read as [`Runs`]).
-#[derive(Debug, Serialize)]
-pub(crate) struct RunsDoc<'a, T> {
-    pub(crate) runs: &'a [T],
+pub(crate) struct Runs<T> {
+    pub(crate) runs: T,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -87,11 +59,13 @@ pub(crate) struct CyclesRun {
 #[serde(default)]
 pub(crate) struct Cycles {
     pub(crate) backlog: Option<u64>,
-    /// Batching figures carried inside `cycles.json` by some early runs (read, never written).
-    #[serde(skip_serializing)]
-    pub(crate) batch: Option<Runs<BatchRun>>,
-    #[serde(skip_serializing)]
-    pub(crate) batching: Option<Runs<BatchRun>>,
+    // Neither written nor read: `cycles.rs` still sets them. Remove with its next change.
+    #[allow(dead_code)]
+    #[serde(skip)]
+    pub(crate) batch: Option<()>,
+    #[allow(dead_code)]
+    #[serde(skip)]
+    pub(crate) batching: Option<()>,
     pub(crate) run_seconds: Option<u64>,
     pub(crate) runs: Vec<CyclesRun>,
     pub(crate) scenario: String,
@@ -305,29 +279,16 @@ pub(crate) struct BacklogSize {
     pub(crate) start_to_first_queues_ms: Option<f64>,
 }
 
-/// Items/s of one side of a batching run, as the charts read older documents.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct RateSide {
-    pub(crate) items_per_s: Option<f64>,
-}
-
-/// `muster-bench batch`, one run of the suite's batching, bloat and target phases.
+/// `muster-bench batch`, one run of the suite's batching and bloat phases.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct BatchRun {
-    /// Items per lease / batch complete (older documents: `batch_size` or `max`).
-    #[serde(alias = "batch_size", alias = "max")]
+    /// Items per lease / batch complete.
     pub(crate) batch: Option<u64>,
     pub(crate) complete: Percentiles,
     pub(crate) drained: bool,
     pub(crate) errors: u64,
     pub(crate) first_error: Option<String>,
-    /// Older documents' sides; today's runs are HTTP only, with a flat `items_per_s`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) http: Option<RateSide>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) in_process: Option<RateSide>,
     pub(crate) items: u64,
     pub(crate) items_per_s: Option<f64>,
     pub(crate) lease: Percentiles,
@@ -342,7 +303,32 @@ pub(crate) struct BatchRun {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The suite's own documents: floor, target, bloat
+// runtime
+
+/// One concurrency: both drains and their ratio.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RuntimeRun {
+    pub(crate) concurrency: usize,
+    pub(crate) items: u64,
+    pub(crate) bare_items_per_s: f64,
+    pub(crate) runtime_items_per_s: f64,
+    /// `runtime_items_per_s / bare_items_per_s`: 1.0 is no overhead.
+    pub(crate) ratio: f64,
+    pub(crate) bare_drained: bool,
+    pub(crate) runtime_drained: bool,
+}
+
+/// `muster-bench runtime` (`runtime.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RuntimeDoc {
+    pub(crate) scenario: String,
+    pub(crate) runs: Vec<RuntimeRun>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The suite's own documents: floor, bloat, memory
 
 /// One pgbench run of the SQL floor, or `{"name", "skipped"}` without pgbench.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -358,7 +344,7 @@ pub(crate) struct FloorResult {
     pub(crate) items: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) items_per_s: Option<f64>,
-    /// `full`, `bare`, `single-16`, …; the first runs called it `script`.
+    /// `full`, `bare`, `single-16`, `single-64`.
     pub(crate) name: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) protocol: Option<String>,
@@ -369,16 +355,6 @@ pub(crate) struct FloorResult {
     pub(crate) seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) skipped: Option<String>,
-}
-
-/// The target phase (`target.json`): the issue's scripts just before and just after a 64-worker
-/// drain.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct Target {
-    pub(crate) after: Vec<FloorResult>,
-    pub(crate) before: Vec<FloorResult>,
-    pub(crate) drain: Option<BatchRun>,
 }
 
 /// The bloat phase (`bloat.json`).
@@ -406,65 +382,4 @@ pub(crate) struct ServerMemory {
     pub(crate) idle: Memory,
     /// After the cycles, pickup and spam scenarios, before the feed's subscribers.
     pub(crate) end: Memory,
-}
-
-/// The issue's single-item script on one kind of table in the target phase: how fast it ran
-/// just before and just after the 64-worker drain.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct IssueScript {
-    pub(crate) file: &'static str,
-    /// The tables it ran on, as the table's rows name them.
-    pub(crate) tables: &'static str,
-    /// The same, short enough for a chart's legend.
-    pub(crate) short: &'static str,
-    /// pgbench's clients (as the run before the drain reports them).
-    pub(crate) clients: u64,
-    pub(crate) before: f64,
-    pub(crate) after: f64,
-}
-
-impl IssueScript {
-    /// The reading the target rows and the chart's lines use: the mean of the two runs.
-    pub(crate) fn mean(&self) -> f64 {
-        (self.before + self.after) / 2.0
-    }
-}
-
-impl Target {
-    /// The issue's scripts measured on both sides of the drain, in a fixed order; a script
-    /// measured on one side only (or skipped) is left out.
-    pub(crate) fn issue_scripts(&self) -> Vec<IssueScript> {
-        let run = |side: &[FloorResult], file: &str| -> Option<FloorResult> {
-            side.iter()
-                .find(|r| r.script.as_deref() == Some(file))
-                .cloned()
-        };
-        let before = |file: &str| run(&self.before, file);
-        let after = |file: &str| run(&self.after, file);
-        [
-            (
-                "issue-single.sql",
-                "Muster's tables",
-                "issue #7's script on Muster's tables",
-            ),
-            (
-                "issue-minimal.sql",
-                "minimal tables: a queue with one lease-order index, a five-column ledger",
-                "issue #7's script on minimal tables",
-            ),
-        ]
-        .into_iter()
-        .filter_map(|(file, tables, short)| {
-            let first = before(file)?;
-            Some(IssueScript {
-                file,
-                tables,
-                short,
-                clients: first.clients.unwrap_or(0),
-                before: first.items_per_s?,
-                after: after(file)?.items_per_s?,
-            })
-        })
-        .collect()
-    }
 }

@@ -12,31 +12,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use muster_worker::{Lease, Outcome, Runner, WorkerClient};
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::http::Http;
-
-/// One concurrency: both drains and their ratio.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct RuntimeRun {
-    pub(crate) concurrency: usize,
-    pub(crate) items: u64,
-    pub(crate) bare_items_per_s: f64,
-    pub(crate) runtime_items_per_s: f64,
-    /// `runtime_items_per_s / bare_items_per_s`: 1.0 is no overhead.
-    pub(crate) ratio: f64,
-    pub(crate) bare_drained: bool,
-    pub(crate) runtime_drained: bool,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct RuntimeDoc {
-    pub(crate) scenario: String,
-    pub(crate) runs: Vec<RuntimeRun>,
-}
+use crate::results::{RuntimeDoc, RuntimeRun};
 
 pub(crate) async fn runtime(
     url: &str,
@@ -168,26 +147,4 @@ async fn with_runtime(
     let done = metrics.snapshot().done;
     let _ = std::fs::remove_dir_all(&dir);
     Ok((done, seconds))
-}
-
-/// The suite's rows: the runner's items/s next to the bare loop's, per concurrency.
-pub(crate) fn rows(doc: &RuntimeDoc) -> Vec<[String; 4]> {
-    doc.runs
-        .iter()
-        .map(|run| {
-            let note = match (run.bare_drained, run.runtime_drained) {
-                (true, true) => String::new(),
-                _ => " (a run hit its time cap)".to_owned(),
-            };
-            [
-                format!(
-                    "worker runtime items/s, concurrency {} (baseline: the bare client loop){note}",
-                    run.concurrency
-                ),
-                format!("{:.0}", run.runtime_items_per_s),
-                format!("{:.0}", run.bare_items_per_s),
-                format!("{:.2}", run.ratio),
-            ]
-        })
-        .collect()
 }

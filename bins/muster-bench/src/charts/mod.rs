@@ -10,15 +10,13 @@
 //! - `latency.png`: lease and complete latency p50/p99 in ms from the 16-worker run of
 //!   `cycles.json` (the run the table quotes; the largest run if there is none at 16), and pickup
 //!   latency p50/p99 from `pickup.json`, HTTP next to in-process;
-//! - `batching.png`, only when the run measured batching: items/s per batch size, with the SQL
-//!   floor of `floor.json` (`runs[].name` `full` and `bare`, `runs[].items_per_s`) drawn as
-//!   dashed reference lines when the run measured it.
+//! - `batching.png`, only when the run measured batching: items/s per batch size of
+//!   `batch.json` (`runs[].batch`, `runs[].items_per_s`), with the SQL floor of `floor.json`
+//!   (`runs[].name` `full` and `bare`, `runs[].items_per_s`) drawn as dashed reference lines
+//!   when the run measured it.
 //!
-//! What is read for batching, from `batch.json` or else from a `batch` (or `batching`) entry of
-//! an older `cycles.json`: either an array of runs or an object with a `runs` array, each run
-//! `{"batch_size": 16, "http": {"items_per_s": 12345.6, …}, "in_process": {"items_per_s": …}}`
-//! (`batch` or `max` may name the size; a flat `items_per_s` counts as the HTTP figure; the
-//! in-process side is optional).
+//! The throughput chart draws the single-item SQL ceiling of `floor.json` (its runs of batch
+//! size 1) as reference lines too.
 //!
 //! This module and [`layout`] are plain data and arithmetic, tested in every build. The drawing
 //! (`draw.rs`: plotters, png, ab_glyph) is behind the `charts` cargo feature, so that the
@@ -40,7 +38,7 @@ use serde::de::DeserializeOwned;
 pub(crate) use draw::render;
 use layout::RateChart;
 
-use crate::results::{self, BatchRun, Cycles, CyclesRun, FloorResult, Pickup, Runs, Target};
+use crate::results::{self, BatchRun, Cycles, CyclesRun, FloorResult, Pickup, Runs};
 
 /// Every chart's size in pixels.
 const WIDTH: u32 = 960;
@@ -55,7 +53,7 @@ pub(crate) struct Figures {
     /// Concurrency levels of the throughput chart, with its note.
     pub(crate) levels: Vec<RatePoint>,
     pub(crate) levels_note: String,
-    /// The single-item ceilings and the issue's scripts: the throughput chart's lines.
+    /// The single-item SQL ceilings: the throughput chart's lines.
     pub(crate) ceiling: Vec<RefLine>,
     pub(crate) groups: Vec<LatencyGroup>,
     pub(crate) latency_note: String,
@@ -74,19 +72,12 @@ pub(crate) fn figures(bench_dir: &Path) -> Result<Figures> {
             bench_dir.display()
         );
     }
-    let batch = match read_json::<Runs<BatchRun>>(&bench_dir.join("batch.json"))? {
-        Some(doc) => batch_points(&doc),
-        None => cycles
-            .as_ref()
-            .map(embedded_batch_points)
-            .unwrap_or_default(),
-    };
-    let floor_doc: Option<Runs<FloorResult>> = read_json(&bench_dir.join("floor.json"))?;
-    let floor = floor_doc.as_ref().map(floor_lines).unwrap_or_default();
-    let mut ceiling = floor_doc.as_ref().map(ceiling_lines).unwrap_or_default();
-    if let Some(target) = read_json::<Target>(&bench_dir.join("target.json"))? {
-        ceiling.extend(issue_lines(&target));
-    }
+    let batch: Option<Runs<Vec<BatchRun>>> = read_json(&bench_dir.join("batch.json"))?;
+    let batch = batch.map(|doc| batch_points(&doc.runs)).unwrap_or_default();
+    let floor_doc: Option<Runs<Vec<FloorResult>>> = read_json(&bench_dir.join("floor.json"))?;
+    let floor_runs = floor_doc.map(|doc| doc.runs).unwrap_or_default();
+    let floor = floor_lines(&floor_runs);
+    let ceiling = ceiling_lines(&floor_runs);
     let (levels, levels_note) = match &cycles {
         Some(cycles) => (
             levels(cycles),
@@ -140,7 +131,7 @@ impl Figures {
             title: "Items per second vs batch size",
             x_desc: "items per lease / batch complete (log scale)",
             y_desc: "items/s (log scale)",
-            note: "labels: items/s (HTTP ÷ in-process)",
+            note: "labels: items/s over HTTP · dashed: the SQL floor, written by pgbench",
             points: &self.batch,
             log_y: true,
             lines: &self.floor,
@@ -248,22 +239,18 @@ fn latency_run(cycles: &Cycles) -> Option<&CyclesRun> {
         .or_else(|| runs.iter().max_by_key(|r| r.workers))
 }
 
-/// Batch sizes and items/s, from a batching document (see the module documentation).
-fn batch_points(doc: &Runs<BatchRun>) -> Vec<RatePoint> {
-    let mut points: Vec<RatePoint> = doc
-        .runs()
+/// Batch sizes and items/s over HTTP (the batching runs have no in-process side).
+fn batch_points(runs: &[BatchRun]) -> Vec<RatePoint> {
+    let mut points: Vec<RatePoint> = runs
         .iter()
         // A `lease_next` run is batch size 1 by another path, and a run with `next` steps does
         // more per item; the table has them, the chart not.
         .filter(|run| !run.lease_next && !run.next)
         .filter_map(|run| {
-            let x = run.batch.filter(|size| *size > 0)?;
-            let http = run.http.and_then(|s| s.items_per_s).or(run.items_per_s);
-            let in_process = run.in_process.and_then(|s| s.items_per_s);
-            (http.is_some() || in_process.is_some()).then_some(RatePoint {
-                x,
-                http,
-                in_process,
+            Some(RatePoint {
+                x: run.batch.filter(|size| *size > 0)?,
+                http: Some(run.items_per_s?),
+                in_process: None,
             })
         })
         .collect();
@@ -280,7 +267,7 @@ pub(crate) struct RefLine {
 
 /// The SQL floor's batch rates (`floor.json`) as reference lines: Muster's rows, then a bare
 /// queue's (the one-item-per-transaction run belongs to the cycles, not to this chart).
-fn floor_lines(doc: &Runs<FloorResult>) -> Vec<RefLine> {
+fn floor_lines(runs: &[FloorResult]) -> Vec<RefLine> {
     let label = |script: &str, batch: &str| match script {
         "full" => Some(format!(
             "same rows in plain SQL (pgbench, batches of {batch})"
@@ -290,70 +277,29 @@ fn floor_lines(doc: &Runs<FloorResult>) -> Vec<RefLine> {
         )),
         _ => None,
     };
-    doc.runs()
-        .iter()
+    runs.iter()
         .filter_map(|run| {
             let rate = run.items_per_s.filter(|r| *r > 0.0)?;
-            // `name` since the single-item floor run; the first runs called it `script`.
-            let name = run.name.as_deref().or(run.script.as_deref())?;
-            let label = label(name, &shown(run.batch))?;
+            let label = label(run.name.as_deref()?, &shown(run.batch))?;
             Some(RefLine { label, rate })
         })
         .collect()
 }
 
 /// The single-item SQL ceiling (`floor.json` runs with `batch` 1) as reference lines of the
-/// cycles chart: Muster's rows one item per transaction, per pgbench client count, and the
-/// issue's own lighter script.
-fn ceiling_lines(doc: &Runs<FloorResult>) -> Vec<RefLine> {
-    doc.runs()
-        .iter()
+/// cycles chart: Muster's rows one item per transaction, per pgbench client count.
+fn ceiling_lines(runs: &[FloorResult]) -> Vec<RefLine> {
+    runs.iter()
         .filter(|run| run.batch == Some(1))
         .filter_map(|run| {
             let rate = run.items_per_s.filter(|r| *r > 0.0)?;
-            let what = match run.script.as_deref() {
-                Some("issue-single.sql") => "issue #7's script: one ledger row, no lease row",
-                Some("issue-minimal.sql") => "issue #7's script on minimal tables",
-                _ => "same rows, one item per transaction",
-            };
-            let label = format!("{what} (pgbench, {} clients)", shown(run.clients));
+            let label = format!(
+                "same rows, one item per transaction (pgbench, {} clients)",
+                shown(run.clients)
+            );
             Some(RefLine { label, rate })
         })
         .collect()
-}
-
-/// The issue's own script of the target phase (`target.json`, measured just before and just
-/// after its drain; runs before it kept the script in `floor.json`) as reference lines of the
-/// cycles chart, each at the mean of its two rates.
-fn issue_lines(target: &Target) -> Vec<RefLine> {
-    let drain = target.drain.clone().unwrap_or_default();
-    target
-        .issue_scripts()
-        .into_iter()
-        .filter(|script| script.mean() > 0.0)
-        .map(|script| RefLine {
-            label: format!(
-                "{} (pgbench, {} clients, around a {}-worker drain: {} items/s)",
-                script.short,
-                script.clients,
-                drain.workers,
-                drain
-                    .items_per_s
-                    .map_or_else(|| "?".to_owned(), |rate| format!("{rate:.0}")),
-            ),
-            rate: script.mean(),
-        })
-        .collect()
-}
-
-/// Batching figures carried inside an older `cycles.json` (`batch` or `batching`), if any.
-fn embedded_batch_points(cycles: &Cycles) -> Vec<RatePoint> {
-    [&cycles.batch, &cycles.batching]
-        .into_iter()
-        .flatten()
-        .map(batch_points)
-        .find(|points| !points.is_empty())
-        .unwrap_or_default()
 }
 
 /// A document of the run, `None` when the run did not write it.

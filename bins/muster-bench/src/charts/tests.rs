@@ -140,53 +140,24 @@ fn latency_without_a_16_worker_run_uses_the_largest_and_null_percentiles_stay_em
 }
 
 #[test]
-fn batching_is_optional_and_read_from_either_place() {
-    // Today's cycles.json has no batching figures.
-    assert_eq!(embedded_batch_points(&typed(&cycles_sample())), vec![]);
-    assert_eq!(batch_points(&typed(&pickup_sample())), vec![]);
-
-    let doc = json!({
-        "scenario": "batch",
-        "runs": [
-            {"batch_size": 128, "http": {"items_per_s": 31000.5}, "in_process": {"items_per_s": 40000.0}},
-            {"batch_size": 1, "http": {"items_per_s": 1000.0}},
-            {"batch_size": 16, "items_per_s": 9000.0},
-            {"batch_size": 4},
-        ]
-    });
-    let expected = vec![
-        RatePoint {
-            x: 1,
-            http: Some(1000.0),
-            in_process: None,
-        },
-        RatePoint {
-            x: 16,
-            http: Some(9000.0),
-            in_process: None,
-        },
-        RatePoint {
-            x: 128,
-            http: Some(31000.5),
-            in_process: Some(40000.0),
-        },
-    ];
-    assert_eq!(batch_points(&typed(&doc)), expected);
-    assert_eq!(expected[2].ratio(), Some(0.775));
-
-    let mut cycles = cycles_sample();
-    cycles["batch"] = json!([{"max": 16, "http": {"items_per_s": 9000.0}}]);
+fn batching_points_are_the_http_rates_by_batch_size_without_lease_next_or_next_steps() {
+    let doc: Runs<Vec<BatchRun>> = typed(&json!({"runs": [
+        {"batch": 128, "items_per_s": 15155.0},
+        {"batch": 1, "items_per_s": 2424.0},
+        {"batch": 1, "lease_next": true, "items_per_s": 3329.0},
+        {"batch": 128, "next": true, "items_per_s": 12974.0},
+        {"batch": 16, "items_per_s": 9029.0},
+        {"batch": 4},
+    ]}));
+    let http = |x: u64, rate: f64| RatePoint {
+        x,
+        http: Some(rate),
+        in_process: None,
+    };
     assert_eq!(
-        embedded_batch_points(&typed(&cycles)),
-        vec![RatePoint {
-            x: 16,
-            http: Some(9000.0),
-            in_process: None
-        }]
+        batch_points(&doc.runs),
+        vec![http(1, 2424.0), http(16, 9029.0), http(128, 15155.0)]
     );
-    // A bare number under `batch` (a setting, not figures) draws nothing.
-    cycles["batch"] = json!(16);
-    assert_eq!(embedded_batch_points(&typed(&cycles)), vec![]);
 }
 
 fn floor_sample() -> Value {
@@ -197,65 +168,19 @@ fn floor_sample() -> Value {
     ]})
 }
 
+/// The runs of `floor.json`, as the charts read them.
+fn floor_runs(v: &Value) -> Vec<FloorResult> {
+    typed::<Runs<Vec<FloorResult>>>(v).runs
+}
+
 #[test]
 fn the_single_item_ceiling_becomes_a_reference_line_per_client_count() {
     assert_eq!(
-        ceiling_lines(&typed(&floor_sample())),
+        ceiling_lines(&floor_runs(&floor_sample())),
         vec![RefLine {
             label: "same rows, one item per transaction (pgbench, 64 clients)".into(),
             rate: 892.0
         }]
-    );
-}
-
-#[test]
-fn the_target_phase_scripts_become_reference_lines_at_the_mean_of_their_two_rates() {
-    let run = |file: &str, rate: f64| json!({"script": file, "clients": 16, "items_per_s": rate});
-    let target = json!({
-        "before": [run("issue-single.sql", 1800.0), run("issue-minimal.sql", 2400.0)],
-        "drain": {"workers": 64, "items_per_s": 4000.4},
-        "after": [run("issue-minimal.sql", 2600.0), run("issue-single.sql", 2200.0)],
-    });
-    assert_eq!(
-        issue_lines(&typed(&target)),
-        vec![
-            RefLine {
-                label: "issue #7's script on Muster's tables (pgbench, 16 clients, \
-                        around a 64-worker drain: 4000 items/s)"
-                    .into(),
-                rate: 2000.0
-            },
-            RefLine {
-                label: "issue #7's script on minimal tables (pgbench, 16 clients, around \
-                        a 64-worker drain: 4000 items/s)"
-                    .into(),
-                rate: 2500.0
-            }
-        ]
-    );
-}
-
-#[test]
-fn the_issue_scripts_become_reference_lines_of_their_own() {
-    let doc = json!({"runs": [
-        {"name": "issue-16", "script": "issue-single.sql", "batch": 1, "clients": 16,
-         "items_per_s": 1796.9},
-        {"name": "issue-minimal-16", "script": "issue-minimal.sql", "batch": 1,
-         "clients": 16, "items_per_s": 2500.0},
-    ]});
-    assert_eq!(
-        ceiling_lines(&typed(&doc)),
-        vec![
-            RefLine {
-                label: "issue #7's script: one ledger row, no lease row (pgbench, 16 clients)"
-                    .into(),
-                rate: 1796.9
-            },
-            RefLine {
-                label: "issue #7's script on minimal tables (pgbench, 16 clients)".into(),
-                rate: 2500.0
-            }
-        ]
     );
 }
 
@@ -333,7 +258,7 @@ fn the_legend_moves_when_a_point_on_the_left_reaches_into_its_band() {
 #[test]
 fn the_sql_floor_becomes_two_labelled_reference_lines() {
     assert_eq!(
-        floor_lines(&typed(&floor_sample())),
+        floor_lines(&floor_runs(&floor_sample())),
         vec![
             RefLine {
                 label: "same rows in plain SQL (pgbench, batches of 128)".into(),
@@ -350,7 +275,7 @@ fn the_sql_floor_becomes_two_labelled_reference_lines() {
 #[test]
 fn a_skipped_floor_draws_no_reference_line() {
     let skipped = json!({"runs": [{"name": "full", "skipped": "pgbench not found"}]});
-    assert_eq!(floor_lines(&typed(&skipped)), vec![]);
+    assert_eq!(floor_lines(&floor_runs(&skipped)), vec![]);
 }
 
 #[test]
@@ -420,9 +345,9 @@ fn charts_render_to_png_files() {
     write(
         "batch.json",
         &json!({"runs": [
-            {"batch_size": 1, "http": {"items_per_s": 1000.0}, "in_process": {"items_per_s": 1500.0}},
-            {"batch_size": 16, "http": {"items_per_s": 9000.0}, "in_process": {"items_per_s": 12000.0}},
-            {"batch_size": 128, "http": {"items_per_s": 31000.0}, "in_process": {"items_per_s": 40000.0}},
+            {"batch": 1, "items_per_s": 1000.0},
+            {"batch": 16, "items_per_s": 9000.0},
+            {"batch": 128, "items_per_s": 31000.0},
         ]}),
     );
     let written = render(&bench, &out).unwrap();

@@ -12,12 +12,12 @@ use muster_devdb::find_bin;
 use super::procs::{banner, psql_answer};
 use crate::results::FloorResult;
 
-/// One pgbench run of the SQL floor: a script of bins/muster-bench/sql/ (the batch scripts read `:batch`;
-/// the single-item one takes one item per transaction), its clients and batch size, and how
-/// many items it finishes in all.
+/// One pgbench run of the SQL floor on Muster's tables: a script of bins/muster-bench/sql/ (the
+/// batch scripts read `:batch`; the single-item one takes one item per transaction), its
+/// clients and batch size, and how many items it finishes in all.
 pub(crate) struct FloorRun {
     pub(crate) name: &'static str,
-    pub(crate) file: &'static str,
+    file: &'static str,
     script: &'static str,
     clients: u64,
     batch: u64,
@@ -25,11 +25,6 @@ pub(crate) struct FloorRun {
     /// `-M prepared` (pgbench variables become parameters); the batch scripts splice their
     /// `':ids'` array literals as text, so they run in the simple protocol.
     prepared: bool,
-    /// SQL that makes the script's own tables and queue (one `psql -c`), instead of topping up
-    /// Muster's `core.items` with `muster-bench backlog-fill`.
-    pub(crate) setup: Option<&'static str>,
-    /// Counts the items the script has finished.
-    done: &'static str,
 }
 
 impl FloorRun {
@@ -44,8 +39,8 @@ impl FloorRun {
     }
 }
 
-/// How the scripts on Muster's tables count finished items.
-const CORE_DONE: &str = "SELECT count(*) FROM core.items WHERE state = 'done'";
+/// How the scripts' finished items are counted.
+const DONE: &str = "SELECT count(*) FROM core.items WHERE state = 'done'";
 
 /// A floor run of batches on Muster's tables: the batching runs' 16 workers, largest batch
 /// (128) and items, in the simple protocol; the runs below name their script.
@@ -57,8 +52,6 @@ const BATCHED: FloorRun = FloorRun {
     batch: 128,
     items: super::BATCH_ITEMS,
     prepared: false,
-    setup: None,
-    done: CORE_DONE,
 };
 
 /// A run of one item per transaction on Muster's tables at 16 clients, with prepared
@@ -105,31 +98,10 @@ pub(crate) const FLOOR_RUNS: [FloorRun; 4] = [
     ),
 ];
 
-/// The issue's own single-item script at 16 clients, the baseline its 4,000 cycles/s target was
-/// set against, on Muster's tables and on the lightest tables it could have run on (the issue
-/// does not say); measured just before and just after the 64-worker drain of the target phase.
-pub(crate) const ISSUE_RUNS: [FloorRun; 2] = [
-    SINGLE.running(
-        "issue-16",
-        "issue-single.sql",
-        include_str!("../../sql/issue-single.sql"),
-    ),
-    FloorRun {
-        setup: Some(include_str!("../../sql/issue-minimal-setup.sql")),
-        done: "SELECT count(*) FROM minimal.queue WHERE state = 'done'",
-        ..SINGLE
-    }
-    .running(
-        "issue-minimal-16",
-        "issue-minimal.sql",
-        include_str!("../../sql/issue-minimal.sql"),
-    ),
-];
-
 /// Runs one SQL-floor script with pgbench (as many transactions per client as `run.items`
 /// allows) and answers how many items it finished, in how long; pgbench's own output goes to
-/// `<phase>-<name>.txt` in `out`. `skipped` when this PostgreSQL has no pgbench.
-pub(crate) fn sql_floor(url: &str, run: &FloorRun, out: &Path, phase: &str) -> Result<FloorResult> {
+/// `floor-<name>.txt` in `out`. `skipped` when this PostgreSQL has no pgbench.
+pub(crate) fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<FloorResult> {
     let name = run.name;
     let Some(pgbench) = find_bin("pgbench") else {
         eprintln!("muster-bench: pgbench not found; the SQL floor is not measured");
@@ -142,7 +114,7 @@ pub(crate) fn sql_floor(url: &str, run: &FloorRun, out: &Path, phase: &str) -> R
     let path = out.join(run.file);
     std::fs::write(&path, run.script).with_context(|| format!("write {}", path.display()))?;
     let done = || -> Result<u64> {
-        psql_answer(url, run.done)
+        psql_answer(url, DONE)
             .and_then(|n| n.parse().ok())
             .context("could not count the finished items")
     };
@@ -182,7 +154,7 @@ pub(crate) fn sql_floor(url: &str, run: &FloorRun, out: &Path, phase: &str) -> R
             String::from_utf8_lossy(&output.stderr).trim()
         );
     }
-    std::fs::write(out.join(format!("{phase}-{name}.txt")), stdout.as_bytes())?;
+    std::fs::write(out.join(format!("floor-{name}.txt")), stdout.as_bytes())?;
     // Counted, not assumed: a batch that found fewer items than it asked for shows here.
     let items = done()?.saturating_sub(before);
     Ok(FloorResult {

@@ -17,21 +17,20 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use muster_devdb::{ClusterOptions, DevTokens, TempCluster};
+use muster_devdb::{ClusterOptions, DevTokens, TempCluster, migrated_database};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use self::floor::{BLOAT_CYCLES, FLOOR_RUNS, FloorRun, ISSUE_RUNS, sql_floor, table_sizes};
+use self::floor::{BLOAT_CYCLES, FLOOR_RUNS, sql_floor, table_sizes};
 use self::procs::{
-    ServeArgs, banner, free_listen, machine, memory, migrated_database, muster_bench, on_cluster,
-    psql, wait_healthy, wait_queues, write_json,
+    ServeArgs, banner, free_listen, machine, muster_bench, on_cluster, wait_queues, write_json,
 };
-use crate::report::{Suite, TARGET_BACKLOG, render};
+use crate::procinfo::memory;
+use crate::report::{Suite, render};
 use crate::results::{
     BacklogFill, BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, Feed, FeedLoad, FeedMemory,
-    FloorResult, Pickup, RunsDoc, ServerMemory, Spam, Target,
+    Pickup, Runs, RuntimeDoc, ServerMemory, Spam,
 };
-use crate::runtime::RuntimeDoc;
 
 /// Batch sizes compared (the first, the v1 single calls, is the baseline), whether completions
 /// ask `lease_next`, whether each carries a `next` step, and each run's cap in seconds; every
@@ -61,9 +60,6 @@ const BACKLOG_SIZES: [u64; 2] = [1_000, 1_000_000];
 /// the first backlog size, with its 20,000 seeded finished items).
 const HISTORY_QUEUED: u64 = 1_000;
 const HISTORY_DONE: u64 = 1_000_000;
-
-/// The target phase's drain lasts at most this many seconds (on a queue of `TARGET_BACKLOG`).
-const TARGET_SECONDS: u64 = 10;
 
 /// Runs the whole suite with the `muster` binary at `muster`, writing into `out`.
 pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
@@ -160,7 +156,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     let cycles: Cycles = runner.run("cycles", &["cycles", "--url", &base])?;
     let pickup: Pickup = runner.run("pickup", &["pickup", "--url", &base])?;
     let spam: Spam = runner.run("spam", &["spam", "--url", &base])?;
-    // Read before the feed scenario, so that these rows keep their meaning across runs.
+    // Read before the feed scenario: the server's memory without subscribers.
     let end = memory(server.pid())?;
     let pid = server.pid().to_string();
     let feed: Feed = runner.run("feed", &["feed", "--url", &base, "--server-pid", &pid])?;
@@ -176,8 +172,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         url: &feed_load_url,
         ..serve
     }
-    .spawn(&out.join("server-feed-load.log"))?;
-    wait_healthy(&listen, &mut server)?;
+    .start(&out.join("server-feed-load.log"))?;
     let pid = server.pid().to_string();
     let feed_load: FeedLoad = runner.run(
         "feed-load",
@@ -194,8 +189,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
             url: &feed_load_url,
             ..serve
         }
-        .spawn(&out.join(format!("server-{name}.log")))?;
-        wait_healthy(&listen, &mut server)?;
+        .start(&out.join(format!("server-{name}.log")))?;
         std::thread::sleep(Duration::from_secs(1));
         let pid = server.pid().to_string();
         let measured: FeedMemory = runner.run(
@@ -286,8 +280,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
             (false, false) => size.to_string(),
         };
         let log_path = out.join(format!("server-batch-{name}.log"));
-        let mut server = serve.spawn(&log_path)?;
-        wait_healthy(&listen, &mut server)?;
+        let mut server = serve.start(&log_path)?;
         let (size, seconds) = (size.to_string(), seconds.to_string());
         let mut args = vec![
             "batch",
@@ -311,96 +304,28 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         server.stop();
         batches.push(measured);
     }
-    write_json(&out.join("batch.json"), &RunsDoc { runs: &batches })?;
+    write_json(&out.join("batch.json"), &Runs { runs: &batches })?;
 
     // The SQL floor: the same rows as a batch of 128 writes, in plain SQL (pgbench), on a
     // migrated database of its own; then a bare queue's rows on the same table; then the same
     // rows one item per transaction (the single-item ceiling), topped up before each run.
     let floor_url = migrated_database(cluster, muster, "muster_floor")?;
-    // Each script on a queue topped up to BATCH_ITEMS, or on tables of its own made anew (then
-    // as fresh as the filled queue of the others); its files in `out` start with `phase`.
-    let script = |url: &str, run: &FloorRun, phase: &str| -> Result<FloorResult> {
-        if let Some(setup) = run.setup {
-            banner(&format!("psql (setup of {})", run.file));
-            for sql in [setup, "VACUUM ANALYZE minimal.queue", "CHECKPOINT"] {
-                psql(url, sql)?;
-            }
-        } else {
-            runner.fill(&format!("{phase}-fill-{}", run.name), url, BATCH_ITEMS)?;
-        }
-        sql_floor(url, run, out, phase)
-    };
     let mut floor = Vec::new();
     for run in &FLOOR_RUNS {
-        floor.push(script(&floor_url, run, "floor")?);
+        runner.fill(&format!("floor-fill-{}", run.name), &floor_url, BATCH_ITEMS)?;
+        floor.push(sql_floor(&floor_url, run, out)?);
     }
-    write_json(&out.join("floor.json"), &RunsDoc { runs: &floor })?;
-
-    // Issue #7's 64-worker target within about a minute, because the machine's speed moves by
-    // half within an hour and the floor's scripts run minutes after the cycles: the issue's
-    // script on both kinds of tables, a 64-worker drain of single calls over HTTP, the scripts
-    // again in reverse order. The scripts on a database of their own; the drain on a fresh
-    // server whose queue (and history) was filled before it started.
-    let target_url = migrated_database(cluster, muster, "muster_target")?;
-    runner.fill("target-fill", &target_url, TARGET_BACKLOG)?;
-    let target_items = TARGET_BACKLOG.to_string();
-    let serve_target = ServeArgs {
-        url: &target_url,
-        ..serve
-    };
-    let mut server = serve_target.spawn(&out.join("server-target.log"))?;
-    wait_healthy(&listen, &mut server)?;
-    let issue_url = migrated_database(cluster, muster, "muster_issue")?;
-    let before = ISSUE_RUNS
-        .iter()
-        .map(|run| script(&issue_url, run, "target-before"))
-        .collect::<Result<Vec<_>>>()?;
-    // The scripts' dead rows vacuumed and their dirty pages written now, so that neither
-    // autovacuum nor a checkpoint of theirs lands in the drain.
-    banner("psql (settle muster_issue before the drain)");
-    for sql in ["VACUUM ANALYZE", "CHECKPOINT"] {
-        psql(&issue_url, sql)?;
-    }
-    let seconds = TARGET_SECONDS.to_string();
-    let drain: BatchRun = runner.run(
-        "target-drain",
-        &[
-            "batch",
-            "--url",
-            &base,
-            "--batch",
-            "1",
-            "--workers",
-            "64",
-            "--items",
-            &target_items,
-            "--seconds",
-            &seconds,
-        ],
-    )?;
-    let after = ISSUE_RUNS
-        .iter()
-        .rev()
-        .map(|run| script(&issue_url, run, "target-after"))
-        .collect::<Result<Vec<_>>>()?;
-    server.stop();
-    let target = Target {
-        after,
-        before,
-        drain: Some(drain),
-    };
-    write_json(&out.join("target.json"), &target)?;
+    write_json(&out.join("floor.json"), &Runs { runs: &floor })?;
 
     // Bloat: the single-call rate on a fresh database, then after BLOAT_CYCLES more lease →
     // complete cycles (pushed through in batches of 128, each one lease and one completion with
-    // its ledger rows), on the same server, with autovacuum as configured (V7).
+    // its ledger rows), on the same server, with autovacuum as the migrations configure it.
     let bloat_url = migrated_database(cluster, muster, "muster_bloat")?;
     let serve = ServeArgs {
         url: &bloat_url,
         ..serve
     };
-    let mut server = serve.spawn(&out.join("server-bloat.log"))?;
-    wait_healthy(&listen, &mut server)?;
+    let mut server = serve.start(&out.join("server-bloat.log"))?;
     let single = |name: &str| -> Result<BatchRun> {
         runner.fill(&format!("bloat-fill-{name}"), &bloat_url, 40_000)?;
         runner.run(
@@ -450,7 +375,6 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         history,
         batches,
         floor,
-        target,
         bloat,
         memory,
         runtime,

@@ -1,6 +1,6 @@
-//! The processes of a suite: throwaway PostgreSQL clusters, `psql`, steps and child processes
-//! (muster-devdb's, which xtask shares), the release `muster serve`, and `muster-bench` itself
-//! once per scenario (a fresh process each, as the scripts outside the repository run it).
+//! The processes of a suite: throwaway PostgreSQL clusters, migrated databases, `psql` and
+//! child processes (muster-devdb's, which xtask shares), the release `muster serve`, and
+//! `muster-bench` itself once per scenario (a fresh process each).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -8,13 +8,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use muster_devdb::{
-    ClusterOptions, Probe, Proc, StopMode, TempCluster, free_port, step, wait_for_200,
+    ClusterOptions, Probe, Proc, StopMode, TempCluster, free_port, runtime_url, wait_for_200,
+    wait_healthy,
 };
 pub(crate) use muster_devdb::{banner, psql, psql_query};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-
-use crate::results::Memory;
 
 /// The answer of one psql query (`-tA`), `None` when psql is missing or fails.
 pub(crate) fn psql_answer(url: &str, sql: &str) -> Option<String> {
@@ -76,22 +75,6 @@ pub(crate) fn free_listen() -> Result<String> {
     Ok(format!("127.0.0.1:{}", free_port()?))
 }
 
-/// Creates database `name` in the cluster, migrates it with `muster migrate`, answers its URL.
-pub(crate) fn migrated_database(
-    cluster: &TempCluster,
-    muster: &Path,
-    name: &str,
-) -> Result<String> {
-    let url = cluster.create_database(name)?;
-    step(
-        &format!("muster migrate ({name})"),
-        Command::new(muster).args(["migrate", "--database-url", &url]),
-    )?;
-    // `serve` runs as the runtime role `migrate` granted (see `ServeArgs::spawn`).
-    cluster.login_as(&url, muster_devdb::RUNTIME_ROLE)?;
-    Ok(url)
-}
-
 /// The proof-of-work difficulty of the bench server (see `ServeArgs::spawn`).
 const BENCH_POW_DIFFICULTY: u8 = 16;
 
@@ -130,18 +113,14 @@ impl ServeArgs<'_> {
             log_path.display()
         ));
         let mut server = self.spawn(log_path)?;
-        wait_healthy(self.listen, &mut server)?;
+        wait_healthy(self.listen, &mut server, log_path)?;
         Ok(server)
     }
 
     pub(crate) fn spawn(&self, log_path: &Path) -> Result<Proc> {
         let log = std::fs::File::create(log_path)?;
         // As the runtime role, with production privileges (`migrated_database` gave it a login).
-        let url = self.url.replacen(
-            &format!("://{}@", muster_devdb::SUPERUSER),
-            &format!("://{}@", muster_devdb::RUNTIME_ROLE),
-            1,
-        );
+        let url = runtime_url(self.url);
         let child = with_nofile(self.muster)
             .arg("serve")
             .args(["--database-url", &url, "--listen", self.listen])
@@ -182,40 +161,6 @@ pub(crate) fn wait_queues(
     };
     wait_for_200(listen, &queues, server, started)
         .context("muster serve (see target/bench/server-backlog-*.log)")
-}
-
-/// Waits for `GET /healthz` to answer 200 (30 s at most).
-pub(crate) fn wait_healthy(listen: &str, server: &mut Proc) -> Result<()> {
-    wait_for_200(
-        listen,
-        &Probe::healthz(Duration::from_millis(200)),
-        server,
-        Instant::now(),
-    )
-    .context("muster serve (see its server.log)")?;
-    Ok(())
-}
-
-/// `(VmHWM, VmRSS)` of a process in MiB.
-pub(crate) fn memory(pid: u32) -> Result<Memory> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .with_context(|| format!("read /proc/{pid}/status"))?;
-    let field = |name: &str| -> Result<f64> {
-        let line = status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .with_context(|| format!("{name} missing from /proc/{pid}/status"))?;
-        let kib: f64 = line
-            .split_whitespace()
-            .nth(1)
-            .context("malformed line")?
-            .parse()?;
-        Ok(kib / 1024.0)
-    };
-    Ok(Memory {
-        hwm_mib: field("VmHWM:")?,
-        rss_mib: field("VmRSS:")?,
-    })
 }
 
 pub(crate) fn command_line(program: &str, args: &[&str]) -> Option<String> {

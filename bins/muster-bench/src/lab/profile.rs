@@ -3,62 +3,35 @@
 //! `muster-bench batch` drain over HTTP; then the drain's rate, the server's CPU time per item
 //! (`/proc/<pid>/stat`) and PostgreSQL's statement time per item, statement by statement.
 //!
-//! The method of the profiling notes in docs/benchmarks.md, which ran from scripts outside the
-//! repository until this task existed. It measures one configuration at a time; compare two
-//! builds or settings by alternating runs, as the notes do — the machine is noisy.
+//! It measures one configuration at a time; compare two builds or settings by alternating runs
+//! — the machine is noisy.
 
-use std::ffi::OsString;
 use std::path::Path;
-use std::process::Command;
 
-use anyhow::{Context, Result, bail};
-use muster_devdb::{ClusterOptions, DevTokens, TempCluster};
+use anyhow::{Context, Result};
+use muster_devdb::{ClusterOptions, DevTokens, TempCluster, migrated_database};
 use serde_json::json;
 
 use super::Runner;
-use super::procs::{
-    ServeArgs, free_listen, migrated_database, muster_bench, on_cluster, psql, psql_query,
-};
+use super::procs::{ServeArgs, free_listen, muster_bench, on_cluster, psql, psql_query};
+use crate::procinfo::{cpu_seconds, ticks_per_second};
 use crate::results::BatchRun;
 
-/// What one profile drains.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What one profile drains (`cargo xtask profile` passes its flags on).
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
 pub(crate) struct Options {
+    /// Concurrent workers.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     workers: u32,
+    /// Items per lease (1: the single calls).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     batch: u32,
+    /// Items drained.
+    #[arg(long, default_value_t = 40_000, value_parser = clap::value_parser!(u32).range(1..))]
     items: u32,
+    /// Statements listed.
+    #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
     top: u32,
-}
-
-impl Options {
-    /// `--workers N --batch N --items N --top N`, as `cargo xtask profile` takes them.
-    pub(crate) fn parse(args: &[OsString]) -> Result<Options> {
-        let mut options = Options {
-            workers: 64,
-            batch: 1,
-            items: 40_000,
-            top: 12,
-        };
-        let mut args = args.iter().map(|a| a.to_string_lossy().into_owned());
-        while let Some(flag) = args.next() {
-            let slot = match flag.as_str() {
-                "--workers" => &mut options.workers,
-                "--batch" => &mut options.batch,
-                "--items" => &mut options.items,
-                "--top" => &mut options.top,
-                other => bail!("unknown argument `{other}` (see `cargo xtask help`)"),
-            };
-            let value = args
-                .next()
-                .with_context(|| format!("{flag} needs a value"))?;
-            *slot = value
-                .parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .with_context(|| format!("{flag} takes a positive number, not `{value}`"))?;
-        }
-        Ok(options)
-    }
 }
 
 /// One profile with the `muster` binary at `muster`, its report and raw JSON written to `out`.
@@ -111,7 +84,8 @@ fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) ->
     };
     let mut server = serve.start(&out.join("server.log"))?;
     let pid = server.pid();
-    let cpu_before = process_cpu_seconds(pid)?;
+    let ticks = ticks_per_second();
+    let cpu_before = cpu_seconds(pid, ticks)?;
     // Start-up's statements (migration check, the feed's depth count) are not the drain's.
     psql(&url, "SELECT pg_stat_statements_reset()")?;
     let base = format!("http://{listen}");
@@ -138,7 +112,7 @@ fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) ->
             "300",
         ],
     );
-    let cpu_after = process_cpu_seconds(pid);
+    let cpu_after = cpu_seconds(pid, ticks);
     server.stop();
     let measured = measured?;
     let server_cpu = cpu_after? - cpu_before;
@@ -149,34 +123,6 @@ fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) ->
 /// A value as its JSON document shows it.
 fn text(v: impl serde::Serialize) -> String {
     serde_json::to_string(&v).unwrap_or_default()
-}
-
-/// The CPU time (user + system) the process `pid` has used, in seconds.
-fn process_cpu_seconds(pid: u32) -> Result<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .with_context(|| format!("read /proc/{pid}/stat"))?;
-    let ticks = cpu_ticks(&stat).context("malformed /proc/<pid>/stat")?;
-    Ok(ticks as f64 / clock_ticks_per_second())
-}
-
-/// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line. The command name in field 2
-/// may hold spaces and parentheses, so the fields are counted after its last `)`.
-fn cpu_ticks(stat: &str) -> Option<u64> {
-    let (_, rest) = stat.rsplit_once(')')?;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // `rest` starts at field 3 (state): utime is field 14, index 11 here.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
-}
-
-fn clock_ticks_per_second() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
-        .unwrap_or(100.0)
 }
 
 /// One statement's share of the drain.
@@ -289,75 +235,48 @@ mod tests {
         serde_json::from_value(v.clone()).unwrap()
     }
 
-    fn args(list: &[&str]) -> Vec<OsString> {
-        list.iter().map(OsString::from).collect()
+    /// `muster-bench profile ARGS`, parsed as the command line is.
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            options: Options,
+        }
+        let args = std::iter::once("profile").chain(args.iter().copied());
+        <Cli as clap::Parser>::try_parse_from(args).map(|cli| cli.options)
     }
 
     #[test]
     fn without_arguments_a_profile_drains_40000_items_with_64_workers_one_at_a_time() {
-        assert_eq!(
-            Options::parse(&[]).unwrap(),
-            Options {
-                workers: 64,
-                batch: 1,
-                items: 40_000,
-                top: 12
-            }
-        );
+        let expected = Options {
+            workers: 64,
+            batch: 1,
+            items: 40_000,
+            top: 12,
+        };
+        assert_eq!(parse(&[]).unwrap(), expected);
     }
 
     #[test]
-    fn the_flags_set_workers_batch_items_and_top() {
-        let options = Options::parse(&args(&[
+    fn the_flags_set_workers_batch_items_and_top_and_refuse_zero() {
+        let options = parse(&[
             "--workers",
             "16",
             "--batch",
             "128",
             "--items",
-            "100000",
+            "9",
             "--top",
             "5",
-        ]))
-        .unwrap();
-        assert_eq!(
-            options,
-            Options {
-                workers: 16,
-                batch: 128,
-                items: 100_000,
-                top: 5
-            }
-        );
-    }
-
-    #[test]
-    fn a_zero_count_is_refused() {
-        let error = Options::parse(&args(&["--workers", "0"])).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "--workers takes a positive number, not `0`"
-        );
-    }
-
-    #[test]
-    fn an_unknown_flag_is_refused() {
-        let error = Options::parse(&args(&["--fast"])).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "unknown argument `--fast` (see `cargo xtask help`)"
-        );
-    }
-
-    #[test]
-    fn cpu_ticks_add_user_and_system_time_after_a_command_name_with_spaces() {
-        let stat = "4242 (tokio rt) worker) S 1 4242 4242 0 -1 4194560 1200 0 0 0 \
-                    731 212 0 0 20 0 3 0 100 0 0";
-        assert_eq!(cpu_ticks(stat), Some(943));
-    }
-
-    #[test]
-    fn a_truncated_stat_line_has_no_cpu_ticks() {
-        assert_eq!(cpu_ticks("4242 (muster) S 1 4242"), None);
+        ]);
+        let expected = Options {
+            workers: 16,
+            batch: 128,
+            items: 9,
+            top: 5,
+        };
+        assert_eq!(options.unwrap(), expected);
+        assert!(parse(&["--workers", "0"]).is_err());
     }
 
     #[test]
@@ -407,8 +326,7 @@ mod tests {
                 },
             ],
         );
-        let options = Options::parse(&[]).unwrap();
-        let report = render(&options, &typed(&measured), 4.48, &statements);
+        let report = render(&parse(&[]).unwrap(), &typed(&measured), 4.48, &statements);
         assert_eq!(
             report,
             "`cargo xtask profile --workers 64 --batch 1 --items 40000`: 40000 items in 10.0 s, \

@@ -4,10 +4,10 @@
 use super::{Row, num, ratio};
 use crate::results::{FeedLoad, FeedMemory};
 
-/// Issue #32's aim for the server CPU one more subscriber costs per event, in µs.
+/// The aim for the server CPU one more subscriber costs per event, in µs.
 const CPU_PER_EVENT_AIM_US: f64 = 0.3;
 
-/// Issue #32's aim for the server's RSS with 1,000 subscribers, in MiB.
+/// The aim for the server's RSS with 1,000 subscribers, in MiB.
 const MEMORY_AIM_MIB: f64 = 24.0;
 
 pub(super) fn rows(rows: &mut Vec<Row>, load: &FeedLoad) {
@@ -57,7 +57,7 @@ pub(super) fn rows(rows: &mut Vec<Row>, load: &FeedLoad) {
             ),
             run.server_cpu_us_per_event_per_subscriber
                 .map_or_else(|| "n/a".into(), |x| format!("{x:.3}")),
-            format!("{CPU_PER_EVENT_AIM_US} (issue #32's aim)"),
+            format!("{CPU_PER_EVENT_AIM_US} aim"),
             ratio(
                 run.server_cpu_us_per_event_per_subscriber,
                 Some(CPU_PER_EVENT_AIM_US),
@@ -66,7 +66,7 @@ pub(super) fn rows(rows: &mut Vec<Row>, load: &FeedLoad) {
     }
 }
 
-/// One row per layout: the server's RSS with the subscribers against the issue's aim, with the
+/// One row per layout: the server's RSS with the subscribers against the aim, with the
 /// RSS just before they connected and the cost per subscriber in the label.
 pub(super) fn memory_rows(rows: &mut Vec<Row>, layouts: &[FeedMemory]) {
     for m in layouts {
@@ -85,7 +85,7 @@ pub(super) fn memory_rows(rows: &mut Vec<Row>, layouts: &[FeedMemory]) {
                 num(m.server_rss_mib_before),
             ),
             num(m.server_rss_mib_with_subscribers),
-            format!("{MEMORY_AIM_MIB} (issue #32's aim)"),
+            format!("{MEMORY_AIM_MIB} aim"),
             ratio(m.server_rss_mib_with_subscribers, Some(MEMORY_AIM_MIB)),
         ]);
     }

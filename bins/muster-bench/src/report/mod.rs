@@ -9,20 +9,11 @@ use serde::Serialize;
 
 use crate::results::{
     BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FeedMemory, FloorResult,
-    Percentiles, Pickup, ServerMemory, Spam, Target,
+    Percentiles, Pickup, RuntimeDoc, ServerMemory, Spam,
 };
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
 const MEMORY_REQUEST_MIB: f64 = 48.0;
-
-/// The target phase's drain: a queue this deep (at 64 workers on a fast minute the cycles
-/// runs' 80,000 ran dry in under 10 s), for at most this many seconds.
-pub(crate) const TARGET_BACKLOG: u64 = 120_000;
-
-/// Issue #7 measured its single-item script (bins/muster-bench/sql/issue-single.sql) on this
-/// machine at 3,100–3,300 cycles/s with 16 clients and asked Muster for 4,000 at 64 workers:
-/// against the lower figure, the stricter reading, 4,000 / 3,100 of the same run's script.
-const ISSUE_TARGET: (f64, f64) = (4_000.0, 3_100.0);
 
 /// Everything one run measured, as the table reads it.
 #[derive(Debug, Clone, Default)]
@@ -41,11 +32,10 @@ pub(crate) struct Suite {
     pub(crate) history: Option<BacklogSize>,
     pub(crate) batches: Vec<BatchRun>,
     pub(crate) floor: Vec<FloorResult>,
-    pub(crate) target: Target,
     pub(crate) bloat: Bloat,
     pub(crate) memory: ServerMemory,
     /// The worker runtime against the bare client loop (`muster-bench runtime`).
-    pub(crate) runtime: crate::runtime::RuntimeDoc,
+    pub(crate) runtime: RuntimeDoc,
 }
 
 /// One row: what, measured, baseline, ratio.
@@ -102,7 +92,6 @@ pub(crate) fn render(suite: &Suite) -> String {
     let runs = &suite.cycles.runs;
     cycles_rows(&mut rows, runs);
     ceiling_rows(&mut rows, runs, &suite.floor);
-    target_rows(&mut rows, &suite.target);
     latency_rows(&mut rows, runs, &suite.pickup);
     memory_rows(&mut rows, suite.memory);
     spam_rows(&mut rows, &suite.spam);
@@ -116,7 +105,7 @@ pub(crate) fn render(suite: &Suite) -> String {
     batch_rows(&mut rows, &suite.batches);
     floor_rows(&mut rows, &suite.batches, &suite.floor);
     bloat_rows(&mut rows, &suite.bloat);
-    rows.extend(crate::runtime::rows(&suite.runtime));
+    runtime_rows(&mut rows, &suite.runtime);
 
     let mut t = String::new();
     t.push_str("| figure | measured (HTTP server) | baseline, same run | ratio |\n");
@@ -421,78 +410,6 @@ fn ceiling_rows(rows: &mut Vec<Row>, cycles: &[CyclesRun], floor: &[FloorResult]
     }
 }
 
-/// The target phase's 64-worker drain of single calls over HTTP against the issue's own
-/// single-item script at 16 clients, on Muster's tables and on the lightest ones, measured just
-/// before and just after it (the mean of the two is the baseline), each next to the ratio the
-/// issue's absolute target stands for on the machine it was set on (this machine's speed moves
-/// by half within an hour; docs/benchmarks.md).
-/// Without the scripts (no pgbench) the drain's row says so.
-fn target_rows(rows: &mut Vec<Row>, target: &Target) {
-    let Some(drain) = &target.drain else {
-        return;
-    };
-    let Some(http) = drain.items_per_s else {
-        return;
-    };
-    let (goal, measured) = ISSUE_TARGET;
-    let what = format!(
-        "issue #7's target within a minute: lease→complete cycles/s over HTTP, {} workers, single \
-         calls, draining a fresh server's queue of {} items (database `muster_target`; {} items \
-         in {} s{}){}",
-        drain.workers,
-        TARGET_BACKLOG,
-        drain.items,
-        num(Some(drain.seconds)),
-        if drain.drained { ", drained" } else { "" },
-        if drain.errors > 0 {
-            format!(" ({} errors: {})", drain.errors, text(&drain.first_error))
-        } else {
-            String::new()
-        },
-    );
-    let scripts = target.issue_scripts();
-    if scripts.is_empty() {
-        let why = target
-            .before
-            .iter()
-            .chain(&target.after)
-            .find_map(|r| r.skipped.as_deref())
-            .unwrap_or("the issue's script ran on one side of the drain only");
-        rows.push([
-            what,
-            num(Some(http)),
-            format!("not measured: {why}"),
-            "n/a".into(),
-        ]);
-        return;
-    }
-    for script in scripts {
-        let mean = script.mean();
-        let met = if mean > 0.0 && http / mean >= goal / measured {
-            "met"
-        } else {
-            "not met"
-        };
-        rows.push([
-            format!(
-                "{what}, against the issue's single-item script on {}, run just before and just \
-                 after it (bins/muster-bench/sql/{}; pgbench, {} clients, prepared statements: \
-                 {:.0} before, {:.0} after); the issue asked {goal:.0} where its script ran \
-                 {measured:.0}, at least {:.4}× — {met}",
-                script.tables,
-                script.file,
-                script.clients,
-                script.before,
-                script.after,
-                goal / measured,
-            ),
-            num(Some(http)),
-            format!("{} in plain SQL (mean)", num(Some(mean))),
-            ratio(Some(http), Some(mean)),
-        ]);
-    }
-}
-
 /// `1000000` as `1,000,000`.
 fn thousands(n: u64) -> String {
     let digits = n.to_string();
@@ -647,4 +564,24 @@ fn bloat_rows(rows: &mut Vec<Row>, bloat: &Bloat) {
         format!("{} on the fresh database", num(before.items_per_s)),
         ratio(after.items_per_s, before.items_per_s),
     ]);
+}
+
+/// The worker runtime's items/s next to the bare client loop's, per concurrency.
+fn runtime_rows(rows: &mut Vec<Row>, runtime: &RuntimeDoc) {
+    for run in &runtime.runs {
+        let note = if run.bare_drained && run.runtime_drained {
+            ""
+        } else {
+            " (a run hit its time cap)"
+        };
+        rows.push([
+            format!(
+                "worker runtime items/s, concurrency {}{note}",
+                run.concurrency
+            ),
+            num(Some(run.runtime_items_per_s)),
+            format!("{} bare client loop", num(Some(run.bare_items_per_s))),
+            ratio(Some(run.runtime_items_per_s), Some(run.bare_items_per_s)),
+        ]);
+    }
 }

@@ -106,157 +106,6 @@ fn the_ceiling_row_compares_the_http_cycles_with_the_single_item_sql_rate_at_the
     );
 }
 
-fn issue_run(file: &str, items_per_s: f64) -> Value {
-    json!({"name": "issue", "script": file, "clients": 16, "batch": 1, "items": 16_000,
-           "seconds": 8.0, "items_per_s": items_per_s})
-}
-
-fn drain(items_per_s: f64) -> Value {
-    json!({"workers": 64, "items": 40_000, "seconds": 10.0, "drained": false,
-           "errors": 0, "items_per_s": items_per_s})
-}
-
-/// The issue target's rows for the document `target`.
-fn target_table(target: &Value) -> Vec<[String; 4]> {
-    let mut rows = Vec::new();
-    target_rows(&mut rows, &typed(target));
-    rows
-}
-
-/// The target rows of a phase whose scripts ran at `before` and `after` around a drain.
-fn issue_table(http_64: f64, before: f64, after: f64) -> Vec<[String; 4]> {
-    let target = json!({
-        "before": [issue_run("issue-single.sql", before)],
-        "drain": drain(http_64),
-        "after": [issue_run("issue-single.sql", after)],
-    });
-    target_table(&target)
-}
-
-#[test]
-fn the_issue_target_row_compares_the_drain_with_the_mean_of_the_scripts_around_it() {
-    let rows = issue_table(3900.0, 1800.0, 2200.0);
-    assert_eq!(
-        figures(&rows),
-        [[
-            "3900".to_owned(),
-            "2000 in plain SQL (mean)".into(),
-            "1.95×".into()
-        ]]
-    );
-}
-
-/// The first cell of the issue target's row.
-fn target_label(http_64: f64, before: f64, after: f64) -> String {
-    issue_table(http_64, before, after)[0][0].clone()
-}
-
-#[test]
-fn the_issue_target_row_names_both_script_rates() {
-    let label = target_label(3900.0, 1800.0, 2200.0);
-    assert!(label.contains("1800 before, 2200 after"), "{label}");
-}
-
-#[test]
-fn the_issue_target_is_met_at_4000_over_3100_of_the_scripts_around_the_drain() {
-    let label = target_label(3100.0 * 1.3, 3000.0, 3200.0);
-    assert!(label.ends_with("at least 1.2903× — met"), "{label}");
-}
-
-#[test]
-fn the_issue_target_is_not_met_below_4000_over_3100_of_the_scripts_around_the_drain() {
-    let label = target_label(3100.0 * 1.28, 3000.0, 3200.0);
-    assert!(label.ends_with("at least 1.2903× — not met"), "{label}");
-}
-
-#[test]
-fn the_issue_script_on_minimal_tables_gets_a_target_row_of_its_own() {
-    let target = json!({
-        "before": [issue_run("issue-single.sql", 2000.0),
-                   issue_run("issue-minimal.sql", 3200.0)],
-        "drain": drain(4000.0),
-        "after": [issue_run("issue-minimal.sql", 3200.0),
-                  issue_run("issue-single.sql", 2000.0)],
-    });
-    let rows = target_table(&target);
-    let got: Vec<_> = rows
-        .iter()
-        .map(|r| (r[0].contains("on minimal tables"), r[3].clone()))
-        .collect();
-    assert_eq!(got, [(false, "2.00×".to_owned()), (true, "1.25×".into())]);
-}
-
-#[test]
-fn a_script_measured_on_one_side_of_the_drain_only_leaves_the_target_not_measured() {
-    let target = json!({
-        "before": [issue_run("issue-single.sql", 2000.0)],
-        "drain": drain(4000.0),
-        "after": [],
-    });
-    let rows = target_table(&target);
-    assert_eq!(
-        figures(&rows),
-        [[
-            "4000".to_owned(),
-            "not measured: the issue's script ran on one side of the drain only".into(),
-            "n/a".into()
-        ]]
-    );
-}
-
-#[test]
-fn without_pgbench_the_target_row_shows_the_drain_and_says_the_script_was_not_measured() {
-    let skipped = json!({"name": "issue-16", "skipped": "pgbench not found"});
-    let target = json!({"before": [skipped], "drain": drain(4000.0), "after": [skipped]});
-    let rows = target_table(&target);
-    assert_eq!(
-        figures(&rows),
-        [[
-            "4000".to_owned(),
-            "not measured: pgbench not found".into(),
-            "n/a".into()
-        ]]
-    );
-}
-
-#[test]
-fn the_target_row_names_the_drains_errors() {
-    let mut failing = drain(3900.0);
-    failing["errors"] = json!(3);
-    failing["first_error"] = json!("503 at_capacity");
-    let target = json!({
-        "before": [issue_run("issue-single.sql", 2000.0)],
-        "drain": failing,
-        "after": [issue_run("issue-single.sql", 2000.0)],
-    });
-    let rows = target_table(&target);
-    assert!(
-        rows[0][0].contains("(3 errors: \"503 at_capacity\")"),
-        "{}",
-        rows[0][0]
-    );
-}
-
-#[test]
-fn the_target_row_names_the_drains_workers_and_the_scripts_clients() {
-    let rows = issue_table(3900.0, 1800.0, 2200.0);
-    let got = (
-        rows[0][0].contains("over HTTP, 64 workers, single calls"),
-        rows[0][0].contains("pgbench, 16 clients"),
-    );
-    assert_eq!(got, (true, true));
-}
-
-#[test]
-fn the_ceiling_rows_leave_the_issue_script_out() {
-    let cycles = [json!({"workers": 16, "http": {"cycles_per_s": 2400.0}})];
-    let issue = json!({"name": "issue-16", "script": "issue-single.sql", "clients": 16,
-                       "batch": 1, "items": 16_000, "seconds": 8.0, "items_per_s": 2000.0});
-    let mut rows = Vec::new();
-    ceiling_rows(&mut rows, &all(&cycles), &all(&[issue]));
-    assert_eq!(rows.len(), 0);
-}
-
 #[test]
 fn without_pgbench_the_floor_is_reported_as_not_measured() {
     let skipped = json!({"name": "full", "skipped": "pgbench not found"});
@@ -280,13 +129,13 @@ fn the_feed_load_rows_compare_each_subscriber_count_with_the_mean_of_the_phases_
         [
             ["950", "950 with none (same run)", "1.00×"],
             ["5.00", "5.00 with none (same run)", "1.00×"],
-            ["0.150", "0.3 (issue #32's aim)", "0.50×"],
+            ["0.150", "0.3 aim", "0.50×"],
         ]
     );
 }
 
 #[test]
-fn the_feed_memory_rows_compare_each_layout_with_the_issues_24_mib() {
+fn the_feed_memory_rows_compare_each_layout_with_the_24_mib_aim() {
     let layouts: Vec<FeedMemory> = all(&[
         json!({"protocol": "HTTP/1.1", "subscribers": 1000, "connections": 1000,
                "server_rss_mib_before": 10.8, "server_rss_mib_with_subscribers": 28.0,
@@ -299,10 +148,7 @@ fn the_feed_memory_rows_compare_each_layout_with_the_issues_24_mib() {
     feed_load::memory_rows(&mut rows, &layouts);
     assert_eq!(
         figures(&rows),
-        [
-            ["28.00", "24 (issue #32's aim)", "1.17×"],
-            ["15.80", "24 (issue #32's aim)", "0.66×"],
-        ]
+        [["28.00", "24 aim", "1.17×"], ["15.80", "24 aim", "0.66×"],]
     );
 }
 
@@ -369,5 +215,34 @@ fn the_history_rows_name_the_finished_and_queued_items() {
         rows[0][0].ends_with("1,000,000 done, 1,000 queued"),
         "{}",
         rows[0][0]
+    );
+}
+
+#[test]
+fn the_runtime_rows_compare_the_runner_with_the_bare_client_loop() {
+    let runtime: RuntimeDoc = typed(&json!({"runs": [
+        {"concurrency": 16, "runtime_items_per_s": 1419.4, "bare_items_per_s": 1329.0,
+         "bare_drained": true, "runtime_drained": true},
+        {"concurrency": 1, "runtime_items_per_s": 288.0, "bare_items_per_s": 306.0,
+         "bare_drained": true, "runtime_drained": false},
+    ]}));
+    let mut rows = Vec::new();
+    runtime_rows(&mut rows, &runtime);
+    assert_eq!(
+        rows,
+        [
+            [
+                "worker runtime items/s, concurrency 16",
+                "1419",
+                "1329 bare client loop",
+                "1.07×"
+            ],
+            [
+                "worker runtime items/s, concurrency 1 (a run hit its time cap)",
+                "288",
+                "306 bare client loop",
+                "0.94×"
+            ],
+        ]
     );
 }
