@@ -35,23 +35,35 @@ impl FinalGrace {
     }
 }
 
+/// What [`LeaseStore::lock_next_leasable`] looks for: up to `limit` leasable items of `kind`
+/// at `now`, with payloads up to `payload_budget`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeasableQuery {
+    /// The kind whose queue is read.
+    pub kind: Kind,
+    /// The transaction's time: backoffs and leases that end by it are over.
+    pub now: OffsetDateTime,
+    /// At most this many items.
+    pub limit: u32,
+    /// Payloads stop once those before have reached this many bytes (stored size; the first
+    /// item always has its payload): the items after that come with `None` and must not be
+    /// leased in this transaction, so that one answer never holds more than about the budget
+    /// plus one payload.
+    pub payload_budget: u64,
+    /// When an expired lease may be taken over.
+    pub final_grace: FinalGrace,
+}
+
 /// Leases inside a transaction: the queue they are taken from, and their records.
 #[async_trait]
 pub trait LeaseStore: Send {
     /// Locks and returns up to `limit` leasable items of `kind` at `now` in lease order
-    /// (priority, then enqueue time), skipping rows other transactions hold, with payloads.
-    /// Payloads stop once those before have reached `payload_budget` bytes (stored size; the
-    /// first item always has its payload): the items after that come with `None` and must not
-    /// be leased in this transaction, so that one answer never holds more than about the
-    /// budget plus one payload. An expired lease is offered once `final_grace` says it may be
-    /// taken over.
+    /// (priority, then enqueue time), skipping rows other transactions hold, with payloads
+    /// within `payload_budget` (the fields of [`LeasableQuery`]). An expired lease is offered
+    /// once `final_grace` says it may be taken over.
     async fn lock_next_leasable(
         &mut self,
-        kind: Kind,
-        now: OffsetDateTime,
-        limit: u32,
-        payload_budget: u64,
-        final_grace: FinalGrace,
+        wanted: LeasableQuery,
     ) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
     /// Returns a lease record and locks and returns its item.
     async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;

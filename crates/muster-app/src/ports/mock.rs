@@ -9,8 +9,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::{
-    FinalGrace, FleetStore, Inserted, IntakeStore, ItemStore, LeaseStore, LedgerAppend, LogbookTx,
-    NewItem, StoreError,
+    FleetStore, Inserted, IntakeStore, ItemStore, LeasableQuery, LeaseStore, LedgerAppend,
+    LogbookTx, NewItem, StoreError,
 };
 
 mockall::mock! {
@@ -28,7 +28,7 @@ mockall::mock! {
 
     #[async_trait]
     impl LeaseStore for LogbookTx {
-        async fn lock_next_leasable(&mut self, kind: Kind, now: OffsetDateTime, limit: u32, payload_budget: u64, final_grace: FinalGrace) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
+        async fn lock_next_leasable(&mut self, wanted: LeasableQuery) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
         async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
         async fn lock_leases(&mut self, ids: &[LeaseId]) -> Result<Vec<(LeaseRecord, Item)>, StoreError>;
         async fn insert_leases(&mut self, leases: &[LeaseRecord], kind: Kind, at: OffsetDateTime) -> Result<(), StoreError>;

@@ -12,7 +12,7 @@ use super::{
     check_worker_id, lock_lease,
 };
 use crate::error::AppError;
-use crate::ports::{ItemStore, LeaseStore, LogbookTx};
+use crate::ports::{ItemStore, LeasableQuery, LeaseStore, LogbookTx};
 use crate::views::{HeartbeatAck, LeaseGranted, LeasedItem};
 
 impl Muster {
@@ -136,13 +136,13 @@ impl Muster {
         // written in this transaction); a round that found only those looks again.
         for _ in 0..MAX_CANDIDATES {
             let candidates = tx
-                .lock_next_leasable(
+                .lock_next_leasable(LeasableQuery {
                     kind,
                     now,
-                    max,
-                    LEASE_PAYLOAD_BUDGET,
-                    self.config.final_grace(kind),
-                )
+                    limit: max,
+                    payload_budget: LEASE_PAYLOAD_BUDGET,
+                    final_grace: self.config.final_grace(kind),
+                })
                 .await?;
             let found = candidates.len();
             let mut exhausted = Vec::new();

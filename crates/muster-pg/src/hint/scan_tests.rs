@@ -70,16 +70,16 @@ impl Queue {
     ) -> Vec<(u128, bool)> {
         let mut tx = self.logbook.begin().await.expect("begin");
         let got = tx
-            .lock_next_leasable(
-                Kind::Trawl,
+            .lock_next_leasable(muster_app::ports::LeasableQuery {
+                kind: Kind::Trawl,
                 now,
                 limit,
-                budget,
-                muster_app::ports::FinalGrace {
+                payload_budget: budget,
+                final_grace: muster_app::ports::FinalGrace {
                     max_attempts: 5,
                     grace: time::Duration::seconds(90),
                 },
-            )
+            })
             .await
             .expect("lease scan");
         drop(tx);

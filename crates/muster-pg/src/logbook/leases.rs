@@ -1,108 +1,81 @@
 //! Leases: the lease statement (with its hints) and the lease records.
 
 use async_trait::async_trait;
-use muster_app::ports::{FinalGrace, LeaseStore, StoreError};
+use muster_app::ports::{LeasableQuery, LeaseStore, StoreError};
 use muster_domain::{Item, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord, Priority};
 use serde_json::Value;
 use time::OffsetDateTime;
 use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::rows::{ITEM_COL_COUNT, ITEM_COLS, fence_i64, item_from_row, lease_from_row};
+use super::rows::{ITEM_COL_COUNT, fence_i64, item_from_row, lease_from_row};
 use super::tx::PgTx;
+use crate::hint::{Found, Scan, Starts};
 
 /// The lease columns before the item's in `lock_leases`.
 const LEASE_COL_COUNT: usize = 7;
-use crate::hint::{Found, Scan, Starts};
+
+/// The parameters of `sql/lease_scan.sql`, named and ordered as its header lists them.
+struct LeaseScanParams {
+    kind: &'static str,
+    now: OffsetDateTime,
+    limit: i64,
+    payload_budget: i64,
+    queued_starts_at: Vec<Option<OffsetDateTime>>,
+    queued_starts_after: Vec<Option<Uuid>>,
+    expired_starts_at: Option<OffsetDateTime>,
+    max_attempts: i32,
+    final_cutoff: OffsetDateTime,
+}
+
+impl LeaseScanParams {
+    /// `wanted`, each side started where `scan` says.
+    fn new(wanted: &LeasableQuery, scan: Scan) -> Self {
+        let starts = scan.queued.map_or([None; 3], |h| h.at);
+        // An item on its last attempt is taken over only once its lease expired the final
+        // grace ago (`FinalGrace`). Such an item waiting out its grace below a hint's bound is
+        // skipped until the hint lapses (`HINT_TTL`).
+        let grace = wanted.final_grace;
+        LeaseScanParams {
+            kind: wanted.kind.as_str(),
+            now: wanted.now,
+            limit: i64::from(wanted.limit),
+            payload_budget: i64::try_from(wanted.payload_budget).unwrap_or(i64::MAX),
+            queued_starts_at: starts.iter().map(|s| s.map(|p| p.0)).collect(),
+            queued_starts_after: starts.iter().map(|s| s.map(|p| p.1)).collect(),
+            expired_starts_at: scan.expired.map(|h| h.at),
+            max_attempts: i32::try_from(grace.max_attempts).unwrap_or(i32::MAX),
+            final_cutoff: wanted.now - grace.grace,
+        }
+    }
+
+    /// `$1` to `$9`.
+    fn bind(&self) -> [&(dyn ToSql + Sync); 9] {
+        [
+            &self.kind,
+            &self.now,
+            &self.limit,
+            &self.payload_budget,
+            &self.queued_starts_at,
+            &self.queued_starts_after,
+            &self.expired_starts_at,
+            &self.max_attempts,
+            &self.final_cutoff,
+        ]
+    }
+}
 
 impl PgTx {
     /// The lease statement of `lock_next_leasable`, each side started where `scan` says.
     async fn lease_scan(
         &mut self,
-        kind: Kind,
-        now: OffsetDateTime,
-        limit: u32,
-        payload_budget: u64,
-        final_grace: FinalGrace,
+        wanted: &LeasableQuery,
         scan: Scan,
     ) -> Result<Vec<Row>, StoreError> {
-        // Branch `s` reads priority `Priority::ALL[s]` from the hint's slot `s` (arrays count
-        // from 1 in SQL).
-        let branch = |s: usize, left: &str| {
-            let (p, n) = (Priority::ALL[s].rank(), s + 1);
-            format!(
-                "q{s} AS (
-                   SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
-                   WHERE i.kind = $1 AND i.priority = {p} AND i.state = 'queued'
-                     AND (i.enqueued_at, i.id) >= (coalesce(($5::timestamptz[])[{n}], '-infinity'),
-                                                   coalesce(($6::uuid[])[{n}], '{nil}'))
-                     AND coalesce(i.not_before <= $2, true)
-                   ORDER BY i.enqueued_at, i.id
-                   LIMIT {left}
-                   FOR UPDATE SKIP LOCKED
-                 )",
-                nil = Uuid::nil()
-            )
-        };
-        let sql = format!(
-            "WITH {q0}, {q1}, {q2},
-             queued AS (TABLE q0 UNION ALL TABLE q1 UNION ALL TABLE q2),
-             expired AS (
-               SELECT {ITEM_COLS}, i.payload, i.enqueued_at FROM core.items i
-               WHERE i.kind = $1 AND i.state = 'leased'
-                 AND i.lease_expires_at >= coalesce($7::timestamptz, '-infinity')
-                 AND i.lease_expires_at <= $2
-                 AND (i.attempt < $8 OR i.lease_expires_at <= $9)
-               ORDER BY i.priority, i.enqueued_at, i.id
-               LIMIT $3
-               FOR UPDATE SKIP LOCKED
-             )
-             , picked AS (
-               SELECT * FROM (TABLE queued UNION ALL TABLE expired) c
-               ORDER BY c.priority, c.enqueued_at, c.id
-               LIMIT $3
-             )
-             SELECT {ITEM_COLS},
-                    CASE WHEN coalesce(sum(pg_column_size(i.payload)) OVER before, 0) < $4
-                         THEN i.payload END,
-                    i.enqueued_at,
-                    (SELECT count(*) FROM expired)
-             FROM picked i
-             WINDOW before AS (ORDER BY i.priority, i.enqueued_at, i.id
-                               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
-             ORDER BY i.priority, i.enqueued_at, i.id",
-            q0 = branch(0, "$3"),
-            q1 = branch(1, "$3 - (SELECT count(*) FROM q0)"),
-            q2 = branch(
-                2,
-                "$3 - (SELECT count(*) FROM q0) - (SELECT count(*) FROM q1)"
-            ),
-        );
-        let budget = i64::try_from(payload_budget).unwrap_or(i64::MAX);
-        let starts = scan.queued.map_or([None; 3], |h| h.at);
-        let after: Vec<Option<OffsetDateTime>> = starts.iter().map(|s| s.map(|p| p.0)).collect();
-        let after_id: Vec<Option<Uuid>> = starts.iter().map(|s| s.map(|p| p.1)).collect();
-        let expired_from = scan.expired.map(|h| h.at);
-        // An item on its last attempt is taken over only once its lease expired the final
-        // grace ago (`FinalGrace`). Such an item waiting out its grace below a hint's bound is
-        // skipped until the hint lapses (`HINT_TTL`).
-        let max_attempts = i32::try_from(final_grace.max_attempts).unwrap_or(i32::MAX);
-        let final_cutoff = now - final_grace.grace;
-        self.query(
-            &sql,
-            &[
-                &kind.as_str(),
-                &now,
-                &i64::from(limit),
-                &budget,
-                &after,
-                &after_id,
-                &expired_from,
-                &max_attempts,
-                &final_cutoff,
-            ],
-        )
-        .await
+        let params = LeaseScanParams::new(wanted, scan);
+        self.query(include_str!("sql/lease_scan.sql"), &params.bind())
+            .await
     }
 }
 
@@ -110,12 +83,11 @@ impl PgTx {
 impl LeaseStore for PgTx {
     async fn lock_next_leasable(
         &mut self,
-        kind: Kind,
-        now: OffsetDateTime,
-        limit: u32,
-        payload_budget: u64,
-        final_grace: FinalGrace,
+        wanted: LeasableQuery,
     ) -> Result<Vec<(Item, Option<Value>)>, StoreError> {
+        let LeasableQuery {
+            kind, now, limit, ..
+        } = wanted;
         // Queued items whose backoff is over (items_queued_order, in lease order) and leased
         // items whose lease expired (items_lease_expiry, read only up to `now`), merged in
         // lease order: items under a live lease are never visited (V8). Rows another lease
@@ -131,15 +103,11 @@ impl LeaseStore for PgTx {
         // what the higher priorities left of `limit` (a LIMIT of 0 reads nothing); the expired
         // side reads from the hint's bound up to `now`.
         let mut scan = self.hints.starts(kind, now);
-        let mut rows = self
-            .lease_scan(kind, now, limit, payload_budget, final_grace, scan)
-            .await?;
+        let mut rows = self.lease_scan(&wanted, scan).await?;
         if scan.queued.is_some() && rows.len() < limit as usize {
             // Short behind a hint: whatever lies before the hint gets its chance now.
             scan = Scan::FROM_START;
-            rows = self
-                .lease_scan(kind, now, limit, payload_budget, final_grace, scan)
-                .await?;
+            rows = self.lease_scan(&wanted, scan).await?;
         }
         let mut firsts: Starts = [None; 3];
         let mut expired_taken = 0;
@@ -184,15 +152,9 @@ impl LeaseStore for PgTx {
         // Locked in item order: the LockRows step runs above the sort.
         // Each row also carries the transaction's `now()` (`LogbookTx::now` answers it then
         // without a statement of its own).
-        let sql = format!(
-            "SELECT l.id, l.item_id, l.fence, l.worker_id, l.outcome, l.outcome_digest, l.response,
-                    {ITEM_COLS}, now()
-             FROM core.leases l JOIN core.items i ON i.id = l.item_id
-             WHERE l.id = ANY($1)
-             ORDER BY i.id, l.id
-             FOR UPDATE OF i, l"
-        );
-        let rows = self.query(&sql, &[&ids]).await?;
+        let rows = self
+            .query(include_str!("sql/lock_leases.sql"), &[&ids])
+            .await?;
         if let Some(r) = rows.first() {
             self.now = Some(r.get(LEASE_COL_COUNT + ITEM_COL_COUNT));
         }
@@ -213,10 +175,7 @@ impl LeaseStore for PgTx {
             .map(|l| fence_i64(l.fence))
             .collect::<Result<Vec<_>, _>>()?;
         self.defer(
-            "INSERT INTO core.leases (id, item_id, kind, fence, worker_id, leased_at)
-             SELECT u.id, u.item_id, $3, u.fence, u.worker_id, $5
-             FROM unnest($1::uuid[], $2::uuid[], $4::int8[], $6::text[])
-                  AS u(id, item_id, fence, worker_id)",
+            include_str!("sql/insert_leases.sql"),
             vec![
                 Box::new(leases.iter().map(|l| l.lease_id.0).collect::<Vec<_>>()),
                 Box::new(leases.iter().map(|l| l.item_id.0).collect::<Vec<_>>()),
@@ -253,15 +212,7 @@ impl LeaseStore for PgTx {
         }
         // A lease is finished once: each row is locked (`lock_leases`) and was unfinished.
         self.defer(
-            "WITH w AS (
-                 UPDATE core.leases l
-                 SET outcome = u.outcome, outcome_digest = u.digest, response = u.response,
-                     finished_at = $5
-                 FROM unnest($1::uuid[], $2::text[], $3::bytea[], $4::jsonb[])
-                      AS u(id, outcome, digest, response)
-                 WHERE l.id = u.id AND l.outcome IS NULL
-                 RETURNING 1)
-             SELECT core.expect_rows('finishing leases', count(*), $6) FROM w",
+            include_str!("sql/finish_leases.sql"),
             vec![
                 Box::new(outcomes.iter().map(|(id, _)| id.0).collect::<Vec<_>>()),
                 Box::new(
