@@ -11,7 +11,10 @@ use tokio_postgres::Row;
 use crate::PgLogbook;
 use crate::error::{pool_err, store_err};
 
-const EVENT_COLS: &str = "l.seq, l.subject_type, l.subject_id, l.kind, l.priority, l.from_state, l.to_state, l.actor, l.at, \
+/// The columns [`event_from_row`] reads: `feed/sql/backlog.sql` and, after the horizon,
+/// `feed/sql/read_after.sql` list them (checked by `sql_tidy`).
+#[cfg(test)]
+pub(crate) const EVENT_COLS: &str = "l.seq, l.subject_type, l.subject_id, l.kind, l.priority, l.from_state, l.to_state, l.actor, l.at, \
      CASE WHEN l.subject_type = 'edit' THEN l.data END";
 
 fn event_from_row(r: &Row, at: usize, counted: bool) -> LedgerEvent {
@@ -42,7 +45,7 @@ fn internal(msg: impl Into<String>) -> StoreError {
 /// A transaction id greater than every id assigned before this call (it assigns one).
 async fn xact_fence(client: &deadpool_postgres::Object) -> Result<u64, StoreError> {
     let id: i64 = client
-        .query_one("SELECT pg_current_xact_id()::text::int8", &[])
+        .query_one(include_str!("feed/sql/xact_fence.sql"), &[])
         .await
         .map_err(store_err)?
         .get(0);
@@ -55,10 +58,7 @@ impl FeedSource for PgLogbook {
         let mut client = self.pool().get().await.map_err(pool_err)?;
         // 1. A position: the newest row visible now.
         let position: i64 = client
-            .query_one(
-                "SELECT coalesce((SELECT max(seq) FROM core.ledger), 0)",
-                &[],
-            )
+            .query_one(include_str!("feed/sql/newest_seq.sql"), &[])
             .await
             .map_err(store_err)?
             .get(0);
@@ -70,10 +70,7 @@ impl FeedSource for PgLogbook {
         let mut settled = false;
         for _ in 0..3000 {
             let xmin: i64 = client
-                .query_one(
-                    "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8",
-                    &[],
-                )
+                .query_one(include_str!("feed/sql/snapshot_xmin.sql"), &[])
                 .await
                 .map_err(store_err)?
                 .get(0);
@@ -98,15 +95,12 @@ impl FeedSource for PgLogbook {
             .await
             .map_err(store_err)?;
         let snapshot: String = tx
-            .query_one("SELECT pg_current_snapshot()::text", &[])
+            .query_one(include_str!("feed/sql/current_snapshot.sql"), &[])
             .await
             .map_err(store_err)?
             .get(0);
         let rows = tx
-            .query(
-                "SELECT kind, priority, state, count(*) FROM core.items GROUP BY 1, 2, 3",
-                &[],
-            )
+            .query(include_str!("feed/sql/count_items.sql"), &[])
             .await
             .map_err(store_err)?;
         tx.commit().await.map_err(store_err)?;
@@ -134,15 +128,10 @@ impl FeedSource for PgLogbook {
         limit: i64,
     ) -> Result<(Vec<LedgerEvent>, ReadHorizon), StoreError> {
         let client = self.pool().get().await.map_err(pool_err)?;
-        // One statement, so the rows and the horizon come from the same snapshot.
-        let sql = format!(
-            "WITH h AS (SELECT pg_snapshot_xmin(s)::text::int8 AS xmin, pg_snapshot_xmax(s)::text::int8 AS xmax
-                        FROM (SELECT pg_current_snapshot() AS s) cur)
-             SELECT h.xmin, h.xmax, r.* FROM h LEFT JOIN LATERAL (
-                 SELECT {EVENT_COLS}, pg_visible_in_snapshot(l.tx, $2::text::pg_snapshot) AS counted
-                 FROM core.ledger l WHERE l.seq > $1 ORDER BY l.seq LIMIT $3) r ON true"
-        );
-        let stmt = client.prepare_cached(&sql).await.map_err(store_err)?;
+        let stmt = client
+            .prepare_cached(include_str!("feed/sql/read_after.sql"))
+            .await
+            .map_err(store_err)?;
         let rows = client
             .query(&stmt, &[&after, &snapshot, &limit])
             .await
@@ -173,11 +162,8 @@ impl FeedSource for PgLogbook {
 
     async fn backlog(&self, after: i64, through: i64) -> Result<Vec<LedgerEvent>, StoreError> {
         let client = self.pool().get().await.map_err(pool_err)?;
-        let sql = format!(
-            "SELECT {EVENT_COLS} FROM core.ledger l WHERE l.seq > $1 AND l.seq <= $2 ORDER BY l.seq"
-        );
         let rows = client
-            .query(&sql, &[&after, &through])
+            .query(include_str!("feed/sql/backlog.sql"), &[&after, &through])
             .await
             .map_err(store_err)?;
         Ok(rows.iter().map(|r| event_from_row(r, 0, true)).collect())
@@ -186,7 +172,7 @@ impl FeedSource for PgLogbook {
     async fn newest_seq(&self) -> Result<i64, StoreError> {
         let client = self.pool().get().await.map_err(pool_err)?;
         let row = client
-            .query_one("SELECT coalesce(max(seq), 0) FROM core.ledger", &[])
+            .query_one(include_str!("feed/sql/newest_seq.sql"), &[])
             .await
             .map_err(store_err)?;
         Ok(row.get(0))

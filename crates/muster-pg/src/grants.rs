@@ -125,7 +125,7 @@ pub(crate) async fn refuse_runtime_role_as_owner(
     role: &str,
 ) -> Result<(), PgError> {
     let me: String = client
-        .query_one("SELECT current_user::text", &[])
+        .query_one(include_str!("grants/sql/current_user.sql"), &[])
         .await?
         .get(0);
     if me == role {
@@ -145,7 +145,7 @@ pub(crate) async fn grant_runtime_role(
 ) -> Result<(), PgError> {
     validate_role(role)?;
     let exists = client
-        .query_opt("SELECT 1 FROM pg_roles WHERE rolname = $1", &[&role])
+        .query_opt(include_str!("grants/sql/role_exists.sql"), &[&role])
         .await?
         .is_some();
     if !exists {
@@ -168,8 +168,8 @@ pub(crate) async fn grant_runtime_role(
         // An object a newer release dropped (this binary migrating a newer schema after a
         // rollback) is left alone: the newer release's grants are in force.
         let lookup = match g.kind {
-            ObjectKind::Function => "SELECT to_regprocedure($1) IS NOT NULL",
-            _ => "SELECT to_regclass($1) IS NOT NULL",
+            ObjectKind::Function => include_str!("grants/sql/function_exists.sql"),
+            _ => include_str!("grants/sql/relation_exists.sql"),
         };
         if !tx.query_one(lookup, &[&g.object]).await?.get::<_, bool>(0) {
             tracing::warn!(object = g.object, "not granted: the object does not exist");
@@ -220,14 +220,9 @@ pub async fn privilege_differences(
             privileges.push(*p);
         }
     }
-    // NULL (the object does not exist) counts as not granted.
     let rows = client
         .query(
-            "SELECT o, p, coalesce(CASE k
-                 WHEN 'TABLE' THEN has_table_privilege($1, to_regclass(o), p)
-                 WHEN 'SEQUENCE' THEN has_sequence_privilege($1, to_regclass(o), p)
-                 ELSE has_function_privilege($1, to_regprocedure(o), p) END, false)
-             FROM unnest($2::text[], $3::text[], $4::text[]) AS x(k, o, p)",
+            include_str!("grants/sql/privileges.sql"),
             &[&role, &kinds, &objects, &privileges],
         )
         .await?;
@@ -246,7 +241,7 @@ pub async fn privilege_differences(
         }
     }
     let usage: bool = client
-        .query_one("SELECT has_schema_privilege($1, 'core', 'USAGE')", &[&role])
+        .query_one(include_str!("grants/sql/schema_usage.sql"), &[&role])
         .await?
         .get(0);
     if !usage {
@@ -260,13 +255,7 @@ pub async fn privilege_differences(
 /// must be there.
 pub async fn check_connected_role(client: &tokio_postgres::Client) -> Result<RoleCheck, PgError> {
     let row = client
-        .query_one(
-            "SELECT current_user::text,
-                    (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),
-                    coalesce(pg_has_role(current_user,
-                        (SELECT relowner FROM pg_class WHERE oid = to_regclass('core.ledger')), 'USAGE'), false)",
-            &[],
-        )
+        .query_one(include_str!("grants/sql/connected_role.sql"), &[])
         .await?;
     let role: String = row.get(0);
     if row.get::<_, bool>(1) {

@@ -15,6 +15,8 @@ mod hint;
 mod logbook;
 mod migrate;
 mod pool;
+#[cfg(test)]
+mod sql_tidy;
 mod tls;
 mod verify;
 mod wake;

@@ -54,13 +54,8 @@ fn newest_version() -> i32 {
 /// An arbitrary fixed key for `pg_advisory_lock`: "muster-migrate".
 const LOCK_KEY: i64 = 0x6d75_7374_6572_6d69;
 
-const HISTORY_DDL: &str = "CREATE SCHEMA IF NOT EXISTS core;
-CREATE TABLE IF NOT EXISTS core.schema_migrations (
-    version    integer     PRIMARY KEY,
-    name       text        NOT NULL,
-    checksum   bytea       NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-)";
+/// The schema and the table that records applied migrations.
+const HISTORY_DDL: &str = include_str!("migrate/sql/history.sql");
 
 fn checksum(m: &Migration) -> Vec<u8> {
     blake3::hash(m.sql.as_bytes()).as_bytes().to_vec()
@@ -74,7 +69,7 @@ pub async fn migrate(pool: &Pool, runtime_role: &str) -> Result<Vec<i32>, PgErro
     let mut client = pool.get().await?;
     crate::grants::refuse_runtime_role_as_owner(&client, runtime_role).await?;
     client
-        .execute("SELECT pg_advisory_lock($1)", &[&LOCK_KEY])
+        .execute(include_str!("migrate/sql/lock.sql"), &[&LOCK_KEY])
         .await?;
     let result = match apply_pending(&mut client).await {
         Ok(applied) => crate::grants::grant_runtime_role(&mut client, runtime_role)
@@ -83,7 +78,7 @@ pub async fn migrate(pool: &Pool, runtime_role: &str) -> Result<Vec<i32>, PgErro
         Err(e) => Err(e),
     };
     let unlock = client
-        .execute("SELECT pg_advisory_unlock($1)", &[&LOCK_KEY])
+        .execute(include_str!("migrate/sql/unlock.sql"), &[&LOCK_KEY])
         .await;
     let applied = result?;
     unlock?;
@@ -93,10 +88,7 @@ pub async fn migrate(pool: &Pool, runtime_role: &str) -> Result<Vec<i32>, PgErro
 async fn apply_pending(client: &mut deadpool_postgres::Object) -> Result<Vec<i32>, PgError> {
     client.batch_execute(HISTORY_DDL).await?;
     let rows = client
-        .query(
-            "SELECT version, checksum FROM core.schema_migrations ORDER BY version",
-            &[],
-        )
+        .query(include_str!("migrate/sql/applied.sql"), &[])
         .await?;
     let known: Vec<(i32, Vec<u8>)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     let newest = newest_version();
@@ -130,7 +122,7 @@ async fn apply_pending(client: &mut deadpool_postgres::Object) -> Result<Vec<i32
         let tx = client.transaction().await?;
         tx.batch_execute(m.sql).await?;
         tx.execute(
-            "INSERT INTO core.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+            include_str!("migrate/sql/record.sql"),
             &[&m.version, &m.name, &checksum(m)],
         )
         .await?;
@@ -162,18 +154,12 @@ pub async fn schema_status(pool: &Pool) -> Result<SchemaStatus, PgError> {
     let client = pool.get().await?;
     let expected = newest_version();
     let exists: bool = client
-        .query_one(
-            "SELECT to_regclass('core.schema_migrations') IS NOT NULL",
-            &[],
-        )
+        .query_one(include_str!("migrate/sql/history_exists.sql"), &[])
         .await?
         .get(0);
     let applied: i32 = if exists {
         client
-            .query_one(
-                "SELECT coalesce(max(version), 0) FROM core.schema_migrations",
-                &[],
-            )
+            .query_one(include_str!("migrate/sql/newest_applied.sql"), &[])
             .await?
             .get(0)
     } else {

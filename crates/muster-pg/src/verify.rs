@@ -98,19 +98,13 @@ pub async fn verify_ledger(pool: &Pool) -> Result<LedgerReport, PgError> {
 pub async fn ledger_head(pool: &Pool) -> Result<(LedgerReport, LedgerHead), PgError> {
     let client = pool.get().await?;
     let row = client
-        .query_one(
-            "SELECT pg_current_snapshot()::text, coalesce(max(seq), 0) FROM core.ledger",
-            &[],
-        )
+        .query_one(include_str!("verify/sql/head_position.sql"), &[])
         .await?;
     let (snapshot, seq): (String, i64) = (row.get(0), row.get(1));
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let settled: bool = client
-            .query_one(
-                "SELECT pg_snapshot_xmin(pg_current_snapshot()) >= pg_snapshot_xmax($1::text::pg_snapshot)",
-                &[&snapshot],
-            )
+            .query_one(include_str!("verify/sql/settled.sql"), &[&snapshot])
             .await?
             .get(0);
         if settled {
@@ -158,24 +152,11 @@ struct HeadsAt {
 
 async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Hash>), PgError> {
     let client = pool.get().await?;
-    let items = recorded(
-        &client,
-        "SELECT id::text, chain_len, chain_head, NULL::text FROM core.items",
-    )
-    .await?;
-    let edits = recorded(
-        &client,
-        "SELECT id::text, chain_len, chain_head, body FROM core.edits",
-    )
-    .await?;
+    let items = recorded(&client, include_str!("verify/sql/item_heads.sql")).await?;
+    let edits = recorded(&client, include_str!("verify/sql/edit_heads.sql")).await?;
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 0] = [];
     let rows = client
-        .query_raw(
-            "SELECT subject_type, subject_id, subject_seq, event, from_state, to_state, actor, fence,
-                    at, data, prev_hash, hash, seq
-             FROM core.ledger ORDER BY subject_type, subject_id, subject_seq",
-            params,
-        )
+        .query_raw(include_str!("verify/sql/chains.sql"), params)
         .await?;
     futures_util::pin_mut!(rows);
     let mut report = LedgerReport::default();

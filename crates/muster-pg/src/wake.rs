@@ -23,6 +23,14 @@ use crate::pool::{PoolSettings, pg_config};
 /// The notification channel: its payload is the kinds, comma-separated.
 pub const CHANNEL: &str = "muster_work";
 
+/// `LISTEN` on [`CHANNEL`] (a channel is a name, not a parameter: the test below keeps the two
+/// the same).
+const LISTEN: &str = include_str!("wake/sql/listen.sql");
+/// Sends a notification: `$1` the channel, `$2` the payload.
+const NOTIFY: &str = include_str!("wake/sql/notify.sql");
+/// Asked of an idle connection to find out whether it is still there.
+const PROBE: &str = include_str!("wake/sql/probe.sql");
+
 /// The bridge connection's `application_name` (in `pg_stat_activity`).
 pub const APPLICATION_NAME: &str = "muster-wake";
 
@@ -87,8 +95,11 @@ impl WakeBridge {
             };
             let _ = end_tx.send(reason);
         });
-        let own_pid: i32 = match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
-            Ok(()) => match client.query_one("SELECT pg_backend_pid()", &[]).await {
+        let own_pid: i32 = match client.batch_execute(LISTEN).await {
+            Ok(()) => match client
+                .query_one(include_str!("wake/sql/backend_pid.sql"), &[])
+                .await
+            {
                 Ok(row) => row.get(0),
                 Err(e) => return e.to_string(),
             },
@@ -106,10 +117,10 @@ impl WakeBridge {
         loop {
             tokio::select! {
                 _ = probe.tick() => {
-                    match tokio::time::timeout(NOTIFY_TIMEOUT, client.simple_query("SELECT 1")).await {
+                    match tokio::time::timeout(NOTIFY_TIMEOUT, client.simple_query(PROBE)).await {
                         Ok(Ok(_)) => {}
                         Ok(Err(e)) => return e.to_string(),
-                        Err(_) => return format!("SELECT 1 unanswered after {NOTIFY_TIMEOUT:?}"),
+                        Err(_) => return format!("the idle probe went unanswered for {NOTIFY_TIMEOUT:?}"),
                     }
                 }
                 Some(n) = notifications.recv() => {
@@ -123,13 +134,13 @@ impl WakeBridge {
                     let payload = kinds.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(",");
                     let sent = tokio::time::timeout(
                         NOTIFY_TIMEOUT,
-                        client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]),
+                        client.execute(NOTIFY, &[&CHANNEL, &payload]),
                     )
                     .await;
                     let failed = match sent {
                         Ok(Ok(_)) => None,
                         Ok(Err(e)) => Some(e.to_string()),
-                        Err(_) => Some(format!("NOTIFY unanswered after {NOTIFY_TIMEOUT:?}")),
+                        Err(_) => Some(format!("the notification went unanswered for {NOTIFY_TIMEOUT:?}")),
                     };
                     if let Some(reason) = failed {
                         // Announced after the reconnect instead of lost.
@@ -140,5 +151,13 @@ impl WakeBridge {
                 reason = &mut ended => return reason.unwrap_or_else(|_| "the connection's task ended".to_owned()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_listen_statement_names_the_channel_notifications_are_sent_on() {
+        assert_eq!(super::LISTEN.trim(), format!("LISTEN {}", super::CHANNEL));
     }
 }

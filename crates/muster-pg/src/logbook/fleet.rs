@@ -10,7 +10,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::PgLogbook;
-use super::rows::{ITEM_COLS, internal, item_from_row};
+use super::rows::{internal, item_from_row};
 use super::tx::PgTx;
 use crate::error::{pool_err, store_err};
 
@@ -28,7 +28,7 @@ impl FleetStore for PgTx {
         // when it starts, so only a statement after the lock sees what a report committed while
         // this one waited.
         self.defer(
-            "SELECT pg_advisory_xact_lock(hashtext('muster-digest:' || $1))",
+            include_str!("sql/lock_digest.sql"),
             vec![Box::new(kind.as_str())],
         )
         .await?;
@@ -36,11 +36,7 @@ impl FleetStore for PgTx {
         // deployed until now (NULL before the kind's first report).
         let rows = self
             .query(
-                "WITH previous AS (SELECT digest FROM core.worker_digests WHERE kind = $1),
-                      upsert AS (
-                          INSERT INTO core.worker_digests (kind, digest, reported_at) VALUES ($1, $2, $3)
-                          ON CONFLICT (kind) DO UPDATE SET digest = EXCLUDED.digest, reported_at = EXCLUDED.reported_at)
-                 SELECT (SELECT digest FROM previous)",
+                include_str!("sql/record_digest.sql"),
                 &[&kind.as_str(), &digest, &at],
             )
             .await?;
@@ -55,27 +51,23 @@ impl FleetStore for PgTx {
         // digest is seen. (Read in the locking statement, the digest came from a snapshot older
         // than that report, and the park stranded the item under the old digest.)
         self.defer(
-            "SELECT pg_advisory_xact_lock_shared(hashtext('muster-digest:' || $1))",
+            include_str!("sql/lock_digest_shared.sql"),
             vec![Box::new(kind.as_str())],
         )
         .await?;
         let rows = self
-            .query(
-                "SELECT digest FROM core.worker_digests WHERE kind = $1",
-                &[&kind.as_str()],
-            )
+            .query(include_str!("sql/deployed_digest.sql"), &[&kind.as_str()])
             .await?;
         Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)))
     }
 
     async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError> {
-        let sql = format!(
-            "SELECT {ITEM_COLS} FROM core.items i
-             WHERE i.kind = $1 AND i.state = 'needs_subtool' AND i.parked_digest IS DISTINCT FROM $2
-             ORDER BY i.id
-             FOR UPDATE"
-        );
-        let rows = self.query(&sql, &[&kind.as_str(), &deployed]).await?;
+        let rows = self
+            .query(
+                include_str!("sql/lock_parked.sql"),
+                &[&kind.as_str(), &deployed],
+            )
+            .await?;
         rows.iter().map(|r| item_from_row(r, 0)).collect()
     }
 }
@@ -89,20 +81,7 @@ impl HealthLog for PgLogbook {
     ) -> Result<(), StoreError> {
         let client = self.pool.get().await.map_err(pool_err)?;
         let stmt = client
-            .prepare_cached(
-                "INSERT INTO core.worker_health AS h (kind, pods, ready, restarts, phase, events, updated_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (kind) DO UPDATE SET
-                     pods = CASE WHEN EXCLUDED.pods > 0 THEN EXCLUDED.pods ELSE h.pods END,
-                     ready = coalesce(EXCLUDED.ready, h.ready),
-                     restarts = CASE WHEN EXCLUDED.pods > 0 THEN EXCLUDED.restarts ELSE h.restarts END,
-                     phase = coalesce(EXCLUDED.phase, h.phase),
-                     events = (SELECT coalesce(jsonb_agg(e ORDER BY n), '[]'::jsonb) FROM (
-                                   SELECT e, n FROM jsonb_array_elements(EXCLUDED.events)
-                                       WITH ORDINALITY AS t(e, n)
-                                   ORDER BY n DESC LIMIT $8) newest),
-                     updated_at = EXCLUDED.updated_at",
-            )
+            .prepare_cached(include_str!("sql/store_health.sql"))
             .await
             .map_err(store_err)?;
         let keep = MAX_EVENTS_PER_KIND as i64;
@@ -131,12 +110,7 @@ impl HealthLog for PgLogbook {
     async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError> {
         let client = self.pool.get().await.map_err(pool_err)?;
         let rows = client
-            .query(
-                "SELECT h.kind, h.ready, h.restarts, h.phase, h.events, h.updated_at, d.digest
-                 FROM core.worker_health h LEFT JOIN core.worker_digests d ON d.kind = h.kind
-                 ORDER BY h.kind",
-                &[],
-            )
+            .query(include_str!("sql/latest_health.sql"), &[])
             .await
             .map_err(store_err)?;
         rows.iter()

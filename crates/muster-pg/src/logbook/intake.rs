@@ -21,12 +21,12 @@ impl IntakeStore for PgTx {
         candidate: [u8; 32],
     ) -> Result<[u8; 32], StoreError> {
         self.execute(
-            "INSERT INTO core.intake_salts (day, salt) VALUES ($1, $2) ON CONFLICT (day) DO NOTHING",
+            include_str!("sql/insert_day_salt.sql"),
             &[&day, &candidate.as_slice()],
         )
         .await?;
         let rows = self
-            .query("SELECT salt FROM core.intake_salts WHERE day = $1", &[&day])
+            .query(include_str!("sql/day_salt.sql"), &[&day])
             .await?;
         let salt: Vec<u8> = rows
             .first()
@@ -44,9 +44,7 @@ impl IntakeStore for PgTx {
     ) -> Result<bool, StoreError> {
         let rows = self
             .query(
-                "INSERT INTO core.intake_counts AS c (day, client_hash, count) VALUES ($1, $2, 1)
-                 ON CONFLICT (day, client_hash) DO UPDATE SET count = c.count + 1 WHERE c.count < $3
-                 RETURNING count",
+                include_str!("sql/count_submission.sql"),
                 &[&day, &client_hash.as_slice(), &(limit as i32)],
             )
             .await?;
@@ -60,8 +58,7 @@ impl IntakeStore for PgTx {
     ) -> Result<bool, StoreError> {
         let rows = self
             .query(
-                "INSERT INTO core.pow_spent (spend_key, expires_at) VALUES ($1, $2)
-                 ON CONFLICT (spend_key) DO NOTHING RETURNING 1",
+                include_str!("sql/spend_challenge.sql"),
                 &[&spend_key.as_slice(), &expires_at],
             )
             .await?;
@@ -75,9 +72,17 @@ impl IntakeStore for PgTx {
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
         self.execute(
-            "INSERT INTO core.edits (id, target, owner, body, state, submitted_at, chain_len, chain_head)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            &[&edit.id.0, &edit.target, &edit.owner, &body, &edit.state.as_str(), &at, &(edit.chain.len as i64), &edit.chain.hash.as_slice()],
+            include_str!("sql/insert_edit.sql"),
+            &[
+                &edit.id.0,
+                &edit.target,
+                &edit.owner,
+                &body,
+                &edit.state.as_str(),
+                &at,
+                &(edit.chain.len as i64),
+                &edit.chain.hash.as_slice(),
+            ],
         )
         .await?;
         Ok(())
@@ -85,7 +90,7 @@ impl IntakeStore for PgTx {
 
     async fn lock_edit(&mut self, id: EditId) -> Result<Option<Edit>, StoreError> {
         let rows = self
-            .query("SELECT id, target, owner, state, chain_len, chain_head FROM core.edits WHERE id = $1 FOR UPDATE", &[&id.0])
+            .query(include_str!("sql/lock_edit.sql"), &[&id.0])
             .await?;
         let Some(r) = rows.first() else {
             return Ok(None);
@@ -108,8 +113,14 @@ impl IntakeStore for PgTx {
 
     async fn save_edit(&mut self, edit: &Edit, at: OffsetDateTime) -> Result<(), StoreError> {
         self.execute(
-            "UPDATE core.edits SET state = $2, decided_at = $3, chain_len = $4, chain_head = $5 WHERE id = $1",
-            &[&edit.id.0, &edit.state.as_str(), &at, &(edit.chain.len as i64), &edit.chain.hash.as_slice()],
+            include_str!("sql/save_edit.sql"),
+            &[
+                &edit.id.0,
+                &edit.state.as_str(),
+                &at,
+                &(edit.chain.len as i64),
+                &edit.chain.hash.as_slice(),
+            ],
         )
         .await?;
         Ok(())
@@ -122,16 +133,13 @@ impl IntakeLog for PgLogbook {
         let client = self.pool.get().await.map_err(pool_err)?;
         client
             .execute(
-                "INSERT INTO core.intake_secrets (name, secret) VALUES ('pow_key', $1) ON CONFLICT (name) DO NOTHING",
+                include_str!("sql/insert_pow_key.sql"),
                 &[&candidate.as_slice()],
             )
             .await
             .map_err(store_err)?;
         let key: Vec<u8> = client
-            .query_one(
-                "SELECT secret FROM core.intake_secrets WHERE name = 'pow_key'",
-                &[],
-            )
+            .query_one(include_str!("sql/pow_key.sql"), &[])
             .await
             .map_err(store_err)?
             .get(0);
@@ -148,8 +156,7 @@ impl IntakeLog for PgLogbook {
         let client = self.pool.get().await.map_err(pool_err)?;
         let rows = client
             .query(
-                "SELECT id, target, owner, body, state, submitted_at FROM core.edits
-                 WHERE state = $1 AND ($2::uuid IS NULL OR id > $2) ORDER BY id LIMIT $3",
+                include_str!("sql/list_edits.sql"),
                 &[&state.as_str(), &after.map(|a| a.0), &limit],
             )
             .await
@@ -177,15 +184,15 @@ impl IntakeLog for PgLogbook {
         let client = self.pool.get().await.map_err(pool_err)?;
         let mut n = 0;
         n += client
-            .execute("DELETE FROM core.intake_counts WHERE day < $1", &[&today])
+            .execute(include_str!("sql/purge_intake_counts.sql"), &[&today])
             .await
             .map_err(store_err)?;
         n += client
-            .execute("DELETE FROM core.intake_salts WHERE day < $1", &[&today])
+            .execute(include_str!("sql/purge_intake_salts.sql"), &[&today])
             .await
             .map_err(store_err)?;
         n += client
-            .execute("DELETE FROM core.pow_spent WHERE expires_at <= $1", &[&now])
+            .execute(include_str!("sql/purge_pow_spent.sql"), &[&now])
             .await
             .map_err(store_err)?;
         Ok(n)

@@ -10,7 +10,7 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{ITEM_COLS, fence_i64, internal, item_from_row};
+use super::rows::{fence_i64, internal, item_from_row};
 use super::tx::{Param, PgTx};
 use super::{PgLogbook, listing};
 use crate::error::{pool_err, store_err};
@@ -21,11 +21,7 @@ impl ItemStore for PgTx {
         let i = &new.item;
         let inserted = self
             .query(
-                "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
-                     payload, idempotency_key, parent_id, created_at, chain_len, chain_head)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $7, $11, $12)
-                 ON CONFLICT (kind, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-                 RETURNING id",
+                include_str!("sql/insert_item.sql"),
                 &[
                     &i.id.0,
                     &i.kind.as_str(),
@@ -47,7 +43,7 @@ impl ItemStore for PgTx {
         }
         let rows = self
             .query(
-                "SELECT id, state FROM core.items WHERE kind = $1 AND idempotency_key = $2",
+                include_str!("sql/item_by_idempotency_key.sql"),
                 &[&i.kind.as_str(), &new.idempotency_key],
             )
             .await?;
@@ -78,12 +74,7 @@ impl ItemStore for PgTx {
         let chain_len: Vec<i64> = new.iter().map(|n| n.item.chain.len as i64).collect();
         let heads: Vec<Vec<u8>> = new.iter().map(|n| n.item.chain.hash.to_vec()).collect();
         self.defer(
-            "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
-                 payload, parent_id, created_at, chain_len, chain_head)
-             SELECT id, kind, priority, state, 0, 0, at, payload, parent, at, chain_len, head
-             FROM unnest($1::uuid[], $2::text[], $3::int2[], $4::text[], $5::timestamptz[],
-                         $6::jsonb[], $7::uuid[], $8::int8[], $9::bytea[])
-                  AS n(id, kind, priority, state, at, payload, parent, chain_len, head)",
+            include_str!("sql/insert_items.sql"),
             vec![
                 Box::new(ids),
                 Box::new(kinds),
@@ -100,8 +91,9 @@ impl ItemStore for PgTx {
     }
 
     async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError> {
-        let sql = format!("SELECT {ITEM_COLS} FROM core.items i WHERE i.id = $1 FOR UPDATE");
-        let rows = self.query(&sql, &[&id.0]).await?;
+        let rows = self
+            .query(include_str!("sql/lock_item.sql"), &[&id.0])
+            .await?;
         rows.first().map(|r| item_from_row(r, 0)).transpose()
     }
 
@@ -170,25 +162,7 @@ impl ItemStore for PgTx {
         ];
         // Every row is locked by this transaction and items are never deleted: all of them
         // are there, once each.
-        self.defer(
-            "WITH w AS (
-                 UPDATE core.items i SET state = u.state, attempt = u.attempt, fence = u.fence,
-                     lease_id = u.lease_id, lease_worker = u.lease_worker,
-                     lease_expires_at = u.lease_expires_at, not_before = u.not_before,
-                     parked_digest = u.parked_digest, chain_len = u.chain_len,
-                     chain_head = u.chain_head,
-                     result = CASE WHEN u.has_result THEN u.result ELSE i.result END
-                 FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::int8[], $5::uuid[],
-                             $6::text[], $7::timestamptz[], $8::timestamptz[], $9::text[],
-                             $10::int8[], $11::bytea[], $12::bool[], $13::jsonb[])
-                      AS u(id, state, attempt, fence, lease_id, lease_worker, lease_expires_at,
-                           not_before, parked_digest, chain_len, chain_head, has_result, result)
-                 WHERE i.id = u.id
-                 RETURNING 1)
-             SELECT core.expect_rows('saving items', count(*), $14) FROM w",
-            params,
-        )
-        .await
+        self.defer(include_str!("sql/save_items.sql"), params).await
     }
 }
 
@@ -197,10 +171,7 @@ impl ItemReads for PgLogbook {
     async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError> {
         let client = self.pool.get().await.map_err(pool_err)?;
         let stmt = client
-            .prepare_cached(
-                "SELECT id, kind, priority, state, attempt, payload, result, not_before, created_at
-                 FROM core.items WHERE id = $1",
-            )
+            .prepare_cached(include_str!("sql/item_view.sql"))
             .await
             .map_err(store_err)?;
         let Some(row) = client.query_opt(&stmt, &[&id.0]).await.map_err(store_err)? else {
@@ -211,11 +182,7 @@ impl ItemReads for PgLogbook {
         let state: String = row.get(3);
         let attempt: i32 = row.get(4);
         let history = client
-            .query(
-                "SELECT seq, at, event, from_state, to_state, actor, fence FROM core.ledger
-                 WHERE subject_type = 'item' AND subject_id = $1 ORDER BY subject_seq",
-                &[&id.to_string()],
-            )
+            .query(include_str!("sql/item_history.sql"), &[&id.to_string()])
             .await
             .map_err(store_err)?
             .iter()
@@ -264,12 +231,7 @@ impl ItemReads for PgLogbook {
         let client = self.pool.get().await.map_err(pool_err)?;
         let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
         let stmt = client
-            .prepare_cached(
-                "SELECT k, p, (SELECT i.enqueued_at FROM core.items i
-                               WHERE i.kind = k AND i.priority = p AND i.state = 'queued'
-                               ORDER BY i.enqueued_at LIMIT 1)
-                 FROM unnest($1::text[]) AS k CROSS JOIN unnest('{0,1,2}'::int2[]) AS p",
-            )
+            .prepare_cached(include_str!("sql/oldest_queued.sql"))
             .await
             .map_err(store_err)?;
         let rows = client.query(&stmt, &[&kinds]).await.map_err(store_err)?;

@@ -16,11 +16,9 @@ impl LedgerAppend for PgTx {
         }
         let params = ledger_params(entries);
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
-        let sql = format!(
-            "WITH inserted AS ({LEDGER_INSERT} RETURNING seq, subject_type, subject_id, subject_seq)
-             SELECT seq, subject_type, subject_id, subject_seq FROM inserted"
-        );
-        let rows = self.query(&sql, &refs).await?;
+        let rows = self
+            .query(include_str!("sql/ledger_append.sql"), &refs)
+            .await?;
         let seqs: std::collections::HashMap<(&str, &str, i64), i64> = rows
             .iter()
             .map(|r| ((r.get(1), r.get(2), r.get(3)), r.get(0)))
@@ -42,20 +40,10 @@ impl LedgerAppend for PgTx {
 }
 
 /// Inserts the rows of [`ledger_params`] in their order, with each item's kind and priority for
-/// the live feed.
-pub(super) const LEDGER_INSERT: &str =
-    "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event,
-         from_state, to_state, actor, fence, at, data, prev_hash, hash, kind, priority)
-     SELECT e.t, e.id, e.sq, e.ev, e.fr, e.tt, e.ac, e.fe, e.at, e.da, e.pr, e.ha,
-            i.kind, i.priority
-     FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::text[], $6::text[],
-                 $7::text[], $8::int8[], $9::timestamptz[], $10::text[], $11::bytea[],
-                 $12::bytea[], $13::int4[])
-          AS e(t, id, sq, ev, fr, tt, ac, fe, at, da, pr, ha, ord)
-     LEFT JOIN core.items i ON i.id = CASE WHEN e.t = 'item' THEN e.id::uuid END
-     ORDER BY e.ord";
+/// the live feed (`sql/ledger_append.sql` is the same, answering their sequence numbers).
+pub(super) const LEDGER_INSERT: &str = include_str!("sql/ledger_insert.sql");
 
-/// The thirteen column arrays of [`LEDGER_INSERT`].
+/// The thirteen column arrays of [`LEDGER_INSERT`] and `sql/ledger_append.sql`.
 pub(super) fn ledger_params(entries: &[SealedEntry]) -> Vec<Param> {
     let column = |f: &dyn Fn(&SealedEntry) -> Option<String>| -> Param {
         Box::new(entries.iter().map(f).collect::<Vec<Option<String>>>())

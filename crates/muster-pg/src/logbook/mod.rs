@@ -28,6 +28,9 @@ mod role;
 mod rows;
 mod tx;
 
+#[cfg(test)]
+pub(crate) use rows::ITEM_COLS;
+
 /// The readiness verdict until a schema check has reached Logbook.
 const NOT_CHECKED: &str = "the schema has not been checked yet: Logbook has not answered";
 
@@ -68,7 +71,9 @@ impl PgLogbook {
     /// Whether a connection can be had and answers.
     pub async fn ping(&self) -> Result<(), StoreError> {
         let c = self.pool.get().await.map_err(pool_err)?;
-        c.simple_query("SELECT 1").await.map_err(store_err)?;
+        c.simple_query(include_str!("sql/ping.sql"))
+            .await
+            .map_err(store_err)?;
         Ok(())
     }
 }
@@ -107,11 +112,11 @@ impl LogbookTx for PgTx {
             return Ok(now);
         }
         // Sent with BEGIN when it is the transaction's first statement.
-        let rows = self.query("SELECT now()", &[]).await?;
+        let rows = self.query(include_str!("sql/now.sql"), &[]).await?;
         let now = rows
             .first()
             .map(|r| r.get(0))
-            .ok_or_else(|| rows::internal("SELECT now() answered no row"))?;
+            .ok_or_else(|| rows::internal("now() answered no row"))?;
         self.now = Some(now);
         Ok(now)
     }

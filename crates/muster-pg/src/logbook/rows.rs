@@ -10,8 +10,10 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-/// The item columns every locking read returns, in the order [`item_from_row`] reads them.
-pub(super) const ITEM_COLS: &str = "i.id, i.kind, i.priority, i.state, i.attempt, i.fence, i.lease_id, \
+/// The item columns every locking read returns, in the order [`item_from_row`] reads them. The
+/// statements in `sql/` list them themselves (`sql_tidy` checks that they do); `listing` splices
+/// them into the statements it builds.
+pub(crate) const ITEM_COLS: &str = "i.id, i.kind, i.priority, i.state, i.attempt, i.fence, i.lease_id, \
      i.lease_worker, i.lease_expires_at, i.not_before, i.parked_digest, i.chain_len, i.chain_head";
 pub(super) const ITEM_COL_COUNT: usize = 13;
 

@@ -1,0 +1,1 @@
+SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8

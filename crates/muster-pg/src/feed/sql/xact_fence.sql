@@ -1,0 +1,1 @@
+SELECT pg_current_xact_id()::text::int8

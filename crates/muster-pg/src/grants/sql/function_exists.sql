@@ -1,0 +1,1 @@
+SELECT to_regprocedure($1) IS NOT NULL

@@ -1,0 +1,1 @@
+SELECT salt FROM core.intake_salts WHERE day = $1

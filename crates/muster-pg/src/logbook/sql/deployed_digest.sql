@@ -1,0 +1,1 @@
+SELECT digest FROM core.worker_digests WHERE kind = $1

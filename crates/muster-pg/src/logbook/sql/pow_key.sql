@@ -1,0 +1,1 @@
+SELECT secret FROM core.intake_secrets WHERE name = 'pow_key'

@@ -1,0 +1,1 @@
+DELETE FROM core.intake_counts WHERE day < $1

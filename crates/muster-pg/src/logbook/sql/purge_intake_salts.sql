@@ -1,0 +1,1 @@
+DELETE FROM core.intake_salts WHERE day < $1

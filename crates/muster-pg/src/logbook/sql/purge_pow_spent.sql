@@ -1,0 +1,1 @@
+DELETE FROM core.pow_spent WHERE expires_at <= $1

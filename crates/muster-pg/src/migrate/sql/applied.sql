@@ -1,0 +1,1 @@
+SELECT version, checksum FROM core.schema_migrations ORDER BY version

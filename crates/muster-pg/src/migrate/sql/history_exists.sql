@@ -1,0 +1,1 @@
+SELECT to_regclass('core.schema_migrations') IS NOT NULL

@@ -1,0 +1,1 @@
+SELECT id::text, chain_len, chain_head, body FROM core.edits
