@@ -1,4 +1,6 @@
-//! The live feed's ordering rules, queue depths and its Server-Sent-Events framing. Pure.
+//! The live feed's ordering rules, queue depths and its Server-Sent-Events framing, written
+//! ([`sse_frame`]) and read ([`SseReader`]: the operator's `muster watch`, the test harness and
+//! the benchmarks read the feed with it). Pure.
 //!
 //! # Delivering the ledger in order without skipping late commits
 //!
@@ -181,6 +183,97 @@ pub fn sse_frame(name: &str, id: Option<i64>, data: &str) -> Vec<u8> {
 /// The `retry:` field alone: how long a client waits before it reconnects.
 pub fn sse_retry(retry_ms: u64) -> Vec<u8> {
     format!("retry: {retry_ms}\n\n").into_bytes()
+}
+
+/// One block of a `text/event-stream` (its lines up to a blank line), its fields as sent: the
+/// text after the colon and one optional space; several `data:` lines joined by `\n`; comment
+/// lines (`:…`) and unknown fields dropped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SseBlock {
+    pub id: Option<String>,
+    pub event: Option<String>,
+    pub data: Option<String>,
+    pub retry: Option<String>,
+}
+
+impl SseBlock {
+    /// The event this block dispatches: one with data or an id; named `message` when it names
+    /// none. A block of `retry:` or comments alone dispatches none.
+    pub fn event(&self) -> Option<SseEvent> {
+        if self.data.is_none() && self.id.is_none() {
+            return None;
+        }
+        Some(SseEvent {
+            id: self.id.clone(),
+            event: self.event.clone().unwrap_or_else(|| "message".to_owned()),
+            data: self.data.clone().unwrap_or_default(),
+        })
+    }
+
+    /// The reconnection delay the block asks for, in milliseconds, when it holds a valid one.
+    pub fn retry_ms(&self) -> Option<u64> {
+        self.retry.as_deref()?.parse().ok()
+    }
+}
+
+/// One server-sent event, as a client dispatches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    pub id: Option<String>,
+    pub event: String,
+    pub data: String,
+}
+
+/// The reading side of [`sse_frame`] and [`sse_retry`]: cuts a `text/event-stream` into
+/// [`SseBlock`]s, whatever the chunks it arrives in (a block, a line or a UTF-8 character may be
+/// cut anywhere); `\r\n` line ends are read as `\n`.
+#[derive(Debug, Default)]
+pub struct SseReader {
+    buf: Vec<u8>,
+}
+
+impl SseReader {
+    /// Feeds a chunk; the blocks it completed, in order.
+    pub fn push(&mut self, chunk: &[u8]) -> Vec<SseBlock> {
+        self.buf.extend_from_slice(chunk);
+        if self.buf.contains(&b'\r') {
+            let mut lf = Vec::with_capacity(self.buf.len());
+            for (i, &b) in self.buf.iter().enumerate() {
+                if !(b == b'\r' && self.buf.get(i + 1) == Some(&b'\n')) {
+                    lf.push(b);
+                }
+            }
+            self.buf = lf;
+        }
+        let mut blocks = Vec::new();
+        while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+            let block: Vec<u8> = self.buf.drain(..end + 2).collect();
+            blocks.push(parse_block(&String::from_utf8_lossy(&block)));
+        }
+        blocks
+    }
+}
+
+fn parse_block(text: &str) -> SseBlock {
+    let mut block = SseBlock::default();
+    for line in text.lines().filter(|line| !line.starts_with(':')) {
+        let (field, value) = line.split_once(':').unwrap_or((line, ""));
+        let value = value.strip_prefix(' ').unwrap_or(value).to_owned();
+        match field {
+            "id" => block.id = Some(value),
+            "event" => block.event = Some(value),
+            "retry" => block.retry = Some(value),
+            "data" => match &mut block.data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(&value);
+                }
+                None => block.data = Some(value),
+            },
+            _ => {}
+        }
+    }
+    block
 }
 
 #[cfg(test)]

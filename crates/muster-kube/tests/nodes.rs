@@ -161,7 +161,7 @@ async fn fake_nodes(pki: &Pki, nodes: &[&str]) -> FakeNodes {
     }));
     let failing = Arc::new(AtomicBool::new(false));
     let (st, fl) = (state.clone(), failing.clone());
-    let (url, task) = serve_tls(pki, move |req| {
+    let (url, _, task) = serve_tls(pki, move |req| {
         let response = answer(&req, &st, fl.load(Ordering::SeqCst));
         async move { Ok::<_, Infallible>(response) }
     })
@@ -204,7 +204,7 @@ type Watching = (
 /// A fake API server listing `names` and a watcher with the default settings started against
 /// it.
 async fn watching(names: &[&str]) -> Watching {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let server = fake_nodes(&pki, names).await;
     let (directory, task) = start(settings(&dir, &server.url, &pki));
     (dir, server, directory, task)
@@ -283,7 +283,7 @@ async fn a_node_the_watch_adds_is_known_at_once_and_a_deleted_one_is_forgotten()
 
 #[tokio::test]
 async fn an_api_server_that_cannot_be_reached_is_asked_again_and_the_names_stay_unknown() {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     // Accepts and closes at once: every attempt of the watcher is a connection here.
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("https://{}", listener.local_addr().unwrap());
@@ -306,7 +306,7 @@ async fn an_api_server_that_cannot_be_reached_is_asked_again_and_the_names_stay_
 
 #[tokio::test]
 async fn a_watch_that_ends_at_once_backs_off_instead_of_listing_in_a_tight_loop() {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let server = fake_nodes(&pki, &["tidewater"]).await;
     server.state.lock().unwrap().cut_watches = true;
     let mut s = settings(&dir, &server.url, &pki);
@@ -326,7 +326,7 @@ async fn a_watch_that_ends_at_once_backs_off_instead_of_listing_in_a_tight_loop(
 
 #[tokio::test]
 async fn the_names_become_unknown_when_the_api_server_fails_for_longer_than_stale_after() {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let server = fake_nodes(&pki, &["tidewater"]).await;
     let mut s = settings(&dir, &server.url, &pki);
     s.stale_after = Duration::from_millis(200);
@@ -360,7 +360,7 @@ fn probe(settings: &NodeWatchSettings) -> ApiServerProbe {
 
 #[tokio::test]
 async fn the_probe_finds_an_api_server_that_answers() {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let server = fake_nodes(&pki, &[]).await;
     assert_eq!(
         probe(&settings(&dir, &server.url, &pki)).ask().await,
@@ -371,7 +371,7 @@ async fn the_probe_finds_an_api_server_that_answers() {
 
 #[tokio::test]
 async fn the_probe_reports_an_api_server_answering_an_error_with_its_status() {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let server = fake_nodes(&pki, &[]).await;
     server.failing.store(true, Ordering::SeqCst);
     assert_eq!(
@@ -382,7 +382,7 @@ async fn the_probe_reports_an_api_server_answering_an_error_with_its_status() {
 
 #[tokio::test]
 async fn the_probe_reports_an_api_server_nobody_listens_for_as_a_connect_failure() {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let answer = probe(&settings(&dir, &dead_url(), &pki)).ask().await;
     assert!(
         answer.as_ref().is_err_and(|e| e.starts_with("connect: ")),

@@ -4,34 +4,12 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 use common::*;
 use muster_app::auth::{AuthError, Authenticator};
 use muster_kube::{ServiceAccountMap, TokenReviewAuthenticator};
-
-/// A `MakeWriter` into a shared buffer.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
+use muster_testkit::CapturedLogs;
 
 fn text(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
@@ -39,21 +17,21 @@ fn text(path: &Path) -> String {
 
 #[tokio::test]
 async fn no_token_appears_in_logs_errors_or_answers() {
-    let captured = Captured::default();
+    let captured = CapturedLogs::default();
     let subscriber = tracing_subscriber::fmt()
         .with_max_level(tracing::Level::TRACE)
         .with_writer(captured.clone())
         .finish();
     let _guard = tracing::subscriber::set_default(subscriber);
 
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let good = fake_api_server(&pki, Mode::Review).await;
     let failing = fake_api_server(&pki, Mode::Status500).await;
     let auth = authenticator_for(&good, &pki, &dir).await;
-    let failing_dir = TempDir::new();
+    let failing_dir = TempDir::new("muster-kube-test");
     let broken = authenticator_for(&failing, &pki, &failing_dir).await;
     let down = TokenReviewAuthenticator::new(settings(
-        &TempDir::new(),
+        &TempDir::new("muster-kube-test"),
         "https://127.0.0.1:1",
         &pki.ca_pem,
     ))
@@ -71,7 +49,7 @@ async fn no_token_appears_in_logs_errors_or_answers() {
     said.push(format!("{auth:?}"));
     let bad_map = ServiceAccountMap::from_json(r#"{"serviceaccounts": {"x": 1}}"#);
     said.push(format!("{bad_map:?}"));
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     said.push(logs.clone());
     let said = said.join("\n");
 

@@ -30,7 +30,7 @@ impl Reviewed {
 
     /// [`against`](Self::against), with the settings adjusted first.
     async fn with(mode: Mode, adjust: impl FnOnce(&mut TokenReviewSettings)) -> Reviewed {
-        let (pki, dir) = (pki(), TempDir::new());
+        let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
         let server = fake_api_server(&pki, mode).await;
         let mut settings = settings(&dir, &server.url, &pki.ca_pem);
         adjust(&mut settings);
@@ -101,7 +101,7 @@ async fn a_valid_token_of_an_unmapped_serviceaccount_resolves_to_nobody() {
 
 #[tokio::test]
 async fn an_api_server_that_is_down_is_unavailable_within_the_timeout() {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let auth = TokenReviewAuthenticator::new(settings(&dir, &dead_url(), &pki.ca_pem)).unwrap();
     let started = Instant::now();
     assert_eq!(auth.authenticate(TRAWL_TOKEN).await, UNAVAILABLE);
@@ -149,7 +149,7 @@ async fn answered_reviews_count_no_failure_whatever_they_say() {
 
 #[tokio::test]
 async fn an_api_server_the_ca_bundle_does_not_vouch_for_is_unavailable() {
-    let (pki, other, dir) = (pki(), pki(), TempDir::new());
+    let (pki, other, dir) = (pki(), pki(), TempDir::new("muster-kube-test"));
     let server = fake_api_server(&pki, Mode::Review).await;
     let auth = TokenReviewAuthenticator::new(settings(&dir, &server.url, &other.ca_pem)).unwrap();
     assert_eq!(auth.authenticate(TRAWL_TOKEN).await, UNAVAILABLE);
@@ -179,7 +179,7 @@ async fn a_call_after_the_ttl_asks_the_api_server_again() {
 
 #[tokio::test]
 async fn a_rotated_own_token_is_read_again() {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let server = fake_api_server(&pki, Mode::Review).await;
     let mut s = settings(&dir, &server.url, &pki.ca_pem);
     std::fs::write(&s.token_path, "stale-own-token").unwrap();
@@ -195,7 +195,7 @@ async fn a_rotated_own_token_is_read_again() {
 
 #[test]
 fn a_missing_ca_bundle_or_own_token_is_a_configuration_error() {
-    let (pki, dir) = (pki(), TempDir::new());
+    let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
     let mut s = settings(&dir, "https://127.0.0.1:6443", &pki.ca_pem);
     s.token_path = dir.0.join("no-such-token");
     assert!(matches!(

@@ -12,7 +12,10 @@
 //!    process exits). `cargo xtask test --local-postgres` chooses this path.
 //!
 //! Each test gets its own database, created from a template that was migrated once per process
-//! by the production migration code.
+//! by the production migration code. Beside them, `TempDir`, `CapturedLogs` (what a test's
+//! code logs, through `tracing`) and `eventually` (polls a condition up to a deadline).
+//!
+//! With the `yaml` feature: `yaml::documents`, a YAML text as JSON values.
 //!
 //! With the `server` feature: `TestApp`, a real `muster` server on port 0 against such a
 //! database, a token for every principal, and an HTTP client with one helper per use case.
@@ -24,8 +27,15 @@ use muster_pg::PoolSettings;
 use tokio::sync::OnceCell;
 use tokio_postgres::NoTls;
 
+mod logs;
 mod tempdir;
+mod wait;
+pub use logs::CapturedLogs;
 pub use tempdir::TempDir;
+pub use wait::eventually;
+
+#[cfg(feature = "yaml")]
+pub mod yaml;
 
 #[cfg(feature = "server")]
 mod client;

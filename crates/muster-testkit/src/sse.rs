@@ -1,8 +1,12 @@
-//! The live feed (`GET /v1/events`) read frame by frame over the socket.
+//! The live feed (`GET /v1/events`) read frame by frame over the socket, with muster-domain's
+//! reader.
+
+use std::collections::VecDeque;
 
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{HeaderMap, Method, Request, StatusCode};
+use muster_domain::feed::{SseBlock, SseReader};
 use serde_json::Value;
 
 use crate::server::{TestApp, token};
@@ -17,7 +21,25 @@ pub fn received_feed_items() -> Vec<Value> {
     RECEIVED.lock().unwrap_or_else(|e| e.into_inner()).clone()
 }
 
-fn record(item: serde_json::Map<String, Value>) {
+/// Records the fields `block` held, as a client parses them (`retry` as a number when it is one).
+fn record(block: &SseBlock) {
+    let mut item = serde_json::Map::new();
+    if let Some(v) = &block.retry {
+        item.insert(
+            "retry".into(),
+            v.parse::<u64>()
+                .map_or(Value::from(v.as_str()), Value::from),
+        );
+    }
+    for (field, value) in [
+        ("id", &block.id),
+        ("event", &block.event),
+        ("data", &block.data),
+    ] {
+        if let Some(v) = value {
+            item.insert(field.into(), Value::from(v.as_str()));
+        }
+    }
     if !item.is_empty() {
         RECEIVED
             .lock()
@@ -39,48 +61,33 @@ pub struct SseStream {
     pub status: StatusCode,
     pub headers: HeaderMap,
     body: hyper::body::Incoming,
-    buf: String,
+    reader: SseReader,
+    /// Blocks read but not yet handed out.
+    blocks: VecDeque<SseBlock>,
     pub retry_ms: Option<u64>,
     /// Everything received, for checks over the raw text.
     pub raw: String,
 }
 
 impl SseStream {
-    /// The next event, or `None` when the stream ended or nothing came within `wait`.
+    /// The next event, or `None` when the stream ended or nothing came within `wait`. Only a
+    /// block that names its event is one (the server names every event it sends).
     pub async fn next_within(&mut self, wait: std::time::Duration) -> Option<SseEvent> {
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let block: String = self.buf.drain(..end + 2).collect();
-                let mut ev = SseEvent {
-                    id: None,
-                    event: String::new(),
-                    data: Value::Null,
-                };
-                let mut is_event = false;
-                let mut item = serde_json::Map::new();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("retry: ") {
-                        self.retry_ms = v.parse().ok();
-                        item.insert(
-                            "retry".into(),
-                            v.parse::<u64>().map_or(Value::from(v), Value::from),
-                        );
-                    } else if let Some(v) = line.strip_prefix("id: ") {
-                        ev.id = v.parse().ok();
-                        item.insert("id".into(), Value::from(v));
-                    } else if let Some(v) = line.strip_prefix("event: ") {
-                        ev.event = v.to_owned();
-                        is_event = true;
-                        item.insert("event".into(), Value::from(v));
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        ev.data = serde_json::from_str(v).expect("data is JSON");
-                        item.insert("data".into(), Value::from(v));
-                    }
+            if let Some(block) = self.blocks.pop_front() {
+                record(&block);
+                if let Some(v) = &block.retry {
+                    self.retry_ms = v.parse().ok();
                 }
-                record(item);
-                if is_event {
-                    return Some(ev);
+                if let Some(event) = block.event {
+                    return Some(SseEvent {
+                        id: block.id.and_then(|v| v.parse().ok()),
+                        event,
+                        data: block.data.map_or(Value::Null, |v| {
+                            serde_json::from_str(&v).expect("data is JSON")
+                        }),
+                    });
                 }
                 continue;
             }
@@ -91,7 +98,7 @@ impl SseStream {
             if let Ok(data) = frame.into_data() {
                 let text = String::from_utf8(data.to_vec()).expect("utf-8");
                 self.raw.push_str(&text);
-                self.buf.push_str(&text);
+                self.blocks.extend(self.reader.push(text.as_bytes()));
             }
         }
     }
@@ -128,7 +135,8 @@ impl TestApp {
             status: res.status(),
             headers: res.headers().clone(),
             body: res.into_body(),
-            buf: String::new(),
+            reader: SseReader::default(),
+            blocks: VecDeque::new(),
             retry_ms: None,
             raw: String::new(),
         }

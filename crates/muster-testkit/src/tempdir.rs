@@ -19,6 +19,13 @@ impl TempDir {
         &self.0
     }
 
+    /// Writes `text` to the file `name` in the directory; its path.
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).expect("write into the temporary directory");
+        path
+    }
+
     /// The file names in the directory, sorted.
     pub fn names(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(&self.0)

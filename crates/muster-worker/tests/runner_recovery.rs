@@ -4,18 +4,18 @@
 mod support;
 
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use muster_worker::runtime::{PANIC_CODE, RunnerBuilder};
 use muster_worker::{Lease, Outcome, Runner};
 use serde_json::json;
-use support::{Gate, TempDir, TestApp, quick_retry, token};
+use support::{
+    GENEROUS, Gate, TempDir, TestApp, completions_of, eventually, quick_retry, signal, token,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-const GENEROUS: Duration = Duration::from_secs(30);
 
 /// A `trawl` runner on `url` spooling to `spool`.
 fn builder(url: &str, spool: &TempDir) -> RunnerBuilder {
@@ -25,32 +25,11 @@ fn builder(url: &str, spool: &TempDir) -> RunnerBuilder {
         .wait_ms(200)
 }
 
-/// Polls `probe` every 20 ms until it is true, panicking after `within`.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut probe: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !probe().await {
-        assert!(start.elapsed() < within, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 async fn state_of(app: &TestApp, id: &str) -> String {
     app.item(id).await["state"]
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-/// How many `completed` ledger rows the item has.
-async fn completions_of(app: &TestApp, item_id: &str) -> i64 {
-    app.scalar_i64(&format!(
-        "SELECT count(*) FROM core.ledger WHERE subject_id = '{item_id}' AND event = 'completed'"
-    ))
-    .await
 }
 
 /// A TCP proxy to `upstream` that holds every chunk of every answer back `delay`.
@@ -181,14 +160,6 @@ async fn an_outcome_left_in_the_spool_is_redelivered_while_the_runner_runs() {
     assert_eq!(state_of(&app, &id).await, "done");
     assert_eq!(completions_of(&app, &id).await, 1);
     assert_eq!(spool.names(), vec![".lock".to_owned()]);
-}
-
-fn signal(child: &Child, name: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 #[tokio::test]

@@ -11,9 +11,7 @@ use std::time::{Duration, Instant};
 use muster_worker::runtime::{PANIC_CODE, SpoolLock};
 use muster_worker::{Lease, NextStep, Outcome, RetryPolicy, Runner};
 use serde_json::json;
-use support::{Gate, TempDir, TestApp, token};
-
-const GENEROUS: Duration = Duration::from_secs(30);
+use support::{GENEROUS, Gate, TempDir, TestApp, completions_of, eventually, signal, token};
 
 /// A runner of `trawl` on `url` spooling to `spool`.
 fn runner(url: &str, spool: &TempDir, concurrency: usize) -> Runner {
@@ -32,27 +30,6 @@ async fn items_in(app: &TestApp, kind: &str, state: &str) -> i64 {
         "SELECT count(*) FROM core.items WHERE kind = '{kind}' AND state = '{state}'"
     ))
     .await
-}
-
-/// How many `completed` ledger rows the item has.
-async fn completions_of(app: &TestApp, item_id: &str) -> i64 {
-    app.scalar_i64(&format!(
-        "SELECT count(*) FROM core.ledger WHERE subject_id = '{item_id}' AND event = 'completed'"
-    ))
-    .await
-}
-
-/// Polls `probe` every 20 ms until it is true, panicking after `within`.
-async fn eventually<F, Fut>(within: Duration, what: &str, mut probe: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let start = Instant::now();
-    while !probe().await {
-        assert!(start.elapsed() < within, "not within {within:?}: {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 #[tokio::test]
@@ -329,14 +306,6 @@ fn drain_stdout(child: &mut Child) {
     if let Some(mut stdout) = child.stdout.take() {
         std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
     }
-}
-
-fn signal(child: &Child, name: &str) {
-    let status = Command::new("kill")
-        .args([&format!("-{name}"), &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 async fn exit_of(mut child: Child) -> std::process::Output {

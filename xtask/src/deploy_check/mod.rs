@@ -11,9 +11,9 @@
 //! pods, the Deployment, the network exposure and the migration Job, `packaging.rs` the
 //! secrets, the kustomization, the namespace and the image.
 //!
-//! YAML is parsed here with yaml-rust2 (YAML 1.2) into `serde_json::Value`s; the schema
-//! validator reads the same files with PyYAML (YAML 1.1 booleans, as Kubernetes' parser), so a
-//! YAML 1.1 surprise such as an unquoted `yes` where a string belongs fails the schema check.
+//! YAML is parsed here with yaml-rust2 (YAML 1.2) into `serde_json::Value`s
+//! (`muster_testkit::yaml`); the schema validator reads the same files with PyYAML (YAML 1.1
+//! booleans, as Kubernetes' parser), so a YAML 1.1 surprise such as an unquoted `yes` where a string belongs fails the schema check.
 
 mod packaging;
 mod workloads;
@@ -22,8 +22,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{Map, Number, Value};
-use yaml_rust2::{Yaml, YamlLoader};
+use serde_json::Value;
 
 /// The Kubernetes versions the manifests must be valid for: an older release still common in
 /// clusters (every field used here exists there) and the newest the pinned validator knows. The
@@ -70,46 +69,11 @@ fn read(file: &str) -> String {
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
-/// A YAML node as JSON, refusing what Kubernetes manifests have no use for.
-fn to_json(node: &Yaml) -> Result<Value, String> {
-    Ok(match node {
-        Yaml::Null => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(*b),
-        Yaml::Integer(i) => Value::from(*i),
-        Yaml::Real(text) => text
-            .parse::<f64>()
-            .ok()
-            .and_then(Number::from_f64)
-            .map(Value::Number)
-            .ok_or_else(|| format!("unusable number {text:?}"))?,
-        Yaml::String(s) => Value::String(s.clone()),
-        Yaml::Array(items) => Value::Array(items.iter().map(to_json).collect::<Result<_, _>>()?),
-        Yaml::Hash(hash) => {
-            let mut map = Map::new();
-            for (key, value) in hash {
-                let key = match key {
-                    Yaml::String(s) => s.clone(),
-                    Yaml::Integer(i) => i.to_string(),
-                    Yaml::Boolean(b) => b.to_string(),
-                    other => return Err(format!("unsupported mapping key {other:?}")),
-                };
-                if map.insert(key.clone(), to_json(value)?).is_some() {
-                    return Err(format!("duplicate key {key:?}"));
-                }
-            }
-            Value::Object(map)
-        }
-        Yaml::Alias(_) => return Err("YAML aliases are not used in manifests".to_owned()),
-        Yaml::BadValue => return Err("unparsable YAML value".to_owned()),
-    })
-}
-
 /// The documents of a YAML text, empty ones dropped.
 fn parse_documents(file: &str, text: &str) -> Vec<Value> {
-    let docs =
-        YamlLoader::load_from_str(text).unwrap_or_else(|e| panic!("{file}: not valid YAML: {e}"));
-    docs.iter()
-        .map(|doc| to_json(doc).unwrap_or_else(|e| panic!("{file}: {e}")))
+    muster_testkit::yaml::documents(text)
+        .unwrap_or_else(|e| panic!("{file}: {e}"))
+        .into_iter()
         .filter(|doc| !doc.is_null())
         .collect()
 }
@@ -214,7 +178,6 @@ fn manifests() -> Vec<Manifest> {
     all
 }
 
-/// The one object of `kind` outside the examples.
 /// The one manifest of `kind` named `name`.
 fn named<'a>(all: &'a [Manifest], kind: &str, name: &str) -> &'a Manifest {
     let found: Vec<&Manifest> = all
@@ -229,6 +192,7 @@ fn named<'a>(all: &'a [Manifest], kind: &str, name: &str) -> &'a Manifest {
     found[0]
 }
 
+/// The one object of `kind` outside the examples.
 fn the<'a>(all: &'a [Manifest], kind: &str) -> &'a Manifest {
     let found: Vec<&Manifest> = all
         .iter()

@@ -1,5 +1,7 @@
 //! Secrets, the kustomization, the namespace and the image.
 
+use yaml_rust2::YamlLoader;
+
 use super::*;
 
 // ---------------------------------------------------------------------------------------------

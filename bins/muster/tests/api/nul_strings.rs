@@ -5,42 +5,16 @@
 //! route added to the document later is walked too.
 
 use hyper::{Method, StatusCode};
-use serde_json::{Map, Value};
-use yaml_rust2::{Yaml, YamlLoader};
+use serde_json::Value;
 
 use crate::harness::TestApp;
+use crate::openapi::load_openapi;
 
-const OPENAPI: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/openapi.yaml");
 const NUL: &str = "a\u{0}b";
-
-fn to_json(node: &Yaml) -> Value {
-    match node {
-        Yaml::Null => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(*b),
-        Yaml::Integer(i) => Value::from(*i),
-        Yaml::Real(r) => r.parse::<f64>().map(Value::from).unwrap_or(Value::Null),
-        Yaml::String(s) => Value::String(s.clone()),
-        Yaml::Array(a) => Value::Array(a.iter().map(to_json).collect()),
-        Yaml::Hash(h) => Value::Object(
-            h.iter()
-                .map(|(k, v)| {
-                    let key = match k {
-                        Yaml::String(s) => s.clone(),
-                        Yaml::Integer(i) => i.to_string(),
-                        other => format!("{other:?}"),
-                    };
-                    (key, to_json(v))
-                })
-                .collect::<Map<_, _>>(),
-        ),
-        _ => Value::Null,
-    }
-}
 
 /// Every documented request with a JSON body: method, path (ids filled), principal, example.
 fn documented_bodies() -> Vec<(Method, String, Option<String>, Value)> {
-    let text = std::fs::read_to_string(OPENAPI).expect("docs/openapi.yaml");
-    let doc = to_json(&YamlLoader::load_from_str(&text).expect("valid YAML")[0]);
+    let doc = load_openapi();
     let mut out = Vec::new();
     for (path, ops) in doc["paths"].as_object().expect("paths") {
         for (method, op) in ops.as_object().into_iter().flatten() {

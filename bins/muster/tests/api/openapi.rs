@@ -10,8 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use hyper::{Method, StatusCode};
-use serde_json::{Map, Number, Value, json};
-use yaml_rust2::{Yaml, YamlLoader};
+use serde_json::{Value, json};
 
 use crate::harness::TestApp;
 
@@ -52,58 +51,17 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
 }
 
-/// A YAML node as JSON; mapping keys become strings (`'200'` and `200` alike).
-fn to_json(node: &Yaml, at: &str) -> Value {
-    match node {
-        Yaml::Null => Value::Null,
-        Yaml::Boolean(b) => Value::Bool(*b),
-        Yaml::Integer(i) => Value::from(*i),
-        Yaml::Real(text) => text
-            .parse::<f64>()
-            .ok()
-            .and_then(Number::from_f64)
-            .map(Value::Number)
-            .unwrap_or_else(|| panic!("{OPENAPI}: {at}: unusable number {text:?}")),
-        Yaml::String(s) => Value::String(s.clone()),
-        Yaml::Array(items) => Value::Array(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, n)| to_json(n, &format!("{at}[{i}]")))
-                .collect(),
-        ),
-        Yaml::Hash(hash) => {
-            let mut map = Map::new();
-            for (k, v) in hash {
-                let key = match k {
-                    Yaml::String(s) => s.clone(),
-                    Yaml::Integer(i) => i.to_string(),
-                    other => panic!("{OPENAPI}: {at}: mapping key {other:?} is not a string"),
-                };
-                let value = to_json(v, &format!("{at}/{key}"));
-                assert!(
-                    map.insert(key.clone(), value).is_none(),
-                    "{OPENAPI}: {at}: duplicate key {key:?}"
-                );
-            }
-            Value::Object(map)
-        }
-        Yaml::Alias(_) | Yaml::BadValue => {
-            panic!("{OPENAPI}: {at}: aliases and unparsable values are not used in this document")
-        }
-    }
-}
-
-fn load_openapi() -> Value {
-    let text = read(OPENAPI);
-    let docs = YamlLoader::load_from_str(&text)
-        .unwrap_or_else(|e| panic!("{OPENAPI} is not valid YAML: {e}"));
+/// `docs/openapi.yaml` as JSON (mapping keys become strings: `'200'` and `200` alike), checked
+/// to be one OpenAPI 3.2.0 document.
+pub(crate) fn load_openapi() -> Value {
+    let mut docs = muster_testkit::yaml::documents(&read(OPENAPI))
+        .unwrap_or_else(|e| panic!("{OPENAPI}: {e}"));
     assert_eq!(
         docs.len(),
         1,
         "{OPENAPI} must hold exactly one YAML document"
     );
-    let doc = to_json(&docs[0], "");
+    let doc = docs.remove(0);
     assert_eq!(
         doc["openapi"], "3.2.0",
         "{OPENAPI}: `openapi` must be 3.2.0 (the live feed is described with `itemSchema`)"

@@ -184,3 +184,88 @@ fn a_line_break_in_the_data_cannot_end_the_frame_early() {
 fn the_retry_field_stands_alone() {
     assert_eq!(sse_retry(1500), b"retry: 1500\n\n");
 }
+
+#[test]
+fn blocks_cut_anywhere_come_out_whole_and_comments_are_skipped() {
+    let mut r = SseReader::default();
+    assert_eq!(
+        r.push(b": keep-alive\n\nretry: 1234\n\nid: 7\nevent: transi"),
+        vec![
+            SseBlock::default(),
+            SseBlock {
+                retry: Some("1234".into()),
+                ..SseBlock::default()
+            },
+        ]
+    );
+    let blocks = r.push(b"tion\ndata: {\"seq\": 7}\n\nevent: heartbeat\r\ndata: {}\r\n\r\n");
+    let events: Vec<SseEvent> = blocks.iter().filter_map(SseBlock::event).collect();
+    assert_eq!(
+        events,
+        vec![
+            SseEvent {
+                id: Some("7".into()),
+                event: "transition".into(),
+                data: "{\"seq\": 7}".into()
+            },
+            SseEvent {
+                id: None,
+                event: "heartbeat".into(),
+                data: "{}".into()
+            },
+        ]
+    );
+}
+
+#[test]
+fn a_block_of_retry_or_comments_alone_dispatches_no_event_and_an_unnamed_one_is_a_message() {
+    let mut r = SseReader::default();
+    let blocks = r.push(b"retry: 1500\n\n: hello\n\ndata: x\ndata:y\n\nretry: soon\n\n");
+    assert_eq!(blocks[0].retry_ms(), Some(1500));
+    assert_eq!(blocks[0].event(), None);
+    assert_eq!(blocks[1].event(), None);
+    let message = blocks[2].event().expect("data dispatches an event");
+    assert_eq!(
+        (message.event.as_str(), message.data.as_str()),
+        ("message", "x\ny")
+    );
+    assert_eq!(blocks[3].retry.as_deref(), Some("soon"));
+    assert_eq!(blocks[3].retry_ms(), None);
+}
+
+proptest! {
+    /// What `sse_frame` and `sse_retry` write, `SseReader` reads back, however the bytes are cut
+    /// (through a line, a field name or a UTF-8 character).
+    #[test]
+    fn the_reader_reads_back_every_frame_written_whatever_the_cuts(
+        frames in proptest::collection::vec(
+            ("[a-z]{1,10}", proptest::option::of(0i64..1_000_000), "[a-zé€{}\":, \n]{0,24}"),
+            0..12,
+        ),
+        retry in 0u64..100_000,
+        cuts in proptest::collection::vec(0usize..1_000, 0..8),
+    ) {
+        let mut wire = sse_retry(retry);
+        for (name, id, data) in &frames {
+            wire.extend(sse_frame(name, *id, data));
+        }
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (wire.len() + 1)).collect();
+        cuts.sort();
+        let mut reader = SseReader::default();
+        let (mut blocks, mut from) = (Vec::new(), 0);
+        for cut in cuts.into_iter().chain([wire.len()]) {
+            blocks.extend(reader.push(&wire[from..cut]));
+            from = cut;
+        }
+        prop_assert_eq!(blocks.len(), frames.len() + 1);
+        prop_assert_eq!(blocks[0].retry_ms(), Some(retry));
+        for (block, (name, id, data)) in blocks[1..].iter().zip(&frames) {
+            let expected = SseEvent {
+                id: id.map(|id| id.to_string()),
+                event: name.clone(),
+                data: data.clone(),
+            };
+            prop_assert_eq!(block.event(), Some(expected));
+        }
+    }
+}

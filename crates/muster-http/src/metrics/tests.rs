@@ -1,28 +1,8 @@
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use muster_testkit::CapturedLogs;
+
 use super::{RouteClass, Unanswered, log_answer};
-
-/// A `MakeWriter` into a shared buffer.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'a self) -> Self::Writer {
-        self.clone()
-    }
-}
 
 /// The levels of the lines one answer (3 ms) logs under the production default filter.
 fn levels_logged_at_info(method: &str, route: &str, status: u16, code: &str) -> Vec<String> {
@@ -31,15 +11,16 @@ fn levels_logged_at_info(method: &str, route: &str, status: u16, code: &str) -> 
 
 /// The JSON lines `f` logs under a subscriber filtering at `filter`.
 fn logged(filter: tracing::Level, f: impl FnOnce()) -> Vec<serde_json::Value> {
-    let captured = Captured::default();
+    let captured = CapturedLogs::default();
     let subscriber = tracing_subscriber::fmt()
         .json()
         .with_max_level(filter)
         .with_writer(captured.clone())
         .finish();
     tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
-    text.lines()
+    captured
+        .text()
+        .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }

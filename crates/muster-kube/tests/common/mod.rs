@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 
 use std::convert::Infallible;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -13,6 +12,7 @@ use hyper_util::rt::TokioIo;
 use muster_kube::{
     ServiceAccountMap, TOKENREVIEW_PATH, TokenReviewAuthenticator, TokenReviewSettings,
 };
+pub use muster_testkit::TempDir;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -46,33 +46,6 @@ pub enum Mode {
     Slow,
     Status500,
     Hang,
-}
-
-/// A temporary directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new() -> Self {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "muster-kube-test-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-    pub fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// A self-signed CA and a certificate it signed for localhost and 127.0.0.1.
@@ -229,7 +202,7 @@ pub async fn fake_api_server(pki: &Pki, mode: Mode) -> FakeApiServer {
     let requests = Arc::new(AtomicUsize::new(0));
     let counter = requests.clone();
     let (url, connections, task) =
-        serve_tls_counted(pki, move |req| answer(req, mode, counter.clone())).await;
+        serve_tls(pki, move |req| answer(req, mode, counter.clone())).await;
     FakeApiServer {
         url,
         requests,
@@ -239,21 +212,9 @@ pub async fn fake_api_server(pki: &Pki, mode: Mode) -> FakeApiServer {
 }
 
 /// Serves HTTPS on a free loopback port with `pki`'s server certificate, answering every
-/// request with `handle`: the server's URL and the task that accepts its connections.
-pub async fn serve_tls<F, Fut, B>(pki: &Pki, handle: F) -> (String, tokio::task::JoinHandle<()>)
-where
-    F: Fn(Request<Incoming>) -> Fut + Clone + Send + 'static,
-    Fut: Future<Output = Result<Response<B>, Infallible>> + Send + 'static,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let (url, _, task) = serve_tls_counted(pki, handle).await;
-    (url, task)
-}
-
-/// [`serve_tls`], counting the TCP connections it accepts.
-pub async fn serve_tls_counted<F, Fut, B>(
+/// request with `handle`: the server's URL, the count of TCP connections it accepted, and the
+/// task that accepts them.
+pub async fn serve_tls<F, Fut, B>(
     pki: &Pki,
     handle: F,
 ) -> (String, Arc<AtomicUsize>, tokio::task::JoinHandle<()>)

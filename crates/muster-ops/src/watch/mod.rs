@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 pub use model::Model;
 
-use crate::sse::SseParser;
+use crate::sse::SseReader;
 use crate::{Client, OpsError};
 
 /// Ends the watch when it answers true (checked at every redraw).
@@ -177,15 +177,19 @@ async fn follow(
             Ok(res) => {
                 model.connected(client.base(), Instant::now());
                 let mut body = res.into_body();
-                let mut parser = SseParser::default();
+                let mut reader = SseReader::default();
+                let mut stream_retry = None;
                 let why = loop {
                     tokio::select! {
                         frame = body.frame() => match frame {
                             Some(Ok(frame)) => {
                                 let Ok(data) = frame.into_data() else { continue };
                                 let now = Instant::now();
-                                for ev in parser.push(&data) {
-                                    model.apply(&ev, now);
+                                for block in reader.push(&data) {
+                                    stream_retry = block.retry_ms().or(stream_retry);
+                                    if let Some(ev) = block.event() {
+                                        model.apply(&ev, now);
+                                    }
                                 }
                             }
                             Some(Err(e)) => break format!("the stream broke: {e}"),
@@ -200,7 +204,7 @@ async fn follow(
                         _ = quit.recv() => return Ok(()),
                     }
                 };
-                server_retry = model.retry_ms.or(parser.retry_ms);
+                server_retry = model.retry_ms.or(stream_retry);
                 if model.link == model::Link::Live {
                     model.disconnected(why);
                 }

@@ -1,11 +1,13 @@
 //! Test fixtures on top of `muster_testkit::TestApp` (a real `muster` server on port 0 against a
 //! fresh database): worker clients on it or on a server that is down, a TCP proxy that loses
-//! answers, and a fake server that answers nonsense.
+//! answers, a fake server that answers nonsense, and what the runtime tests ask of the ledger
+//! and of worker processes.
 
 #![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::process::{Child, Command};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,6 +26,11 @@ mod gate;
 #[allow(unused_imports)]
 pub use gate::Gate;
 pub use muster_testkit::{TempDir, TestApp, dead_addr, token};
+#[allow(unused_imports)]
+pub use muster_testkit::eventually;
+
+/// How long a test waits for what a worker or a worker process should do soon.
+pub const GENEROUS: Duration = Duration::from_secs(30);
 
 /// A fast, bounded retry policy for tests.
 pub fn quick_retry(max_attempts: u32) -> RetryPolicy {
@@ -89,6 +96,23 @@ pub async fn unreachable_trawl(spool: &TempDir, retry: RetryPolicy) -> WorkerCli
     )
     .unwrap()
     .with_retry(retry)
+}
+
+/// How many `completed` ledger rows the item has.
+pub async fn completions_of(app: &TestApp, item_id: &str) -> i64 {
+    app.scalar_i64(&format!(
+        "SELECT count(*) FROM core.ledger WHERE subject_id = '{item_id}' AND event = 'completed'"
+    ))
+    .await
+}
+
+/// Sends the signal `name` (`TERM`, `KILL`) to `child`.
+pub fn signal(child: &Child, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
 }
 
 /// A TCP proxy to `upstream` that forwards the first `lose` requests but closes the client's
