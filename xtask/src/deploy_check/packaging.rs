@@ -342,6 +342,57 @@ fn dockerfile_instructions() -> Vec<(String, String)> {
     out
 }
 
+/// The component spec's registry entry: "Version" and "Kind".
+const SPEC_VERSION: &str = "v0.1.0-draft";
+const SPEC_KIND: &str = "control-plane";
+
+/// The `version` of the package whose manifest is `manifest` (relative to the workspace root).
+fn cargo_version(manifest: &str) -> String {
+    let path = workspace_root().join(manifest);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .find_map(|line| line.strip_prefix("version = "))
+        .unwrap_or_else(|| panic!("{manifest}: no version"))
+        .trim_matches('"')
+        .to_owned()
+}
+
+#[test]
+fn the_image_and_its_crates_carry_the_component_specs_version_and_the_deployment_its_kind() {
+    let k = &parse_documents("kustomization.yaml", &read("kustomization.yaml"))[0];
+    assert_eq!(
+        k["images"][0]["newTag"], SPEC_VERSION,
+        "kustomization.yaml: the image tag must be the component spec's version"
+    );
+    let all = manifests();
+    for w in workloads(&all) {
+        for (at, container) in w.containers() {
+            let image = container["image"].as_str().unwrap_or_default();
+            assert!(
+                image.ends_with(&format!(":{SPEC_VERSION}")),
+                "{}: image {image:?} must be tagged {SPEC_VERSION}",
+                w.at(&at)
+            );
+        }
+    }
+    // Cargo versions are semver: the spec's version without its `v`.
+    for manifest in ["bins/muster/Cargo.toml", "crates/muster-worker/Cargo.toml"] {
+        assert_eq!(
+            cargo_version(manifest),
+            SPEC_VERSION[1..],
+            "{manifest}: version"
+        );
+    }
+    let deployment = named(&all, "Deployment", "muster");
+    for labels in [deployment.get("/metadata/labels"), deployment.pod_labels()] {
+        assert_eq!(
+            labels["clearedstack/kind"], SPEC_KIND,
+            "the Deployment and its pods must carry clearedstack/kind: {SPEC_KIND}"
+        );
+    }
+}
+
 #[test]
 fn image_runs_only_the_muster_binary_as_the_pods_non_root_user() {
     let all_instructions = dockerfile_instructions();
