@@ -347,8 +347,9 @@ fn retried(answer: &Value) -> String {
     }
 }
 
-/// The states as `queues` shows them, in the order an item moves through them.
-const STATES: [(&str, &str); 5] = [
+/// The depth columns of `queues` and `muster watch`: the state on the wire and its heading, in
+/// the order an item moves through them.
+pub(crate) const STATES: [(&str, &str); 5] = [
     ("queued", "QUEUED"),
     ("leased", "LEASED"),
     ("needs_subtool", "PARKED"),

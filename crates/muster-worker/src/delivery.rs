@@ -25,9 +25,7 @@ impl WorkerClient {
         result: Value,
         next: Vec<NextStep>,
     ) -> Result<Ack, ClientError> {
-        let body = Completion::new(lease, result, next).body();
-        self.spool_and_deliver(&lease.lease_id, Action::Complete, body, false)
-            .await
+        self.complete_spooled(lease, result, next, false).await
     }
 
     /// [`complete`](Self::complete), and in the same round trip and transaction a new lease
@@ -40,10 +38,7 @@ impl WorkerClient {
         result: Value,
         next: Vec<NextStep>,
     ) -> Result<Ack, ClientError> {
-        let body = Completion::new(lease, result, next).body();
-        let mut ack = self
-            .spool_and_deliver(&lease.lease_id, Action::Complete, body, true)
-            .await?;
+        let mut ack = self.complete_spooled(lease, result, next, true).await?;
         // The completion is acknowledged whatever came with it; a next lease whose id could
         // not name a spool file is left to expire.
         if let Some(next) = &ack.next_lease
@@ -53,6 +48,19 @@ impl WorkerClient {
             ack.next_lease = None;
         }
         Ok(ack)
+    }
+
+    /// The completion of `lease`, spooled and delivered; with a new lease when `lease_next`.
+    async fn complete_spooled(
+        &self,
+        lease: &Lease,
+        result: Value,
+        next: Vec<NextStep>,
+        lease_next: bool,
+    ) -> Result<Ack, ClientError> {
+        let body = Completion::new(lease, result, next).body();
+        self.spool_and_deliver(&lease.lease_id, Action::Complete, body, lease_next)
+            .await
     }
 
     /// Completes many leases in one request and one transaction (`POST /v1/completions`,

@@ -87,23 +87,16 @@ pub(crate) fn container_test(_args: Vec<std::ffi::OsString>) -> Result<ExitCode>
     // and the runtime role the Deployment connects as, its login made out of band (trust
     // authentication in this test image, so the passwords are not checked).
     banner("the schema owner, its database and the runtime role's login");
-    docker_out(&[
-        "exec",
-        &db,
-        "psql",
-        "-h",
-        "127.0.0.1",
-        "-U",
-        "postgres",
-        "-v",
-        "ON_ERROR_STOP=1",
+    let mut roles = psql_in(&db, "postgres", "postgres").to_vec();
+    roles.extend([
         "-c",
         "CREATE ROLE muster LOGIN",
         "-c",
         "CREATE DATABASE logbook OWNER muster",
         "-c",
         "CREATE ROLE muster_app LOGIN",
-    ])?;
+    ]);
+    docker_out(&roles)?;
     let owner_url = "postgresql://muster@logbook:5432/logbook";
     let url = "postgresql://muster_app@logbook:5432/logbook";
 
@@ -231,18 +224,8 @@ pub(crate) fn container_test(_args: Vec<std::ffi::OsString>) -> Result<ExitCode>
 
     // What the Deployment's credentials may do to the ledger: append, not rewrite.
     let rewrite = docker()
-        .args([
-            "exec",
-            &db,
-            "psql",
-            "-h",
-            "127.0.0.1",
-            "-U",
-            "muster_app",
-            "-d",
-            "logbook",
-        ])
-        .args(["-v", "ON_ERROR_STOP=1", "-c", "DELETE FROM core.ledger"])
+        .args(psql_in(&db, "muster_app", "logbook"))
+        .args(["-c", "DELETE FROM core.ledger"])
         .output()
         .context("run psql as the runtime role")?;
     let refusal = String::from_utf8_lossy(&rewrite.stderr);
@@ -474,6 +457,24 @@ fn wait_status(base: &str, path: &str, want: u16, within: Duration) -> Result<()
         }
         std::thread::sleep(Duration::from_millis(250));
     }
+}
+
+/// `docker exec` arguments that run psql in the container `db` as `user` on `database`,
+/// stopping at the first error; the statements (`-c …`) follow.
+fn psql_in<'a>(db: &'a str, user: &'a str, database: &'a str) -> [&'a str; 11] {
+    [
+        "exec",
+        db,
+        "psql",
+        "-h",
+        "127.0.0.1",
+        "-U",
+        user,
+        "-d",
+        database,
+        "-v",
+        "ON_ERROR_STOP=1",
+    ]
 }
 
 fn wait_for_log(container: &str, line: &str, within: Duration) -> Result<()> {

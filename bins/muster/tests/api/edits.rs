@@ -319,26 +319,18 @@ async fn no_client_ip_reaches_the_database_or_the_log() {
     let map = dir.0.join("ownership_map.json");
     std::fs::write(&map, MAP).unwrap();
     let log = dir.0.join("muster.log");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let (mut serve, addr) = crate::harness::serve_process(&db.app_url, &dir);
     let mut child = crate::harness::KillOnDrop(Some(
-        std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
-            .env("MUSTER_DATABASE_URL", &db.app_url)
-            .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
-            .env("MUSTER_TOKENS", crate::harness::write_tokens(&dir.0))
+        serve
             .env("MUSTER_OWNERSHIP_MAP", &map)
             .env("MUSTER_POW_DIFFICULTY", "8")
             .env("MUSTER_EDIT_DAILY_LIMIT", "2")
             .env("RUST_LOG", "debug")
-            .stdout(std::process::Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .expect("start muster"),
     ));
-    let app = TestApp::attach(db, format!("127.0.0.1:{port}").parse().unwrap()).await;
+    let app = TestApp::attach(db, addr).await;
     let ips: Vec<String> = (0..300)
         .map(|i| {
             if i % 3 == 0 {

@@ -2,12 +2,12 @@
 //! stream with `shutdown`, and the client resumes on the next server with `Last-Event-ID`
 //! without a `reset`.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::{KillOnDrop, TempDir, TestApp, write_tokens};
+use crate::harness::{KillOnDrop, TempDir, TestApp, serve_process};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -15,23 +15,9 @@ const WAIT: Duration = Duration::from_secs(10);
 async fn sigterm_ends_the_stream_with_shutdown_and_the_resume_gets_no_reset() {
     let db = muster_testkit::fresh_db().await;
     let dir = TempDir::new("muster-feed-sigterm");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut child = KillOnDrop(Some(
-        Command::new(env!("CARGO_BIN_EXE_muster"))
-            .arg("serve")
-            .env("MUSTER_DATABASE_URL", &db.app_url)
-            .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
-            .env("MUSTER_TOKENS", write_tokens(&dir.0))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start muster"),
-    ));
-    let first = TestApp::attach(db.clone(), format!("127.0.0.1:{port}").parse().unwrap()).await;
+    let (mut serve, addr) = serve_process(&db.app_url, &dir);
+    let mut child = KillOnDrop(Some(serve.spawn().expect("start muster")));
+    let first = TestApp::attach(db.clone(), addr).await;
     let mut s = first.events("conn", None).await;
     s.next_named("queues", WAIT)
         .await

@@ -1,6 +1,9 @@
 //! What only the API suite needs on top of `muster_testkit::TestApp` (the real server on port 0,
 //! its client and the live feed's reader, re-exported here for the suite's modules).
 
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+
 use muster::Settings;
 use muster_domain::Kind;
 pub use muster_testkit::{
@@ -10,6 +13,25 @@ pub use muster_testkit::{
 /// Settings with a pipeline file of fast retries for trawl: 1 ms backoff, `max_attempts`.
 pub fn fast_retries(max_attempts: u32) -> impl FnOnce(&mut Settings) {
     muster_testkit::retry_pipeline(&[Kind::Trawl], 1, 1, 1, max_attempts)
+}
+
+/// `muster serve` as a process of its own on a free loopback port, against the database at `url`,
+/// with the dev tokens written into `dir`, its stdout and stderr discarded unless the caller
+/// says otherwise: the command, for more settings, and the address it will listen on.
+pub fn serve_process(url: &str, dir: &TempDir) -> (Command, SocketAddr) {
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_muster"));
+    serve
+        .arg("serve")
+        .env("MUSTER_DATABASE_URL", url)
+        .env("MUSTER_LISTEN", addr.to_string())
+        .env("MUSTER_TOKENS", write_tokens(&dir.0))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    (serve, addr)
 }
 
 /// A child process killed (SIGKILL) when dropped, so a failing test leaks no server.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use hyper::StatusCode;
 use serde_json::{Value, json};
 
-use crate::harness::TestApp;
+use crate::harness::{Resp, TestApp};
 
 fn next_items(n: usize) -> Vec<Value> {
     (0..n)
@@ -19,8 +19,27 @@ async fn items(app: &TestApp) -> i64 {
     app.scalar_i64("SELECT count(*) FROM core.items").await
 }
 
-async fn ledger(app: &TestApp) -> i64 {
-    app.scalar_i64("SELECT count(*) FROM core.ledger").await
+/// How many items and ledger rows there are.
+async fn written(app: &TestApp) -> (i64, i64) {
+    let ledger = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    (items(app).await, ledger)
+}
+
+/// Asserts that `res` is 400 `E_BAD_REQUEST` and that no item and no ledger row was written
+/// since `before` ([`written`]).
+async fn assert_refused_writing_nothing(app: &TestApp, res: &Resp, before: (i64, i64)) {
+    res.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
+    assert_eq!(written(app).await, before, "(items, ledger rows)");
+}
+
+/// `POST /v1/completions` by a trawl worker.
+async fn complete_batch(app: &TestApp, completions: Value) -> Resp {
+    app.post(
+        "/v1/completions",
+        "worker:trawl",
+        json!({ "completions": completions }),
+    )
+    .await
 }
 
 /// `n` trawl items leased by worker `w`.
@@ -37,15 +56,11 @@ async fn leased(app: &TestApp, n: usize) -> Vec<Value> {
 async fn a_completion_with_65_next_items_is_400_and_writes_nothing() {
     let app = TestApp::spawn().await;
     let lease = leased(&app, 1).await.remove(0);
-    let (items_before, ledger_before) = (items(&app).await, ledger(&app).await);
+    let before = written(&app).await;
     let res = app
         .complete(&lease, json!({"result": {}, "next": next_items(65)}))
         .await;
-    res.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
-    assert_eq!(
-        (items(&app).await, ledger(&app).await),
-        (items_before, ledger_before)
-    );
+    assert_refused_writing_nothing(&app, &res, before).await;
 }
 
 #[tokio::test]
@@ -71,19 +86,9 @@ async fn a_batch_creating_513_next_items_in_all_is_400_and_writes_nothing() {
                    "next": next_items(if i == 0 { 1 } else { 64 })})
         })
         .collect();
-    let (items_before, ledger_before) = (items(&app).await, ledger(&app).await);
-    let res = app
-        .post(
-            "/v1/completions",
-            "worker:trawl",
-            json!({ "completions": completions }),
-        )
-        .await;
-    res.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
-    assert_eq!(
-        (items(&app).await, ledger(&app).await),
-        (items_before, ledger_before)
-    );
+    let before = written(&app).await;
+    let res = complete_batch(&app, json!(completions)).await;
+    assert_refused_writing_nothing(&app, &res, before).await;
 }
 
 #[tokio::test]
@@ -94,16 +99,9 @@ async fn a_batch_entry_with_65_next_items_refuses_the_whole_batch() {
         {"lease_id": leases[0]["lease_id"], "result": {}},
         {"lease_id": leases[1]["lease_id"], "result": {}, "next": next_items(65)},
     ]);
-    let ledger_before = ledger(&app).await;
-    let res = app
-        .post(
-            "/v1/completions",
-            "worker:trawl",
-            json!({ "completions": completions }),
-        )
-        .await;
-    res.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
-    assert_eq!(ledger(&app).await, ledger_before);
+    let before = written(&app).await;
+    let res = complete_batch(&app, completions).await;
+    assert_refused_writing_nothing(&app, &res, before).await;
 }
 
 #[tokio::test]
@@ -120,13 +118,7 @@ async fn the_largest_allowed_batch_reaches_a_feed_subscriber_whole() {
         .iter()
         .map(|l| json!({"lease_id": l["lease_id"], "result": {}, "next": next_items(64)}))
         .collect();
-    let res = app
-        .post(
-            "/v1/completions",
-            "worker:trawl",
-            json!({ "completions": completions }),
-        )
-        .await;
+    let res = complete_batch(&app, json!(completions)).await;
     assert_eq!(res.status, StatusCode::OK, "{:?}", res.body);
     // 8 completed and 512 enqueued: all of them, with no `reset` and no end of the stream.
     let mut transitions = 0;

@@ -9,32 +9,53 @@ use serde_json::json;
 
 use crate::harness::TestApp;
 
-#[tokio::test]
-async fn with_postgres_down_calls_answer_503_fast_and_service_resumes_when_it_returns() {
-    // A cluster of its own, so stopping it disturbs no other test; durable (fsync and
-    // synchronous commit on), since an immediate stop must not lose committed work.
+/// A cluster of the test's own, so stopping it disturbs no other test; durable (fsync and
+/// synchronous commit on), since an immediate stop must not lose committed work. With a
+/// migrated database on it.
+async fn own_cluster() -> (TempCluster, TestDb) {
     let options = ClusterOptions {
         fsync: true,
         ..ClusterOptions::default()
     };
-    let mut cluster = tokio::task::spawn_blocking(move || TempCluster::start_with(options))
+    let cluster = tokio::task::spawn_blocking(move || TempCluster::start_with(options))
         .await
         .unwrap()
         .expect("start PostgreSQL");
     let url = cluster.url("postgres");
     let db = TestDb::migrate_own("postgres", url).await;
+    (cluster, db)
+}
+
+/// `cluster` stopped with `StopMode::Immediate`, as a crash would stop it.
+async fn stopped(mut cluster: TempCluster) -> TempCluster {
+    tokio::task::spawn_blocking(move || {
+        cluster.stop(StopMode::Immediate).unwrap();
+        cluster
+    })
+    .await
+    .unwrap()
+}
+
+/// `cluster` started again after [`stopped`].
+async fn started_again(mut cluster: TempCluster) -> TempCluster {
+    tokio::task::spawn_blocking(move || {
+        cluster.start_again().unwrap();
+        cluster
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn with_postgres_down_calls_answer_503_fast_and_service_resumes_when_it_returns() {
+    let (cluster, db) = own_cluster().await;
     let app = TestApp::spawn_on(db, |_| {}).await;
     app.enqueue("trawl", "normal", json!({})).await;
     // Readiness has seen the schema once: the verdict that stands through the outage.
     let ready = app.raw(Method::GET, "/readyz", None, vec![]).await;
     assert_eq!(ready.status, StatusCode::OK);
 
-    let mut cluster = tokio::task::spawn_blocking(move || {
-        cluster.stop(StopMode::Immediate).unwrap();
-        cluster
-    })
-    .await
-    .unwrap();
+    let cluster = stopped(cluster).await;
     for (method, path, body) in [
         (
             Method::POST,
@@ -75,12 +96,7 @@ async fn with_postgres_down_calls_answer_503_fast_and_service_resumes_when_it_re
         "a Logbook outage keeps the replica in the Service: callers get the fast 503 above"
     );
 
-    cluster = tokio::task::spawn_blocking(move || {
-        cluster.start_again().unwrap();
-        cluster
-    })
-    .await
-    .unwrap();
+    let cluster = started_again(cluster).await;
     let mut leased = None;
     for _ in 0..50 {
         let r = app.lease_waiting("trawl", "w", 0).await;
@@ -101,22 +117,8 @@ async fn with_postgres_down_calls_answer_503_fast_and_service_resumes_when_it_re
 
 #[tokio::test]
 async fn a_replica_started_while_postgres_is_down_is_not_ready_until_it_has_checked_the_schema() {
-    let options = ClusterOptions {
-        fsync: true,
-        ..ClusterOptions::default()
-    };
-    let mut cluster = tokio::task::spawn_blocking(move || TempCluster::start_with(options))
-        .await
-        .unwrap()
-        .expect("start PostgreSQL");
-    let url = cluster.url("postgres");
-    let db = TestDb::migrate_own("postgres", url).await;
-    let mut cluster = tokio::task::spawn_blocking(move || {
-        cluster.stop(StopMode::Immediate).unwrap();
-        cluster
-    })
-    .await
-    .unwrap();
+    let (cluster, db) = own_cluster().await;
+    let cluster = stopped(cluster).await;
     let app = TestApp::spawn_on(db, |_| {}).await;
     let unchecked = app.raw(Method::GET, "/readyz", None, vec![]).await;
     assert_eq!(
@@ -127,12 +129,7 @@ async fn a_replica_started_while_postgres_is_down_is_not_ready_until_it_has_chec
         (StatusCode::SERVICE_UNAVAILABLE, Some("not ready")),
         "503 before the first schema check, the internal reason withheld from the answer"
     );
-    cluster = tokio::task::spawn_blocking(move || {
-        cluster.start_again().unwrap();
-        cluster
-    })
-    .await
-    .unwrap();
+    let cluster = started_again(cluster).await;
     let mut last = None;
     for _ in 0..50 {
         let r = app.raw(Method::GET, "/readyz", None, vec![]).await;

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use muster_testkit::TestDb;
 
-use crate::harness::{KillOnDrop, TempDir, TestApp, write_tokens};
+use crate::harness::{KillOnDrop, TempDir, TestApp, serve_process};
 
 async fn readyz(app: &TestApp) -> (StatusCode, serde_json::Value) {
     let r = app.raw(Method::GET, "/readyz", None, vec![]).await;
@@ -138,20 +138,11 @@ async fn ledger_verify_against_a_head_the_ledger_no_longer_has_fails() {
 fn connected_as_log_line(url: &str) -> (String, String) {
     use std::io::BufRead;
     let dir = TempDir::new("muster-roles-log");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let (mut serve, _) = serve_process(url, &dir);
     let mut child = KillOnDrop(Some(
-        Command::new(env!("CARGO_BIN_EXE_muster"))
-            .arg("serve")
-            .env("MUSTER_DATABASE_URL", url)
-            .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
-            .env("MUSTER_TOKENS", write_tokens(&dir.0))
+        serve
             .env("MUSTER_LOG_FORMAT", "json")
             .env_remove("RUST_LOG")
-            .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("start muster serve"),

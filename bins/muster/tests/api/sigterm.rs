@@ -1,6 +1,6 @@
 //! SIGTERM to a real `muster` process under load: no request fails, no lease is lost.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,7 +12,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
-use crate::harness::{TempDir, TestApp, lease_path, token, write_tokens};
+use crate::harness::{TempDir, TestApp, lease_path, serve_process, token};
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>;
 
@@ -53,23 +53,9 @@ async fn post(client: &HttpClient, base: &str, path: &str, who: &str, body: Valu
 async fn sigterm_under_load_fails_no_request_and_loses_no_lease() {
     let db = muster_testkit::fresh_db().await;
     let dir = TempDir::new("muster-sigterm");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let base = format!("http://127.0.0.1:{port}");
-    let mut child = crate::harness::KillOnDrop(Some(
-        Command::new(env!("CARGO_BIN_EXE_muster"))
-            .arg("serve")
-            .env("MUSTER_DATABASE_URL", &db.app_url)
-            .env("MUSTER_LISTEN", format!("127.0.0.1:{port}"))
-            .env("MUSTER_TOKENS", write_tokens(&dir.0))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start muster"),
-    ));
+    let (mut serve, addr) = serve_process(&db.app_url, &dir);
+    let base = format!("http://{addr}");
+    let mut child = crate::harness::KillOnDrop(Some(serve.spawn().expect("start muster")));
     let client: HttpClient = Client::builder(TokioExecutor::new()).build_http();
     let mut up = false;
     for _ in 0..200 {

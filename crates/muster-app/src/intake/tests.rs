@@ -1,7 +1,7 @@
 //! The intake's layer order against mockall ports: spam is refused before any transaction.
 
 use super::*;
-use crate::ports::{MockClock, MockIds, MockIntakeLog, MockLogbook};
+use crate::ports::{MockClock, MockIds, MockIntakeLog, MockLogbook, MockLogbookTx};
 use time::macros::datetime;
 use uuid::Uuid;
 
@@ -14,6 +14,18 @@ fn no_transactions() -> (MockLogbook, MockIntakeLog) {
     let mut log = MockIntakeLog::new();
     log.expect_pow_key().times(1).returning(|_| Ok(KEY));
     lb.expect_begin().never();
+    (lb, log)
+}
+
+/// A logbook that hands out the key once and opens exactly one transaction, `tx`.
+fn one_transaction(tx: MockLogbookTx) -> (MockLogbook, MockIntakeLog) {
+    let mut lb = MockLogbook::new();
+    let mut slot = Some(tx);
+    lb.expect_begin()
+        .times(1)
+        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
+    let mut log = MockIntakeLog::new();
+    log.expect_pow_key().times(1).returning(|_| Ok(KEY));
     (lb, log)
 }
 
@@ -62,8 +74,16 @@ fn submission(challenge: String, nonce: String) -> Submission {
     }
 }
 
-fn honeypot(s: &mut Submission) {
+/// A submission of the solved challenge.
+fn solved_submission(i: &Intake) -> Submission {
+    let (token, nonce) = solved(i);
+    submission(token, nonce)
+}
+
+/// `s` with the honeypot field filled in, as a bot fills it.
+fn honeypot(mut s: Submission) -> Submission {
     s.website = "http://spam.example".into();
+    s
 }
 
 fn honeypot_hits(i: &Intake) -> u64 {
@@ -76,8 +96,7 @@ fn honeypot_hits(i: &Intake) -> u64 {
 async fn a_honeypot_with_a_wrong_proof_of_work_gets_the_same_e_pow_without_a_transaction() {
     let i = intake(no_transactions());
     let (token, _) = solved(&i);
-    let mut s = submission(token, "0".into());
-    honeypot(&mut s);
+    let s = honeypot(submission(token, "0".into()));
     let r = i.submit(Principal::Conn, Some("203.0.113.9"), s).await;
     assert!(matches!(r.unwrap_err(), AppError::Pow(_)));
     assert_eq!(honeypot_hits(&i), 0);
@@ -85,7 +104,7 @@ async fn a_honeypot_with_a_wrong_proof_of_work_gets_the_same_e_pow_without_a_tra
 
 #[tokio::test]
 async fn a_honeypot_with_a_valid_proof_of_work_spends_and_counts_and_stores_nothing() {
-    let mut tx = crate::ports::MockLogbookTx::new();
+    let mut tx = MockLogbookTx::new();
     tx.expect_day_salt().times(1).returning(|_, c| Ok(c));
     tx.expect_count_submission()
         .times(1)
@@ -96,17 +115,8 @@ async fn a_honeypot_with_a_valid_proof_of_work_spends_and_counts_and_stores_noth
     tx.expect_insert_edit().never();
     tx.expect_append().never();
     tx.expect_commit().times(1).returning(|| Ok(()));
-    let mut lb = MockLogbook::new();
-    let mut slot = Some(tx);
-    lb.expect_begin()
-        .times(1)
-        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
-    let mut log = MockIntakeLog::new();
-    log.expect_pow_key().times(1).returning(|_| Ok(KEY));
-    let i = intake((lb, log));
-    let (token, nonce) = solved(&i);
-    let mut s = submission(token, nonce);
-    honeypot(&mut s);
+    let i = intake(one_transaction(tx));
+    let s = honeypot(solved_submission(&i));
     let r = i
         .submit(Principal::Conn, Some("203.0.113.9"), s)
         .await
@@ -117,24 +127,15 @@ async fn a_honeypot_with_a_valid_proof_of_work_spends_and_counts_and_stores_noth
 
 #[tokio::test]
 async fn a_honeypot_over_the_daily_cap_gets_the_same_429() {
-    let mut tx = crate::ports::MockLogbookTx::new();
+    let mut tx = MockLogbookTx::new();
     tx.expect_day_salt().times(1).returning(|_, c| Ok(c));
     tx.expect_count_submission()
         .times(1)
         .returning(|_, _, _| Ok(false));
     tx.expect_spend_challenge().never();
     tx.expect_commit().never();
-    let mut lb = MockLogbook::new();
-    let mut slot = Some(tx);
-    lb.expect_begin()
-        .times(1)
-        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
-    let mut log = MockIntakeLog::new();
-    log.expect_pow_key().times(1).returning(|_| Ok(KEY));
-    let i = intake((lb, log));
-    let (token, nonce) = solved(&i);
-    let mut s = submission(token, nonce);
-    honeypot(&mut s);
+    let i = intake(one_transaction(tx));
+    let s = honeypot(solved_submission(&i));
     let r = i.submit(Principal::Conn, Some("203.0.113.9"), s).await;
     assert!(matches!(r.unwrap_err(), AppError::RateLimited { .. }));
 }
@@ -171,8 +172,7 @@ async fn a_tampered_challenge_is_refused_without_a_transaction() {
 #[tokio::test]
 async fn an_unknown_target_is_refused_without_a_transaction() {
     let i = intake(no_transactions());
-    let (token, nonce) = solved(&i);
-    let mut s = submission(token, nonce);
+    let mut s = solved_submission(&i);
     s.target = "docs/nowhere".into();
     assert!(matches!(
         i.submit(Principal::Conn, Some("203.0.113.9"), s)

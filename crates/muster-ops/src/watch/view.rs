@@ -11,16 +11,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Cell, Paragraph, Row, Table};
 
 use super::model::{Link, Model};
-use crate::command::kind_order;
-
-/// The depth columns: state on the wire, heading.
-const STATES: [(&str, &str); 5] = [
-    ("queued", "QUEUED"),
-    ("leased", "LEASED"),
-    ("needs_subtool", "PARKED"),
-    ("failed", "FAILED"),
-    ("done", "DONE"),
-];
+use crate::command::{STATES, kind_order};
 
 /// `1.2 s`, `4m07s`, `2h03m`.
 pub fn age(d: Duration) -> String {
