@@ -24,6 +24,8 @@ mod leases;
 mod ledger;
 #[cfg(any(test, feature = "mocks"))]
 mod mock;
+#[cfg(test)]
+mod tidy;
 
 pub use fleet::*;
 pub use intake::*;
