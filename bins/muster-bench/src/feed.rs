@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
+use muster_domain::feed::SseReader;
 use serde_json::{Value, json};
 
 use crate::http::{Http, ms, percentiles};
@@ -47,7 +48,7 @@ async fn subscribe(
         }
         connected.fetch_add(1, Ordering::SeqCst);
         let mut body = resp.into_body();
-        let mut buf = String::new();
+        let mut reader = SseReader::default();
         loop {
             let frame = tokio::select! {
                 f = body.frame() => f,
@@ -60,21 +61,11 @@ async fn subscribe(
             let Ok(data) = frame?.into_data() else {
                 continue;
             };
-            buf.push_str(&String::from_utf8_lossy(&data));
-            while let Some(end) = buf.find("\n\n") {
-                let block: String = buf.drain(..end + 2).collect();
-                let mut event = "";
-                let mut payload = "";
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("event: ") {
-                        event = v;
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        payload = v;
-                    }
-                }
-                if event != "transition" {
+            for block in reader.push(&data) {
+                if block.event.as_deref() != Some("transition") {
                     continue;
                 }
+                let payload = block.data.as_deref().unwrap_or_default();
                 let t: Value = serde_json::from_str(payload).unwrap_or(Value::Null);
                 if t["to"] == "queued"
                     && let Some(id) = t["id"].as_str()
