@@ -21,7 +21,12 @@ const TRAWL: Principal = Principal::Worker(Kind::Trawl);
 /// Where the cycles go: over HTTP to the server, or straight into the use cases.
 #[derive(Clone)]
 enum Mode {
-    Http { http: Arc<Http>, token: Arc<str> },
+    Http {
+        http: Arc<Http>,
+        token: Arc<str>,
+        /// Completions carry `worker_id` (checked against the lease's worker).
+        send_worker_id: bool,
+    },
     InProcess(Muster),
 }
 
@@ -37,7 +42,11 @@ impl Mode {
     async fn cycle(&self, worker_id: &str) -> Result<Option<(Duration, Duration)>> {
         let t0 = Instant::now();
         match self {
-            Mode::Http { http, token } => {
+            Mode::Http {
+                http,
+                token,
+                send_worker_id,
+            } => {
                 let granted = http.lease_now(token, worker_id).await?;
                 let lease = t0.elapsed();
                 let Some(body) = granted else {
@@ -45,7 +54,12 @@ impl Mode {
                 };
                 let id = body["lease_id"].as_str().context("lease_id missing")?;
                 let t1 = Instant::now();
-                http.complete(token, id, &json!({"result": {}})).await?;
+                let body = if *send_worker_id {
+                    json!({"result": {}, "worker_id": worker_id})
+                } else {
+                    json!({"result": {}})
+                };
+                http.complete(token, id, &body).await?;
                 Ok(Some((lease, t1.elapsed())))
             }
             Mode::InProcess(muster) => {
@@ -63,6 +77,7 @@ impl Mode {
                         CompleteRequest {
                             result: json!({}),
                             next: vec![],
+                            worker_id: None,
                         },
                     )
                     .await?;
@@ -186,12 +201,13 @@ pub(crate) async fn cycles(
     worker_token: &str,
     levels: &[usize],
     length: Duration,
-    backlog: u64,
+    (backlog, send_worker_id): (u64, bool),
 ) -> Result<Cycles> {
     let muster = in_process(&target.database_url)?;
     let http = Mode::Http {
         http: Arc::new(Http::new(&target.url)),
         token: worker_token.into(),
+        send_worker_id,
     };
     let local = Mode::InProcess(muster.clone());
     // Whatever a previous run left is unknown to us: start from what we enqueue.
@@ -247,8 +263,6 @@ pub(crate) async fn cycles(
     }
     Ok(Cycles {
         backlog: Some(backlog),
-        batch: None,
-        batching: None,
         run_seconds: Some(length.as_secs()),
         runs,
         scenario: "cycles".to_owned(),

@@ -78,6 +78,10 @@ enum Scenario {
         /// Queued items topped up before every run (a run stops early if the queue runs dry).
         #[arg(long, default_value_t = 80_000)]
         backlog: u64,
+        /// Over HTTP, complete with the lease's `worker_id` in the body (the server checks it
+        /// against the lease's worker in the completion's transaction).
+        #[arg(long)]
+        send_worker_id: bool,
     },
     /// Long-poll pickup latency: a worker waits (`wait_ms` 5000), one item is enqueued, time
     /// until the lease returns. HTTP vs in-process.
@@ -332,13 +336,14 @@ fn main() -> Result<()> {
                 workers,
                 seconds,
                 backlog,
+                send_worker_id,
             } => cycles::cycles(
                 &target,
                 &operator_token,
                 &worker_token,
                 &workers,
                 Duration::from_secs(seconds),
-                backlog,
+                (backlog, send_worker_id),
             )
             .await
             .and_then(doc),

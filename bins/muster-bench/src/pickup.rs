@@ -59,6 +59,7 @@ pub(crate) async fn pickup(
                         CompleteRequest {
                             result: json!({}),
                             next: vec![],
+                            worker_id: None,
                         },
                     )
                     .await?;
@@ -197,6 +198,7 @@ async fn cross_replica(
                     CompleteRequest {
                         result: json!({}),
                         next: vec![],
+                        worker_id: None,
                     },
                 )
                 .await?;
@@ -271,6 +273,7 @@ async fn cycle_rate(m: &muster_app::Muster, workers: usize, length: Duration) ->
                             CompleteRequest {
                                 result: json!({}),
                                 next: vec![],
+                                worker_id: None,
                             },
                         )
                         .await?;

@@ -59,13 +59,6 @@ pub(crate) struct CyclesRun {
 #[serde(default)]
 pub(crate) struct Cycles {
     pub(crate) backlog: Option<u64>,
-    // Neither written nor read: `cycles.rs` still sets them. Remove with its next change.
-    #[allow(dead_code)]
-    #[serde(skip)]
-    pub(crate) batch: Option<()>,
-    #[allow(dead_code)]
-    #[serde(skip)]
-    pub(crate) batching: Option<()>,
     pub(crate) run_seconds: Option<u64>,
     pub(crate) runs: Vec<CyclesRun>,
     pub(crate) scenario: String,
