@@ -40,10 +40,12 @@ pub fn may_read_health(p: Principal) -> Result<(), AppError> {
 }
 
 /// Who may send failed items back to the queue: operators only.
-pub fn may_retry_items(p: Principal) -> Result<(), AppError> {
+pub fn may_control_items(p: Principal) -> Result<(), AppError> {
     match p {
         Principal::Operator => Ok(()),
-        other => Err(AppError::Forbidden(format!("{other} may not retry items"))),
+        other => Err(AppError::Forbidden(format!(
+            "{other} may not retry or cancel items"
+        ))),
     }
 }
 

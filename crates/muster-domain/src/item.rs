@@ -9,6 +9,10 @@
 //!     ▲                     fail, final or attempts exhausted    │ complete ──▶ done
 //!     └──────────────────────────────────────────────────────────┤
 //!                                                                 │ needs_subtool ──▶ needs_subtool
+//!
+//!   retry (op.): failed | needs_subtool ──▶ queued (attempts reset)
+//!   cancel (op.): queued | leased | needs_subtool | failed ──▶ cancelled (terminal; a lease out
+//!                 on the item is superseded at once)
 //! ```
 //!
 //! Fencing: every lease of an item takes the next fence number. Only a lease whose fence equals
@@ -338,11 +342,14 @@ impl Item {
 
     /// Parks the item until a worker image other than `digest` is deployed for its kind. The
     /// park is not charged as an attempt.
+    /// `digest` is `None` when the worker did not say which image it runs (a `fail` with
+    /// `E_NEEDS_SUBTOOL` and no digest reported for the kind): any image reported next
+    /// replays the item.
     pub fn park(
         &mut self,
         record: &LeaseRecord,
         actor: Principal,
-        digest: &str,
+        digest: Option<&str>,
         layout: &Value,
         now: OffsetDateTime,
     ) -> Result<SealedEntry, TransitionError> {
@@ -364,7 +371,7 @@ impl Item {
         policy: &RetryPolicy,
         now: OffsetDateTime,
     ) -> Result<Vec<SealedEntry>, TransitionError> {
-        let parked = self.park_charged(record, actor, digest, layout, now, true)?;
+        let parked = self.park_charged(record, actor, Some(digest), layout, now, true)?;
         let mut entries = vec![parked];
         if policy.allows_another(self.attempt) {
             entries.push(self.replay(Principal::Shipkeeper, deployed, now)?);
@@ -389,7 +396,7 @@ impl Item {
         &mut self,
         record: &LeaseRecord,
         actor: Principal,
-        digest: &str,
+        digest: Option<&str>,
         layout: &Value,
         now: OffsetDateTime,
         charged: bool,
@@ -400,7 +407,7 @@ impl Item {
         if !charged {
             self.attempt = self.attempt.saturating_sub(1);
         }
-        self.parked_digest = Some(digest.to_owned());
+        self.parked_digest = digest.map(str::to_owned);
         let data = json!({
             "lease_id": record.lease_id.to_string(),
             "worker_digest": digest,
@@ -434,20 +441,76 @@ impl Item {
         )
     }
 
-    /// An operator's retry of a failed item: back to `queued` with its attempts reset.
+    /// An operator's retry of a failed or parked item: back to `queued` with its attempts
+    /// reset (a parked item forgets the digest it was parked with).
     pub fn retry(
         &mut self,
         actor: Principal,
         now: OffsetDateTime,
     ) -> Result<SealedEntry, TransitionError> {
+        let from = self.state;
+        if !matches!(from, ItemState::Failed | ItemState::NeedsSubtool) {
+            return Err(TransitionError::InvalidTransition {
+                from,
+                action: "retried (only failed and parked items can be)",
+            });
+        }
         self.requeue(
-            ItemState::Failed,
-            "retried (only failed items can be)",
+            from,
+            "retried",
             "retried",
             actor,
             now,
-            |item| json!({"previous_attempts": std::mem::take(&mut item.attempt)}),
+            |item| {
+                item.parked_digest = None;
+                json!({"previous_attempts": std::mem::take(&mut item.attempt)})
+            },
         )
+    }
+
+    /// An operator cancels the item, with `reason`: from `queued`, `leased` (its lease is
+    /// superseded at once: every later call under it is `LeaseLost`, a late result is kept as
+    /// for any superseded lease), `needs_subtool` or `failed`, to `cancelled`. `Ok(None)` when
+    /// it is cancelled already (nothing to record); a `done` item cannot be cancelled.
+    pub fn cancel(
+        &mut self,
+        actor: Principal,
+        reason: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<SealedEntry>, TransitionError> {
+        let from = self.state;
+        match from {
+            ItemState::Cancelled => return Ok(None),
+            ItemState::Done => {
+                return Err(TransitionError::InvalidTransition {
+                    from,
+                    action: "cancelled (a finished item cannot be)",
+                });
+            }
+            ItemState::Queued
+            | ItemState::Leased
+            | ItemState::NeedsSubtool
+            | ItemState::Failed => {}
+        }
+        let lease = self.lease.take();
+        self.state = ItemState::Cancelled;
+        self.not_before = None;
+        self.parked_digest = None;
+        let data = json!({
+            "reason": reason,
+            "lease_id": lease.map(|l| l.lease_id.to_string()),
+        });
+        let fence = (from == ItemState::Leased).then_some(self.fence.0);
+        let to = ItemState::Cancelled;
+        Ok(Some(self.record(
+            "cancelled",
+            Some(from),
+            to,
+            actor,
+            fence,
+            now,
+            data,
+        )))
     }
 
     /// Sends an item in state `from` back to `queued` (a replay, an operator's retry): `change`

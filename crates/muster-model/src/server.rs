@@ -272,7 +272,7 @@ impl LeaseModel {
                 // so the use case parks rather than parks-and-replays.
                 let layout = json!({"signature": "model-layout"});
                 let entry = item
-                    .park(&record, ACTOR, WORKER_DIGEST, &layout, at(now))
+                    .park(&record, ACTOR, Some(WORKER_DIGEST), &layout, at(now))
                     .map_err(|_| Anomaly::TransitionRefusedAfterCheck)?;
                 tx.items[idx] = project_item(&item, tx.items[idx].has_result)?;
                 tx.ledger[idx].push(ledger_row(&entry)?);
@@ -440,7 +440,7 @@ fn lock_next_leasable(s: &State, max_attempts: u32, final_grace: Tick) -> Option
                 g.expires <= now
                     && (!last || u16::from(g.expires) + u16::from(final_grace) <= u16::from(now))
             }),
-            ItemState::Done | ItemState::Failed | ItemState::NeedsSubtool => false,
+            ItemState::Done | ItemState::Failed | ItemState::NeedsSubtool | ItemState::Cancelled => false,
         })
         .and_then(|p| ItemNo::try_from(p).ok())
 }

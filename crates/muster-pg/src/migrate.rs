@@ -44,6 +44,8 @@ pub const MIGRATIONS: &[Migration] = migrations![
     9 "drop_lease_order",
     10 "health_events_redacted_anew",
     11 "items_listing_index",
+    12 "cancelled",
+    13 "cancelled_validated",
 ];
 
 /// The newest migration this binary knows.

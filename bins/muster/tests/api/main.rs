@@ -5,6 +5,7 @@ mod batch;
 mod budget;
 mod cli;
 mod connections;
+mod controls;
 mod edits;
 mod feed;
 mod feed_sigterm;

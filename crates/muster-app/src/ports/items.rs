@@ -60,9 +60,14 @@ pub trait ItemStore: Send {
     async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
     /// Locks and returns an item.
     async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
-    /// Locks and returns up to `max` failed items of `kind`, oldest first by id, skipping any
-    /// that another transaction holds.
-    async fn lock_failed(&mut self, kind: Kind, max: u32) -> Result<Vec<Item>, StoreError>;
+    /// Locks and returns up to `max` items of `kind` in `state`, oldest first by id, skipping
+    /// any that another transaction holds.
+    async fn lock_oldest(
+        &mut self,
+        kind: Kind,
+        state: ItemState,
+        max: u32,
+    ) -> Result<Vec<Item>, StoreError>;
     /// Writes back an item's working state.
     async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
     /// Writes back the working states of distinct items, each with its result if given.

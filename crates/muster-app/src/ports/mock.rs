@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use muster_domain::edit::{Edit, EditId};
-use muster_domain::{Item, ItemId, Kind, LeaseId, LeaseOutcome, LeaseRecord};
+use muster_domain::{Item, ItemId, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord};
 use muster_ledger::SealedEntry;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -21,7 +21,7 @@ mockall::mock! {
         async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
         async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
         async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
-        async fn lock_failed(&mut self, kind: Kind, max: u32) -> Result<Vec<Item>, StoreError>;
+        async fn lock_oldest(&mut self, kind: Kind, state: ItemState, max: u32) -> Result<Vec<Item>, StoreError>;
         async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
         async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError>;
     }

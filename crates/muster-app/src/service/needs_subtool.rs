@@ -67,7 +67,7 @@ impl Muster {
                     now,
                 )?
             }
-            None => vec![item.park(&record, actor, &req.worker_digest, &req.layout, now)?],
+            None => vec![item.park(&record, actor, Some(&req.worker_digest), &req.layout, now)?],
         };
         tx.save_item(&item).await?;
         let answer = Parked {

@@ -149,6 +149,20 @@ pub struct Retried {
     pub state: ItemState,
 }
 
+/// The answer to `POST /v1/items/{id}/cancel` (the same again when already cancelled).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Cancelled {
+    pub item_id: String,
+    pub state: ItemState,
+}
+
+/// The answer to `POST /v1/items/cancel`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BulkCancelled {
+    pub cancelled: u64,
+    pub item_ids: Vec<String>,
+}
+
 /// The answer to a digest report.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DigestRecorded {

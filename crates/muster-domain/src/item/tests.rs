@@ -43,7 +43,7 @@ fn first_lease_finished(item: &Item, outcome: LeaseOutcome) -> LeaseRecord {
 fn parked_on(digest: &str) -> Item {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
-    item.park(&rec, TRAWL, digest, &json!({}), T0).unwrap();
+    item.park(&rec, TRAWL, Some(digest), &json!({}), T0).unwrap();
     item
 }
 
@@ -202,7 +202,7 @@ fn a_superseded_lease_loses_complete_fail_park_and_heartbeat() {
         TransitionError::LeaseLost
     );
     assert_eq!(
-        item.clone().park(&old, TRAWL, "sha256:x", &json!({}), T0),
+        item.clone().park(&old, TRAWL, Some("sha256:x"), &json!({}), T0),
         Err(TransitionError::LeaseLost)
     );
     assert_eq!(
@@ -447,14 +447,14 @@ fn an_expired_lease_with_attempts_left_is_not_failed_by_the_final_grace() {
 fn parking_is_not_charged_as_an_attempt() {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
-    item.park(&rec, TRAWL, "sha256:aa", &json!({"signature": "s"}), T0)
+    item.park(&rec, TRAWL, Some("sha256:aa"), &json!({"signature": "s"}), T0)
         .unwrap();
     assert_eq!((item.state, item.attempt), (ItemState::NeedsSubtool, 0));
     assert_eq!(item.parked_digest.as_deref(), Some("sha256:aa"));
 }
 
 #[test]
-fn only_failed_items_can_be_retried_and_retry_resets_attempts() {
+fn only_failed_and_parked_items_can_be_retried_and_retry_resets_attempts() {
     let mut item = queued();
     assert!(matches!(
         item.retry(Principal::Operator, T0),
@@ -469,6 +469,96 @@ fn only_failed_items_can_be_retried_and_retry_resets_attempts() {
     assert_eq!((item.state, item.attempt), (ItemState::Queued, 0));
 }
 
+#[test]
+fn a_parked_item_can_be_retried_and_forgets_its_digest() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    item.park(&rec, TRAWL, Some("sha256:aa"), &json!({}), T0)
+        .unwrap();
+    let entry = item.retry(Principal::Operator, T0).unwrap();
+    assert_eq!(
+        (item.state, item.attempt, item.parked_digest.as_deref()),
+        (ItemState::Queued, 0, None)
+    );
+    assert_eq!(entry.entry.from_state.as_deref(), Some("needs_subtool"));
+}
+
+#[test]
+fn a_park_without_a_digest_is_replayed_by_any_image() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    item.park(&rec, TRAWL, None, &json!({}), T0).unwrap();
+    assert!(item.replays_for("sha256:bb"));
+}
+
+#[test]
+fn a_queued_item_is_cancelled_with_the_operators_reason() {
+    let mut item = queued();
+    let entry = item
+        .cancel(Principal::Operator, "wrong payload", T0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(item.state, ItemState::Cancelled);
+    assert_eq!(entry.entry.event, "cancelled");
+    assert_eq!(entry.entry.actor, "operator");
+    assert_eq!(
+        serde_json::from_str::<Value>(&entry.entry.data).unwrap()["reason"],
+        "wrong payload"
+    );
+}
+
+#[test]
+fn cancelling_a_leased_item_supersedes_its_lease_at_once() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let entry = item
+        .cancel(Principal::Operator, "stop", T0)
+        .unwrap()
+        .unwrap();
+    assert_eq!(entry.entry.from_state.as_deref(), Some("leased"));
+    assert_eq!(entry.entry.fence, Some(1));
+    assert_eq!(
+        item.heartbeat(&rec, TRAWL, "trawl-1", TTL, T0),
+        Err(TransitionError::LeaseLost)
+    );
+    let d = request_digest(OutcomeKind::Completed, &json!({}));
+    assert_eq!(
+        item.check_finish(&rec, TRAWL, OutcomeKind::Completed, &d),
+        Err(TransitionError::LeaseLost)
+    );
+}
+
+#[test]
+fn a_cancelled_item_is_cancelled_again_without_a_new_entry() {
+    let mut item = queued();
+    item.cancel(Principal::Operator, "once", T0).unwrap();
+    let head = item.chain;
+    assert_eq!(item.cancel(Principal::Operator, "twice", T0), Ok(None));
+    assert_eq!(item.chain, head);
+}
+
+#[test]
+fn a_done_item_cannot_be_cancelled() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    item.complete(&rec, TRAWL, &json!({}), &[], T0).unwrap();
+    assert!(matches!(
+        item.cancel(Principal::Operator, "late", T0),
+        Err(TransitionError::InvalidTransition {
+            from: ItemState::Done,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn a_cancelled_item_is_not_leasable_and_cannot_be_retried() {
+    let mut item = queued();
+    item.cancel(Principal::Operator, "r", T0).unwrap();
+    assert!(!item.is_leasable(T0 + TTL));
+    assert!(item.retry(Principal::Operator, T0).is_err());
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Lease,
@@ -477,6 +567,7 @@ enum Op {
     Fail(usize, bool),
     Park(usize),
     Retry,
+    Cancel,
     Wait(i64),
 }
 
@@ -488,6 +579,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => ((0usize..8), any::<bool>()).prop_map(|(i, r)| Op::Fail(i, r)),
         1 => (0usize..8).prop_map(Op::Park),
         1 => Just(Op::Retry),
+        1 => Just(Op::Cancel),
         2 => (0i64..40).prop_map(Op::Wait),
     ]
 }
@@ -495,7 +587,7 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     /// Random operation sequences: only the newest fence ever transitions the item, fences only
     /// grow, `done` is terminal, attempts stay within the policy, and the ledger chain of every
-    /// entry produced verifies.
+    /// entry produced verifies; `cancelled` is terminal too.
     #[test]
     fn random_operation_sequences_keep_the_invariants(ops in proptest::collection::vec(op(), 1..60)) {
         let policy = RetryPolicy::default();
@@ -537,20 +629,25 @@ proptest! {
                     }
                 },
                 Op::Park(i) => if let Some(r) = pick(i) {
-                    match item.park(&r, TRAWL, "sha256:d", &json!({}), now) {
+                    match item.park(&r, TRAWL, Some("sha256:d"), &json!({}), now) {
                         Ok(e) => { prop_assert_eq!(r.fence, before.fence); entries.push(e); }
                         Err(_) => prop_assert_eq!(&item, &before),
                     }
                 },
                 Op::Retry => match item.retry(Principal::Operator, now) {
-                    Ok(e) => { prop_assert_eq!(before.state, ItemState::Failed); entries.push(e); }
+                    Ok(e) => { prop_assert!(matches!(before.state, ItemState::Failed | ItemState::NeedsSubtool)); entries.push(e); }
                     Err(_) => prop_assert_eq!(&item, &before),
+                },
+                Op::Cancel => match item.cancel(Principal::Operator, "r", now) {
+                    Ok(Some(e)) => { prop_assert_eq!(item.state, ItemState::Cancelled); entries.push(e); }
+                    Ok(None) => { prop_assert_eq!(before.state, ItemState::Cancelled); prop_assert_eq!(&item, &before); }
+                    Err(_) => { prop_assert_eq!(before.state, ItemState::Done); prop_assert_eq!(&item, &before); }
                 },
                 Op::Wait(s) => now += Duration::seconds(s),
             }
             prop_assert!(item.fence >= before.fence);
             prop_assert!(item.attempt <= policy.max_attempts);
-            if before.state == ItemState::Done { prop_assert_eq!(&item, &before); }
+            if matches!(before.state, ItemState::Done | ItemState::Cancelled) { prop_assert_eq!(&item, &before); }
             prop_assert_eq!(item.lease.is_some(), item.state == ItemState::Leased);
         }
         let head = verify_chain("item", &item.id.to_string(), &entries).unwrap();

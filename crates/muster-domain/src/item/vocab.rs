@@ -47,15 +47,18 @@ pub enum ItemState {
     Failed,
     /// Parked until a worker image that can handle its layout is deployed.
     NeedsSubtool,
+    /// Cancelled by an operator: terminal, like `done` and `failed`.
+    Cancelled,
 }
 
 impl ItemState {
-    pub const ALL: [ItemState; 5] = [
+    pub const ALL: [ItemState; 6] = [
         ItemState::Queued,
         ItemState::Leased,
         ItemState::Done,
         ItemState::Failed,
         ItemState::NeedsSubtool,
+        ItemState::Cancelled,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -65,6 +68,7 @@ impl ItemState {
             ItemState::Done => "done",
             ItemState::Failed => "failed",
             ItemState::NeedsSubtool => "needs_subtool",
+            ItemState::Cancelled => "cancelled",
         }
     }
 }

@@ -3,7 +3,9 @@
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
-use muster_app::views::{BulkRetried, EnqueueRequest, Enqueued, ItemPage, ItemView, Retried};
+use muster_app::views::{
+    BulkCancelled, BulkRetried, Cancelled, EnqueueRequest, Enqueued, ItemPage, ItemView, Retried,
+};
 use muster_domain::listing::{DEFAULT_PAGE, ItemFilter};
 use muster_domain::{ItemId, ItemState, Kind, Priority};
 use serde::Deserialize;
@@ -95,18 +97,62 @@ pub(crate) async fn list(
 #[serde(deny_unknown_fields)]
 pub(crate) struct BulkRetryBody {
     kind: Kind,
+    /// `failed` (the default) or `needs_subtool`.
+    #[serde(default = "failed")]
+    state: ItemState,
     #[serde(default = "default_max")]
     max: u32,
+}
+
+fn failed() -> ItemState {
+    ItemState::Failed
 }
 
 fn default_max() -> u32 {
     DEFAULT_PAGE
 }
 
-pub(crate) async fn retry_failed(
+pub(crate) async fn retry_many(
     State(s): State<AppState>,
     Caller(p): Caller,
     JsonBody(b): JsonBody<BulkRetryBody>,
 ) -> Answer<BulkRetried> {
-    Ok(Json(s.muster.retry_failed(p, b.kind, b.max).await?))
+    Ok(Json(s.muster.retry_many(p, b.kind, b.state, b.max).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CancelBody {
+    reason: String,
+}
+
+pub(crate) async fn cancel(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    InPath(id): InPath<ItemId>,
+    JsonBody(b): JsonBody<CancelBody>,
+) -> Answer<Cancelled> {
+    Ok(Json(s.muster.cancel(p, id, &b.reason).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BulkCancelBody {
+    kind: Kind,
+    state: ItemState,
+    #[serde(default = "default_max")]
+    max: u32,
+    reason: String,
+}
+
+pub(crate) async fn cancel_many(
+    State(s): State<AppState>,
+    Caller(p): Caller,
+    JsonBody(b): JsonBody<BulkCancelBody>,
+) -> Answer<BulkCancelled> {
+    let cancelled = s
+        .muster
+        .cancel_many(p, b.kind, b.state, b.max, &b.reason)
+        .await?;
+    Ok(Json(cancelled))
 }

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use muster_app::ports::{Inserted, ItemReads, ItemStore, NewItem, StoreError};
 use muster_app::views::{HistoryEntry, ItemSummary, ItemView};
 use muster_domain::listing::ItemFilter;
-use muster_domain::{Item, ItemId, Kind, Priority};
+use muster_domain::{Item, ItemId, ItemState, Kind, Priority};
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
@@ -97,9 +97,14 @@ impl ItemStore for PgTx {
         rows.first().map(|r| item_from_row(r, 0)).transpose()
     }
 
-    async fn lock_failed(&mut self, kind: Kind, max: u32) -> Result<Vec<Item>, StoreError> {
+    async fn lock_oldest(
+        &mut self,
+        kind: Kind,
+        state: ItemState,
+        max: u32,
+    ) -> Result<Vec<Item>, StoreError> {
         // Planned for its values (not cached: `max` varies): see `listing`.
-        let sql = listing::lock_failed_statement(kind, max);
+        let sql = listing::lock_oldest_statement(kind, state, max);
         let rows = self.query_once(&sql).await?;
         rows.iter().map(|r| item_from_row(r, 0)).collect()
     }

@@ -12,7 +12,7 @@
 use muster_app::ports::StoreError;
 use muster_app::views::ItemSummary;
 use muster_domain::listing::ItemFilter;
-use muster_domain::{Kind, Priority};
+use muster_domain::{ItemState, Kind, Priority};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
@@ -50,18 +50,19 @@ fn page_ids(filter: &ItemFilter, rows: u32) -> String {
     }
 }
 
-/// Locks up to `max` failed items of `kind`, oldest first by id, skipping those another
+/// Locks up to `max` items of `kind` in `state`, oldest first by id, skipping those another
 /// transaction holds.
-pub(super) fn lock_failed_statement(kind: Kind, max: u32) -> String {
+pub(super) fn lock_oldest_statement(kind: Kind, state: ItemState, max: u32) -> String {
+    let state = state.as_str();
     let page = merged(
         Priority::ALL
             .iter()
-            .map(|&p| group("failed", kind, p, None, max)),
+            .map(|&p| group(state, kind, p, None, max)),
         max,
     );
     format!(
         "SELECT {ITEM_COLS} FROM core.items i
-         WHERE i.id = ANY(ARRAY({page})) AND i.state = 'failed'
+         WHERE i.id = ANY(ARRAY({page})) AND i.state = '{state}'
          ORDER BY i.id
          FOR UPDATE OF i SKIP LOCKED"
     )

@@ -132,8 +132,8 @@ impl LogbookTx for PgTx {
     }
 }
 
-// Keep the state names in one place: the CHECK constraint in V1 lists these.
-const _: [ItemState; 5] = ItemState::ALL;
+// Keep the state names in one place: the CHECK constraint (V12) lists these.
+const _: [ItemState; 6] = ItemState::ALL;
 
 #[async_trait]
 impl muster_app::ports::Readiness for PgLogbook {

@@ -1,0 +1,160 @@
+//! An operator's hands on items: retry (failed or parked items back to `queued`, attempts
+//! reset) and cancel (to the terminal `cancelled`, a lease out on the item superseded at
+//! once), one item or the oldest of a kind in one state. Each changed item gets one ledger row
+//! naming the operator (and, for a cancel, the reason), in the same transaction as the change;
+//! the feed publishes it like every transition. Both are idempotent where the contract says
+//! so: cancelling a cancelled item answers as the first cancel did and writes nothing.
+
+use muster_domain::listing::bulk_retry_max;
+use muster_domain::{ItemId, ItemState, Kind, Principal};
+
+use super::{Muster, require_storable};
+use crate::auth::may_control_items;
+use crate::error::AppError;
+use crate::views::{BulkCancelled, BulkRetried, Cancelled, Retried};
+
+/// The longest reason an operator may give, in bytes.
+pub const MAX_REASON: usize = 1_000;
+
+impl Muster {
+    /// `POST /v1/items/{id}/retry`: a failed or parked item back to the queue.
+    pub async fn retry(&self, actor: Principal, id: ItemId) -> Result<Retried, AppError> {
+        may_control_items(actor)?;
+        let now = self.clock.now();
+        let mut tx = self.stores.logbook.begin().await?;
+        let mut item = tx
+            .lock_item(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))?;
+        let entry = item.retry(actor, now)?;
+        tx.save_item(&item).await?;
+        self.commit_with(tx, &[entry]).await?;
+        self.signal.notify(item.kind);
+        Ok(Retried {
+            item_id: id.to_string(),
+            state: item.state,
+        })
+    }
+
+    /// `POST /v1/items/retry`: up to `max` items of `kind` in `state` (`failed` or
+    /// `needs_subtool`) back to `queued`, oldest first, their attempts reset, one ledger row
+    /// each, in one transaction.
+    pub async fn retry_many(
+        &self,
+        actor: Principal,
+        kind: Kind,
+        state: ItemState,
+        max: u32,
+    ) -> Result<BulkRetried, AppError> {
+        may_control_items(actor)?;
+        if !matches!(state, ItemState::Failed | ItemState::NeedsSubtool) {
+            return Err(AppError::BadRequest(format!(
+                "a bulk retry takes failed or needs_subtool items, not {state}"
+            )));
+        }
+        let max = bulk_retry_max(max)?;
+        let now = self.clock.now();
+        let mut tx = self.stores.logbook.begin().await?;
+        let mut items = tx.lock_oldest(kind, state, max).await?;
+        if items.is_empty() {
+            return Ok(BulkRetried {
+                retried: 0,
+                item_ids: Vec::new(),
+            });
+        }
+        let mut entries = Vec::with_capacity(items.len());
+        for item in &mut items {
+            entries.push(item.retry(actor, now)?);
+        }
+        let saved: Vec<_> = items.iter().map(|i| (i.clone(), None)).collect();
+        tx.save_items(&saved).await?;
+        self.commit_with(tx, &entries).await?;
+        self.signal.notify(kind);
+        tracing::info!(%kind, %state, retried = items.len(), "items sent back to the queue");
+        Ok(BulkRetried {
+            retried: items.len() as u64,
+            item_ids: items.iter().map(|i| i.id.to_string()).collect(),
+        })
+    }
+
+    /// `POST /v1/items/{id}/cancel`: the item is `cancelled` (a `done` one is a conflict).
+    pub async fn cancel(
+        &self,
+        actor: Principal,
+        id: ItemId,
+        reason: &str,
+    ) -> Result<Cancelled, AppError> {
+        may_control_items(actor)?;
+        check_reason(reason)?;
+        let now = self.clock.now();
+        let mut tx = self.stores.logbook.begin().await?;
+        let mut item = tx
+            .lock_item(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))?;
+        if let Some(entry) = item.cancel(actor, reason, now)? {
+            tx.save_item(&item).await?;
+            self.commit_with(tx, &[entry]).await?;
+            tracing::info!(kind = %item.kind, item = %id, "item cancelled");
+        }
+        Ok(Cancelled {
+            item_id: id.to_string(),
+            state: item.state,
+        })
+    }
+
+    /// `POST /v1/items/cancel`: up to `max` items of `kind` in `state` (`queued`,
+    /// `needs_subtool` or `failed`) cancelled, oldest first, one ledger row each, in one
+    /// transaction.
+    pub async fn cancel_many(
+        &self,
+        actor: Principal,
+        kind: Kind,
+        state: ItemState,
+        max: u32,
+        reason: &str,
+    ) -> Result<BulkCancelled, AppError> {
+        may_control_items(actor)?;
+        if !matches!(
+            state,
+            ItemState::Queued | ItemState::NeedsSubtool | ItemState::Failed
+        ) {
+            return Err(AppError::BadRequest(format!(
+                "a bulk cancel takes queued, needs_subtool or failed items, not {state}"
+            )));
+        }
+        check_reason(reason)?;
+        let max = bulk_retry_max(max)?;
+        let now = self.clock.now();
+        let mut tx = self.stores.logbook.begin().await?;
+        let mut items = tx.lock_oldest(kind, state, max).await?;
+        let mut entries = Vec::with_capacity(items.len());
+        for item in &mut items {
+            entries.extend(item.cancel(actor, reason, now)?);
+        }
+        if entries.is_empty() {
+            return Ok(BulkCancelled {
+                cancelled: 0,
+                item_ids: Vec::new(),
+            });
+        }
+        let saved: Vec<_> = items.iter().map(|i| (i.clone(), None)).collect();
+        tx.save_items(&saved).await?;
+        self.commit_with(tx, &entries).await?;
+        tracing::info!(%kind, %state, cancelled = items.len(), "items cancelled");
+        Ok(BulkCancelled {
+            cancelled: items.len() as u64,
+            item_ids: items.iter().map(|i| i.id.to_string()).collect(),
+        })
+    }
+}
+
+/// A reason is 1 to [`MAX_REASON`] bytes of storable text.
+fn check_reason(reason: &str) -> Result<(), AppError> {
+    if reason.trim().is_empty() || reason.len() > MAX_REASON {
+        return Err(AppError::BadRequest(format!(
+            "reason must be 1 to {MAX_REASON} bytes of text"
+        )));
+    }
+    require_storable(&serde_json::Value::from(reason), "reason")
+}
