@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use muster_app::Muster;
 use muster_app::views::{CompleteRequest, EnqueueRequest};
 use muster_domain::{Kind, LeaseId, Principal, Priority};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::http::{Http, percentiles, ratio};
 use crate::results::{Cycles, CyclesRun, CyclesSide};
@@ -70,21 +70,44 @@ impl Mode {
                 };
                 let id = LeaseId(granted.lease_id.parse()?);
                 let t1 = Instant::now();
-                muster
-                    .complete(
-                        TRAWL,
-                        id,
-                        CompleteRequest {
-                            result: json!({}),
-                            next: vec![],
-                            worker_id: None,
-                        },
-                    )
-                    .await?;
+                complete_empty(muster, TRAWL, id).await?;
                 Ok(Some((lease, t1.elapsed())))
             }
         }
     }
+}
+
+/// Enqueues one item of `kind` at normal priority in process, as the operator.
+pub(crate) async fn enqueue_normal(muster: &Muster, kind: Kind, payload: Value) -> Result<()> {
+    muster
+        .enqueue(
+            Principal::Operator,
+            EnqueueRequest {
+                kind,
+                priority: Priority::Normal,
+                payload,
+                idempotency_key: None,
+                not_before: None,
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+/// Completes `id`, leased by `worker`, in process with an empty result and no next steps.
+pub(crate) async fn complete_empty(muster: &Muster, worker: Principal, id: LeaseId) -> Result<()> {
+    muster
+        .complete(
+            worker,
+            id,
+            CompleteRequest {
+                result: json!({}),
+                next: vec![],
+                worker_id: None,
+            },
+        )
+        .await?;
+    Ok(())
 }
 
 struct RunResult {
@@ -152,17 +175,7 @@ async fn enqueue_backlog(muster: &Muster, n: u64) -> Result<()> {
             let next = next.clone();
             tokio::spawn(async move {
                 while next.fetch_add(1, Ordering::Relaxed) < n {
-                    muster
-                        .enqueue(
-                            Principal::Operator,
-                            EnqueueRequest {
-                                kind: Kind::Trawl,
-                                priority: Priority::Normal,
-                                payload: json!({"bench": true}),
-                                idempotency_key: None,
-                            },
-                        )
-                        .await?;
+                    enqueue_normal(&muster, Kind::Trawl, json!({"bench": true})).await?;
                 }
                 anyhow::Ok(())
             })

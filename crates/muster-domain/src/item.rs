@@ -54,7 +54,9 @@ pub struct Item {
 }
 
 impl Item {
-    /// A new queued item, and the ledger entry recording its creation.
+    /// A new queued item, and the ledger entry recording its creation. With a `not_before`
+    /// later than `now` the item is not leasable before then (delayed work); an earlier one is
+    /// no delay. See [`Item::place_in_line`].
     pub fn enqueue(
         id: ItemId,
         kind: Kind,
@@ -62,7 +64,11 @@ impl Item {
         actor: Principal,
         now: OffsetDateTime,
         parent: Option<ItemId>,
+        not_before: Option<OffsetDateTime>,
     ) -> (Item, SealedEntry) {
+        let not_before = not_before
+            .map(muster_ledger::truncate_to_micros)
+            .filter(|t| *t > now);
         let mut item = Item {
             id,
             kind,
@@ -71,18 +77,26 @@ impl Item {
             attempt: 0,
             fence: Fence(0),
             lease: None,
-            not_before: None,
+            not_before,
             parked_digest: None,
             chain: ChainHead::genesis(),
         };
-        let data = match parent {
-            Some(p) => {
-                json!({"kind": kind.as_str(), "priority": priority.as_str(), "parent": p.to_string()})
-            }
-            None => json!({"kind": kind.as_str(), "priority": priority.as_str()}),
-        };
+        let mut data = json!({"kind": kind.as_str(), "priority": priority.as_str()});
+        if let Some(p) = parent {
+            data["parent"] = json!(p.to_string());
+        }
+        if let Some(t) = not_before {
+            data["not_before"] = json!(t.unix_timestamp_nanos() / 1000);
+        }
         let entry = item.record("enqueued", None, ItemState::Queued, actor, None, now, data);
         (item, entry)
+    }
+
+    /// Where a new item enqueued at `now` stands in its priority's line (FIFO by this time):
+    /// a delayed item takes its place at its `not_before`, as if enqueued then, so it neither
+    /// jumps ahead of work enqueued before that time nor waits behind it.
+    pub fn place_in_line(&self, now: OffsetDateTime) -> OffsetDateTime {
+        self.not_before.map_or(now, |t| t.max(now))
     }
 
     /// Whether a lease request made at `now` may take this item.
@@ -455,17 +469,10 @@ impl Item {
                 action: "retried (only failed and parked items can be)",
             });
         }
-        self.requeue(
-            from,
-            "retried",
-            "retried",
-            actor,
-            now,
-            |item| {
-                item.parked_digest = None;
-                json!({"previous_attempts": std::mem::take(&mut item.attempt)})
-            },
-        )
+        self.requeue(from, "retried", "retried", actor, now, |item| {
+            item.parked_digest = None;
+            json!({"previous_attempts": std::mem::take(&mut item.attempt)})
+        })
     }
 
     /// An operator cancels the item, with `reason`: from `queued`, `leased` (its lease is
@@ -487,10 +494,8 @@ impl Item {
                     action: "cancelled (a finished item cannot be)",
                 });
             }
-            ItemState::Queued
-            | ItemState::Leased
-            | ItemState::NeedsSubtool
-            | ItemState::Failed => {}
+            ItemState::Queued | ItemState::Leased | ItemState::NeedsSubtool | ItemState::Failed => {
+            }
         }
         let lease = self.lease.take();
         self.state = ItemState::Cancelled;

@@ -133,6 +133,7 @@ impl LeaseModel {
                 Principal::Operator,
                 at(0),
                 None,
+                None,
             );
             items.push(project_item(&item, false).expect("an enqueued item is projectable"));
             ledger.push(vec![

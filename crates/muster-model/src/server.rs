@@ -319,6 +319,7 @@ impl LeaseModel {
             ACTOR,
             now,
             Some(item.id),
+            None,
         );
         let result = result_of(bridge::lease_no(record.lease_id)?);
         let entry = item

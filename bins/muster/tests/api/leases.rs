@@ -439,3 +439,52 @@ async fn identical_completions_racing_each_other_apply_once_and_both_answer_200(
         0
     );
 }
+
+/// `not_before` `ms` milliseconds from now, as RFC 3339.
+fn in_ms(ms: i64) -> String {
+    (time::OffsetDateTime::now_utc() + time::Duration::milliseconds(ms))
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_delayed_item_is_leased_only_from_its_not_before_and_in_line_as_if_enqueued_then() {
+    let app = TestApp::spawn().await;
+    let enqueue = |not_before: Option<String>| {
+        let app = &app;
+        async move {
+            let mut body = json!({"kind": "trawl", "payload": {}});
+            if let Some(t) = not_before {
+                body["not_before"] = json!(t);
+            }
+            let r = app.post("/v1/items", "operator", body).await;
+            assert_eq!(r.status, StatusCode::CREATED, "{:?}", r.body);
+            r.body["item_id"].as_str().unwrap().to_owned()
+        }
+    };
+    let delayed = enqueue(Some(in_ms(1_500))).await;
+    let before_it = enqueue(None).await;
+    assert_eq!(
+        id_of(&app.lease("trawl", "w").await.unwrap()),
+        before_it,
+        "the delayed item is not leasable yet"
+    );
+    assert!(app.lease("trawl", "w").await.is_none());
+    tokio::time::sleep(Duration::from_millis(1_700)).await;
+    let after_it = enqueue(None).await;
+    assert_eq!(id_of(&app.lease("trawl", "w").await.unwrap()), delayed);
+    assert_eq!(id_of(&app.lease("trawl", "w").await.unwrap()), after_it);
+}
+
+#[tokio::test]
+async fn a_not_before_more_than_thirty_days_ahead_is_a_bad_request() {
+    let app = TestApp::spawn().await;
+    let r = app
+        .post(
+            "/v1/items",
+            "operator",
+            json!({"kind": "trawl", "payload": {}, "not_before": in_ms(31 * 86_400_000)}),
+        )
+        .await;
+    r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
+}

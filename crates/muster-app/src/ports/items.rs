@@ -18,6 +18,8 @@ pub struct NewItem {
     pub idempotency_key: Option<String>,
     pub parent: Option<ItemId>,
     pub created_at: OffsetDateTime,
+    /// Its place in its priority's line ([`Item::place_in_line`]).
+    pub in_line_at: OffsetDateTime,
     pub entry: SealedEntry,
 }
 

@@ -313,6 +313,7 @@ impl Muster {
                 actor,
                 now,
                 Some(item.id),
+                None,
             );
             children.push(NewItem {
                 item: child,
@@ -320,6 +321,7 @@ impl Muster {
                 idempotency_key: None,
                 parent: Some(item.id),
                 created_at: now,
+                in_line_at: now,
                 entry,
             });
         }

@@ -7,8 +7,12 @@ use crate::error::AppError;
 use crate::ports::{Inserted, NewItem};
 use crate::views::{EnqueueRequest, Enqueued};
 
+/// How far ahead `not_before` may be on an enqueue.
+pub const MAX_DELAY: time::Duration = time::Duration::days(30);
+
 impl Muster {
-    /// `POST /v1/items`: operators, Conn, and workers whose routes allow the kind.
+    /// `POST /v1/items`: operators, Conn, and workers whose routes allow the kind; with
+    /// `not_before`, delayed work.
     pub async fn enqueue(
         &self,
         actor: Principal,
@@ -36,10 +40,24 @@ impl Muster {
             )));
         }
         let now = self.clock.now();
-        let (item, entry) =
-            Item::enqueue(self.ids.item_id(), req.kind, req.priority, actor, now, None);
+        if req.not_before.is_some_and(|t| t > now + MAX_DELAY) {
+            return Err(AppError::BadRequest(format!(
+                "not_before may be at most {} days ahead",
+                MAX_DELAY.whole_days()
+            )));
+        }
+        let (item, entry) = Item::enqueue(
+            self.ids.item_id(),
+            req.kind,
+            req.priority,
+            actor,
+            now,
+            None,
+            req.not_before,
+        );
         let id = item.id;
         let new = NewItem {
+            in_line_at: item.place_in_line(now),
             item,
             payload: req.payload,
             idempotency_key: req.idempotency_key.map(|key| scoped_key(actor, &key)),

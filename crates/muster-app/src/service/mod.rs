@@ -38,6 +38,7 @@ use group::{CompletionLanes, LeaseLanes};
 /// The longest a lease request may wait for work.
 pub const MAX_WAIT_MS: u64 = 30_000;
 pub use controls::MAX_REASON;
+pub use enqueue::MAX_DELAY;
 /// How many exhausted-expired candidates one lease attempt fails before it gives up.
 const MAX_CANDIDATES: usize = 16;
 const MAX_WORKER_ID: usize = 128;

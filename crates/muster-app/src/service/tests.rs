@@ -241,6 +241,7 @@ async fn a_worker_may_not_enqueue_a_kind_its_routes_do_not_allow() {
         priority: Priority::Normal,
         payload: json!({}),
         idempotency_key: None,
+        not_before: None,
     };
     assert!(matches!(
         m.enqueue(TRAWL, req).await.unwrap_err(),

@@ -11,6 +11,10 @@ pub struct EnqueueRequest {
     pub priority: Priority,
     pub payload: Value,
     pub idempotency_key: Option<String>,
+    /// Delayed work: not leasable before this time (at most [`MAX_DELAY`] ahead).
+    ///
+    /// [`MAX_DELAY`]: crate::service::MAX_DELAY
+    pub not_before: Option<time::OffsetDateTime>,
 }
 
 /// One `next` step of a completion.

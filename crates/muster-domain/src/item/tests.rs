@@ -23,6 +23,7 @@ fn queued() -> Item {
         Principal::Operator,
         T0,
         None,
+        None,
     )
     .0
 }
@@ -43,7 +44,8 @@ fn first_lease_finished(item: &Item, outcome: LeaseOutcome) -> LeaseRecord {
 fn parked_on(digest: &str) -> Item {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
-    item.park(&rec, TRAWL, Some(digest), &json!({}), T0).unwrap();
+    item.park(&rec, TRAWL, Some(digest), &json!({}), T0)
+        .unwrap();
     item
 }
 
@@ -122,6 +124,7 @@ fn enqueue_starts_a_chain_with_one_entry() {
         Priority::Urgent,
         Principal::Operator,
         T0,
+        None,
         None,
     );
     assert_eq!(item.state, ItemState::Queued);
@@ -202,7 +205,8 @@ fn a_superseded_lease_loses_complete_fail_park_and_heartbeat() {
         TransitionError::LeaseLost
     );
     assert_eq!(
-        item.clone().park(&old, TRAWL, Some("sha256:x"), &json!({}), T0),
+        item.clone()
+            .park(&old, TRAWL, Some("sha256:x"), &json!({}), T0),
         Err(TransitionError::LeaseLost)
     );
     assert_eq!(
@@ -447,8 +451,14 @@ fn an_expired_lease_with_attempts_left_is_not_failed_by_the_final_grace() {
 fn parking_is_not_charged_as_an_attempt() {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
-    item.park(&rec, TRAWL, Some("sha256:aa"), &json!({"signature": "s"}), T0)
-        .unwrap();
+    item.park(
+        &rec,
+        TRAWL,
+        Some("sha256:aa"),
+        &json!({"signature": "s"}),
+        T0,
+    )
+    .unwrap();
     assert_eq!((item.state, item.attempt), (ItemState::NeedsSubtool, 0));
     assert_eq!(item.parked_digest.as_deref(), Some("sha256:aa"));
 }
@@ -591,7 +601,7 @@ proptest! {
     #[test]
     fn random_operation_sequences_keep_the_invariants(ops in proptest::collection::vec(op(), 1..60)) {
         let policy = RetryPolicy::default();
-        let (mut item, first) = Item::enqueue(id(1), Kind::Trawl, Priority::Normal, Principal::Operator, T0, None);
+        let (mut item, first) = Item::enqueue(id(1), Kind::Trawl, Priority::Normal, Principal::Operator, T0, None, None);
         let mut entries = vec![first];
         let mut leases: Vec<LeaseRecord> = Vec::new();
         let mut now = T0;
@@ -726,4 +736,70 @@ fn park_and_replay_charges_the_attempt_and_requeues() {
     let entries = bounced_to_a_new_image(&mut item, &rec, &RetryPolicy::default());
     assert_eq!((item.state, item.attempt), (ItemState::Queued, 1));
     assert_eq!(events(&entries), ["parked", "replayed"]);
+}
+
+#[test]
+fn a_delayed_item_is_not_leasable_before_its_not_before() {
+    let later = T0 + Duration::seconds(60);
+    let (item, _) = Item::enqueue(
+        id(1),
+        Kind::Trawl,
+        Priority::Normal,
+        Principal::Operator,
+        T0,
+        None,
+        Some(later),
+    );
+    assert!(!item.is_leasable(later - Duration::seconds(1)));
+    assert!(item.is_leasable(later));
+}
+
+#[test]
+fn a_delayed_item_takes_its_place_in_line_at_its_not_before() {
+    let later = T0 + Duration::seconds(60);
+    let (item, _) = Item::enqueue(
+        id(1),
+        Kind::Trawl,
+        Priority::Normal,
+        Principal::Operator,
+        T0,
+        None,
+        Some(later),
+    );
+    assert_eq!(item.place_in_line(T0), later);
+}
+
+#[test]
+fn a_not_before_in_the_past_is_no_delay_and_no_place_ahead_in_line() {
+    let (item, entry) = Item::enqueue(
+        id(1),
+        Kind::Trawl,
+        Priority::Normal,
+        Principal::Operator,
+        T0,
+        None,
+        Some(T0 - Duration::hours(1)),
+    );
+    assert_eq!(item.not_before, None);
+    assert_eq!(item.place_in_line(T0), T0);
+    assert!(!entry.entry.data.contains("not_before"));
+}
+
+#[test]
+fn a_delayed_items_enqueue_entry_records_its_not_before() {
+    let later = T0 + Duration::seconds(60);
+    let (_, entry) = Item::enqueue(
+        id(1),
+        Kind::Trawl,
+        Priority::Normal,
+        Principal::Operator,
+        T0,
+        None,
+        Some(later),
+    );
+    let data: Value = serde_json::from_str(&entry.entry.data).unwrap();
+    assert_eq!(
+        data["not_before"],
+        json!(later.unix_timestamp_nanos() / 1000)
+    );
 }

@@ -25,6 +25,9 @@ pub(crate) struct EnqueueBody {
     payload: Value,
     #[serde(default)]
     idempotency_key: Option<String>,
+    /// Delayed work: an RFC 3339 time.
+    #[serde(default, with = "time::serde::rfc3339::option")]
+    not_before: Option<time::OffsetDateTime>,
 }
 
 fn normal() -> Priority {
@@ -41,6 +44,7 @@ pub(crate) async fn enqueue(
         priority: b.priority,
         payload: b.payload,
         idempotency_key: b.idempotency_key,
+        not_before: b.not_before,
     };
     let out = s.muster.enqueue(p, req).await?;
     let status = if out.created {

@@ -35,6 +35,8 @@ impl ItemStore for PgTx {
                     &new.parent.map(|p| p.0),
                     &(i.chain.len as i64),
                     &i.chain.hash.as_slice(),
+                    &new.in_line_at,
+                    &i.not_before,
                 ],
             )
             .await?;
@@ -68,6 +70,7 @@ impl ItemStore for PgTx {
             .iter()
             .map(|n| n.item.state.as_str().to_owned())
             .collect();
+        // A next step is never delayed: its place in line is its creation.
         let at: Vec<OffsetDateTime> = new.iter().map(|n| n.created_at).collect();
         let payloads: Vec<Value> = new.iter().map(|n| n.payload.clone()).collect();
         let parents: Vec<Option<Uuid>> = new.iter().map(|n| n.parent.map(|p| p.0)).collect();
