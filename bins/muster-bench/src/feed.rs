@@ -7,9 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use anyhow::{Context, Result};
 use muster_domain::feed::SseReader;
 use serde_json::{Value, json};
 
@@ -36,31 +34,14 @@ async fn subscribe(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let result: Result<()> = async {
-        let req = hyper::Request::builder()
-            .method(hyper::Method::GET)
-            .uri(format!("{}/v1/events", http.base))
-            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
-            .header(hyper::header::ACCEPT, "text/event-stream")
-            .body(Full::new(Bytes::new()))?;
-        let resp = http.client.request(req).await.context("GET /v1/events")?;
-        if resp.status() != hyper::StatusCode::OK {
-            bail!("GET /v1/events answered {}", resp.status());
-        }
+        let mut stream = http.events(&token).await?;
         connected.fetch_add(1, Ordering::SeqCst);
-        let mut body = resp.into_body();
         let mut reader = SseReader::default();
         loop {
-            let frame = tokio::select! {
-                f = body.frame() => f,
-                _ = stop.changed() => return Ok(()),
+            let Some(data) = stream.next_chunk(&mut stop).await? else {
+                return Ok(());
             };
             let at = Instant::now();
-            let Some(frame) = frame else {
-                bail!("the stream ended");
-            };
-            let Ok(data) = frame?.into_data() else {
-                continue;
-            };
             for block in reader.push(&data) {
                 if block.event.as_deref() != Some("transition") {
                     continue;

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, bail};
-use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use anyhow::{Context, Result};
 use serde_json::json;
 
 use crate::http::{Http, percentiles, ratio};
@@ -40,29 +38,12 @@ async fn subscribe(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let result: Result<()> = async {
-        let req = hyper::Request::builder()
-            .method(hyper::Method::GET)
-            .uri(format!("{}/v1/events", http.base))
-            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
-            .header(hyper::header::ACCEPT, "text/event-stream")
-            .body(Full::new(Bytes::new()))?;
-        let resp = http.client.request(req).await.context("GET /v1/events")?;
-        if resp.status() != hyper::StatusCode::OK {
-            bail!("GET /v1/events answered {}", resp.status());
-        }
+        let mut stream = http.events(&token).await?;
         received.connected.fetch_add(1, Ordering::Relaxed);
-        let mut body = resp.into_body();
         let mut newline_before = false;
         loop {
-            let frame = tokio::select! {
-                f = body.frame() => f,
-                _ = stop.changed() => return Ok(()),
-            };
-            let Some(frame) = frame else {
-                bail!("the stream ended");
-            };
-            let Ok(data) = frame?.into_data() else {
-                continue;
+            let Some(data) = stream.next_chunk(&mut stop).await? else {
+                return Ok(());
             };
             let mut frames = 0;
             for &b in data.iter() {

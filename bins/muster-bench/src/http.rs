@@ -115,6 +115,52 @@ impl Http {
     }
 }
 
+/// An open `GET /v1/events` stream ([`Http::events`]).
+pub(crate) struct EventStream {
+    body: hyper::body::Incoming,
+}
+
+impl Http {
+    /// Opens `GET /v1/events` as `token`: an error unless it answers 200.
+    pub(crate) async fn events(&self, token: &str) -> Result<EventStream> {
+        let req = hyper::Request::builder()
+            .method(hyper::Method::GET)
+            .uri(format!("{}/v1/events", self.base))
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+            .header(hyper::header::ACCEPT, "text/event-stream")
+            .body(Full::new(Bytes::new()))?;
+        let resp = self.client.request(req).await.context("GET /v1/events")?;
+        if resp.status() != hyper::StatusCode::OK {
+            bail!("GET /v1/events answered {}", resp.status());
+        }
+        Ok(EventStream {
+            body: resp.into_body(),
+        })
+    }
+}
+
+impl EventStream {
+    /// The next chunk of the stream's data, `None` once `stop` changes; an error when the
+    /// stream ends or fails.
+    pub(crate) async fn next_chunk(
+        &mut self,
+        stop: &mut tokio::sync::watch::Receiver<bool>,
+    ) -> Result<Option<Bytes>> {
+        loop {
+            let frame = tokio::select! {
+                f = self.body.frame() => f,
+                _ = stop.changed() => return Ok(None),
+            };
+            let Some(frame) = frame else {
+                bail!("the stream ended");
+            };
+            if let Ok(data) = frame?.into_data() {
+                return Ok(Some(data));
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Statistics
 

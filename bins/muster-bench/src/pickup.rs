@@ -3,12 +3,11 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use muster_app::views::{CompleteRequest, EnqueueRequest};
-use muster_domain::{Kind, LeaseId, Principal, Priority};
+use muster_domain::{Kind, LeaseId, Principal};
 use serde_json::json;
 
 use crate::Target;
-use crate::cycles::in_process;
+use crate::cycles::{complete_empty, enqueue_normal, in_process};
 use crate::http::{Http, percentiles, ratio};
 use crate::results::{Pickup, WakeCycles};
 
@@ -27,82 +26,42 @@ pub(crate) async fn pickup(
         json!({"kind": "sextant", "priority": "normal", "payload": {"bench": "pickup"}});
 
     // In-process baseline: the same long poll and enqueue, without HTTP.
-    let mut local = Vec::new();
-    let mut local_missed = 0u64;
-    for _ in 0..repeats {
-        let m = muster.clone();
-        let waiter = tokio::spawn(async move {
-            let granted = m.lease(SEXTANT, "bench-pickup", 5_000).await;
-            (granted, Instant::now())
-        });
-        tokio::time::sleep(settle).await;
-        let t0 = Instant::now();
-        muster
-            .enqueue(
-                Principal::Operator,
-                EnqueueRequest {
-                    kind: Kind::Sextant,
-                    priority: Priority::Normal,
-                    payload: json!({"bench": "pickup"}),
-                    idempotency_key: None,
-                },
-            )
-            .await?;
-        let (granted, t1) = waiter.await?;
-        match granted? {
-            Some(g) => {
-                local.push(t1.saturating_duration_since(t0));
-                muster
-                    .complete(
-                        SEXTANT,
-                        LeaseId(g.lease_id.parse()?),
-                        CompleteRequest {
-                            result: json!({}),
-                            next: vec![],
-                            worker_id: None,
-                        },
-                    )
-                    .await?;
-            }
-            None => local_missed += 1,
-        }
-    }
-
-    let mut remote = Vec::new();
-    let mut remote_missed = 0u64;
-    for _ in 0..repeats {
-        let h = http.clone();
-        let token = worker_token.to_owned();
-        let waiter = tokio::spawn(async move {
-            let r = h
-                .post(
-                    "/v1/leases",
-                    &token,
-                    &json!({"worker_id": "bench-pickup", "wait_ms": 5000}),
-                    None,
+    let (local, local_missed) = time_pickups(
+        repeats,
+        settle,
+        || {
+            let m = muster.clone();
+            tokio::spawn(async move {
+                let granted = m.lease(SEXTANT, "bench-pickup", 5_000).await;
+                let at = Instant::now();
+                (
+                    granted.map(|g| g.map(|g| g.lease_id)).map_err(Into::into),
+                    at,
                 )
-                .await;
-            (r, Instant::now())
-        });
-        tokio::time::sleep(settle).await;
-        let t0 = Instant::now();
-        http.enqueue(operator_token, &enqueue_body).await?;
-        let (r, t1) = waiter.await?;
-        let (status, body) = r?;
-        if status == 200 {
-            remote.push(t1.saturating_duration_since(t0));
-            let id = body["lease_id"].as_str().context("lease_id missing")?;
+            })
+        },
+        async || enqueue_sextant(&muster, "pickup").await,
+        async |id: String| complete_sextant(&muster, &id).await,
+    )
+    .await?;
+
+    let (remote, remote_missed) = time_pickups(
+        repeats,
+        settle,
+        || long_poll(&http, worker_token),
+        async || http.enqueue(operator_token, &enqueue_body).await.map(drop),
+        async |id: String| {
             http.post(
                 &format!("/v1/leases/{id}/complete"),
                 worker_token,
                 &json!({"result": {}}),
                 None,
             )
-            .await?;
-        } else {
-            remote_missed += 1;
-        }
-    }
+            .await
+            .map(drop)
+        },
+    )
+    .await?;
     let local_p = percentiles(local);
     let remote_p = percentiles(remote);
     let r50 = ratio(
@@ -156,60 +115,86 @@ async fn cross_replica(
     repeats: usize,
 ) -> Result<(Vec<Duration>, u64)> {
     let (other, bridge) = replica(&target.database_url, true).await?;
-    let settle = Duration::from_millis(50);
-    let mut took = Vec::new();
-    let mut missed = 0u64;
-    for _ in 0..repeats {
-        let h = http.clone();
-        let token = worker_token.to_owned();
-        let waiter = tokio::spawn(async move {
-            let r = h
-                .post(
-                    "/v1/leases",
-                    &token,
-                    &json!({"worker_id": "bench-pickup", "wait_ms": 5000}),
-                    None,
-                )
-                .await;
-            (r, Instant::now())
-        });
-        tokio::time::sleep(settle).await;
-        let t0 = Instant::now();
-        other
-            .enqueue(
-                Principal::Operator,
-                EnqueueRequest {
-                    kind: Kind::Sextant,
-                    priority: Priority::Normal,
-                    payload: json!({"bench": "pickup-cross"}),
-                    idempotency_key: None,
-                },
-            )
-            .await?;
-        let (r, t1) = waiter.await?;
-        let (status, body) = r?;
-        if status == 200 {
-            took.push(t1.saturating_duration_since(t0));
-            let id = body["lease_id"].as_str().context("lease_id missing")?;
-            other
-                .complete(
-                    SEXTANT,
-                    LeaseId(id.parse()?),
-                    CompleteRequest {
-                        result: json!({}),
-                        next: vec![],
-                        worker_id: None,
-                    },
-                )
-                .await?;
-        } else {
-            missed += 1;
-        }
-    }
+    let took = time_pickups(
+        repeats,
+        Duration::from_millis(50),
+        || long_poll(http, worker_token),
+        async || enqueue_sextant(&other, "pickup-cross").await,
+        async |id: String| complete_sextant(&other, &id).await,
+    )
+    .await;
     if let Some(b) = bridge {
         b.abort();
     }
+    took
+}
+
+/// The lease id a long poll was granted, `None` when it ended without one, and when it ended.
+type Granted = (Result<Option<String>>, Instant);
+
+/// `repeats` times: a long poll started by `poll`, after `settle` an item enqueued by `enqueue`,
+/// and the time from the enqueue to the grant taken; the lease granted is completed by
+/// `complete`. The times, and how many polls ended without a lease.
+async fn time_pickups(
+    repeats: usize,
+    settle: Duration,
+    poll: impl Fn() -> tokio::task::JoinHandle<Granted>,
+    enqueue: impl AsyncFn() -> Result<()>,
+    complete: impl AsyncFn(String) -> Result<()>,
+) -> Result<(Vec<Duration>, u64)> {
+    let mut took = Vec::new();
+    let mut missed = 0u64;
+    for _ in 0..repeats {
+        let waiter = poll();
+        tokio::time::sleep(settle).await;
+        let t0 = Instant::now();
+        enqueue().await?;
+        let (granted, t1) = waiter.await?;
+        match granted? {
+            Some(id) => {
+                took.push(t1.saturating_duration_since(t0));
+                complete(id).await?;
+            }
+            None => missed += 1,
+        }
+    }
     Ok((took, missed))
+}
+
+/// A sextant long poll of 5 s over HTTP, on a task of its own: the lease id when it answered
+/// 200.
+fn long_poll(http: &Http, worker_token: &str) -> tokio::task::JoinHandle<Granted> {
+    let http = http.clone();
+    let token = worker_token.to_owned();
+    tokio::spawn(async move {
+        let answer = http
+            .post(
+                "/v1/leases",
+                &token,
+                &json!({"worker_id": "bench-pickup", "wait_ms": 5000}),
+                None,
+            )
+            .await;
+        let at = Instant::now();
+        let granted = answer.and_then(|(status, body)| {
+            if status != 200 {
+                return Ok(None);
+            }
+            let id = body["lease_id"].as_str().context("lease_id missing")?;
+            Ok(Some(id.to_owned()))
+        });
+        (granted, at)
+    })
+}
+
+/// Enqueues a normal sextant item in process, its payload `{"bench": bench}`.
+async fn enqueue_sextant(m: &muster_app::Muster, bench: &str) -> Result<()> {
+    enqueue_normal(m, Kind::Sextant, json!({ "bench": bench })).await
+}
+
+/// Completes a sextant lease in process with an empty result.
+async fn complete_sextant(m: &muster_app::Muster, lease_id: &str) -> Result<()> {
+    complete_empty(m, SEXTANT, LeaseId(lease_id.parse()?)).await
 }
 
 /// Enqueue→lease→complete cycles/s of an in-process replica with and without its wake-up
@@ -256,27 +241,9 @@ async fn cycle_rate(m: &muster_app::Muster, workers: usize, length: Duration) ->
                 let worker = format!("bench-wake-{w}");
                 let mut done = 0u64;
                 while Instant::now() < deadline {
-                    m.enqueue(
-                        Principal::Operator,
-                        EnqueueRequest {
-                            kind: Kind::Sextant,
-                            priority: Priority::Normal,
-                            payload: json!({"bench": "wake-cycles"}),
-                            idempotency_key: None,
-                        },
-                    )
-                    .await?;
+                    enqueue_sextant(&m, "wake-cycles").await?;
                     if let Some(g) = m.lease(SEXTANT, &worker, 0).await? {
-                        m.complete(
-                            SEXTANT,
-                            LeaseId(g.lease_id.parse()?),
-                            CompleteRequest {
-                                result: json!({}),
-                                next: vec![],
-                                worker_id: None,
-                            },
-                        )
-                        .await?;
+                        complete_sextant(&m, &g.lease_id).await?;
                         done += 1;
                     }
                 }

@@ -28,10 +28,17 @@ pub(crate) async fn runtime(
     let http = Http::new(url);
     let mut runs = Vec::new();
     for &concurrency in concurrencies {
+        let drain = Drain {
+            url,
+            token: worker_token,
+            concurrency,
+            items,
+            limit,
+        };
         enqueue(&http, operator_token, items).await?;
-        let (bare_done, bare_s) = bare(url, worker_token, concurrency, items, limit).await?;
+        let (bare_done, bare_s) = bare(&drain).await?;
         enqueue(&http, operator_token, items).await?;
-        let (rt_done, rt_s) = with_runtime(url, worker_token, concurrency, items, limit).await?;
+        let (rt_done, rt_s) = with_runtime(&drain).await?;
         let bare_rate = bare_done as f64 / bare_s;
         let rt_rate = rt_done as f64 / rt_s;
         runs.push(RuntimeRun {
@@ -85,14 +92,25 @@ fn spool(name: &str) -> std::path::PathBuf {
     ))
 }
 
-/// The bare loop: `concurrency` tasks of lease (no wait) then complete. Items done, seconds.
-async fn bare(
-    url: &str,
-    token: &str,
+/// What one run drains: as `token` from `url`, `concurrency` at a time, until `items` are done
+/// or after `limit`.
+struct Drain<'a> {
+    url: &'a str,
+    token: &'a str,
     concurrency: usize,
     items: u64,
     limit: Duration,
-) -> Result<(u64, f64)> {
+}
+
+/// The bare loop: `concurrency` tasks of lease (no wait) then complete. Items done, seconds.
+async fn bare(drain: &Drain<'_>) -> Result<(u64, f64)> {
+    let &Drain {
+        url,
+        token,
+        concurrency,
+        items,
+        limit,
+    } = drain;
     let dir = spool("bare");
     let client = WorkerClient::new(url, token, "trawl", "bench-bare", &dir)?;
     let done = Arc::new(AtomicU64::new(0));
@@ -121,24 +139,18 @@ async fn bare(
 
 /// The runtime: a runner of `concurrency` whose function answers `done` at once; stopped when
 /// `items` are done or after `limit`. Items done, seconds.
-async fn with_runtime(
-    url: &str,
-    token: &str,
-    concurrency: usize,
-    items: u64,
-    limit: Duration,
-) -> Result<(u64, f64)> {
+async fn with_runtime(drain: &Drain<'_>) -> Result<(u64, f64)> {
     let dir = spool("runtime");
-    let runner = Runner::builder(url, token, "trawl")
+    let runner = Runner::builder(drain.url, drain.token, "trawl")
         .worker_id("bench-runtime")
         .spool_dir(&dir)
-        .concurrency(concurrency)
+        .concurrency(drain.concurrency)
         .wait_ms(1_000)
         .build()?;
     let (metrics, stop) = (runner.metrics(), runner.shutdown_handle());
     let start = Instant::now();
     let run = tokio::spawn(runner.run(|_lease: Lease| async { Outcome::done(json!({})) }));
-    while metrics.snapshot().done < items && start.elapsed() < limit {
+    while metrics.snapshot().done < drain.items && start.elapsed() < drain.limit {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     let seconds = start.elapsed().as_secs_f64();

@@ -17,13 +17,14 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use muster_devdb::{ClusterOptions, DevTokens, TempCluster, migrated_database};
+use muster_devdb::{ClusterOptions, TempCluster, migrated_database};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use self::floor::{BLOAT_CYCLES, FLOOR_RUNS, sql_floor, table_sizes};
 use self::procs::{
     ServeArgs, banner, free_listen, machine, muster_bench, on_cluster, wait_queues, write_json,
+    write_serve_files,
 };
 use crate::procinfo::memory;
 use crate::report::{Suite, render};
@@ -115,18 +116,12 @@ impl Runner<'_> {
 fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     let url = migrated_database(cluster, muster, "muster_bench")?;
 
-    let tokens_path = out.join("tokens.json");
-    let tokens = DevTokens::write(
-        &tokens_path,
+    let tokens = write_serve_files(
+        out,
         ["operator", "conn", "worker:trawl", "worker:sextant"],
+        json!({"docs/intro": {"owner": "alice", "title": "Intro"}}),
     )?;
     let token = |p: &str| tokens.token(p).unwrap_or_default().to_owned();
-    let ownership_path = out.join("ownership_map.json");
-    std::fs::write(
-        &ownership_path,
-        json!({"version": 1, "targets": {"docs/intro": {"owner": "alice", "title": "Intro"}}})
-            .to_string(),
-    )?;
 
     // History (and nothing queued) before the server starts: seeded under a running server, its
     // live feed would count the seeded ledger rows as transitions.
@@ -134,13 +129,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
 
     let listen = free_listen()?;
     let base = format!("http://{listen}");
-    let serve = ServeArgs {
-        muster,
-        url: &url,
-        listen: &listen,
-        tokens: &tokens_path,
-        ownership: &ownership_path,
-    };
+    let serve = ServeArgs::new(muster, &url, &listen, out);
     let mut server = serve.start(&out.join("server.log"))?;
     std::thread::sleep(Duration::from_secs(1));
     let idle = memory(server.pid())?;

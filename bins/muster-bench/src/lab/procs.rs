@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use muster_devdb::{
-    ClusterOptions, Probe, Proc, StopMode, TempCluster, free_port, runtime_url, wait_for_200,
-    wait_healthy,
+    ClusterOptions, DevTokens, Probe, Proc, StopMode, TempCluster, free_port, runtime_url,
+    wait_for_200, wait_healthy,
 };
 pub(crate) use muster_devdb::{banner, psql, psql_query};
 use serde::Serialize;
@@ -95,16 +95,38 @@ fn with_nofile(program: &Path) -> Command {
     cmd
 }
 
+/// Writes what `muster serve` reads besides its database into `dir` ([`ServeArgs::dir`]):
+/// `tokens.json`, a token for each of `principals`, and `ownership_map.json` with `targets`.
+pub(crate) fn write_serve_files<'p>(
+    dir: &Path,
+    principals: impl IntoIterator<Item = &'p str>,
+    targets: serde_json::Value,
+) -> Result<DevTokens> {
+    let tokens = DevTokens::write(&dir.join("tokens.json"), principals)?;
+    let map = serde_json::json!({"version": 1, "targets": targets});
+    std::fs::write(dir.join("ownership_map.json"), map.to_string())?;
+    Ok(tokens)
+}
+
 #[derive(Clone, Copy)]
 pub(crate) struct ServeArgs<'a> {
     pub(crate) muster: &'a Path,
     pub(crate) url: &'a str,
     pub(crate) listen: &'a str,
-    pub(crate) tokens: &'a Path,
-    pub(crate) ownership: &'a Path,
+    /// Where [`write_serve_files`] wrote the tokens and the ownership map.
+    pub(crate) dir: &'a Path,
 }
 
-impl ServeArgs<'_> {
+impl<'a> ServeArgs<'a> {
+    pub(crate) fn new(muster: &'a Path, url: &'a str, listen: &'a str, dir: &'a Path) -> Self {
+        ServeArgs {
+            muster,
+            url,
+            listen,
+            dir,
+        }
+    }
+
     /// Spawns the server with its log in `log_path` and waits until `/healthz` answers 200.
     pub(crate) fn start(&self, log_path: &Path) -> Result<Proc> {
         banner(&format!(
@@ -125,9 +147,9 @@ impl ServeArgs<'_> {
             .arg("serve")
             .args(["--database-url", &url, "--listen", self.listen])
             .arg("--tokens")
-            .arg(self.tokens)
+            .arg(self.dir.join("tokens.json"))
             .arg("--ownership-map")
-            .arg(self.ownership)
+            .arg(self.dir.join("ownership_map.json"))
             // Solving is not timed: a low difficulty only keeps the spam scenario's 256
             // pre-solved challenges quick to make, whatever the default is.
             .args(["--pow-difficulty", &BENCH_POW_DIFFICULTY.to_string()])

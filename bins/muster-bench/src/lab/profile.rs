@@ -9,11 +9,13 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use muster_devdb::{ClusterOptions, DevTokens, TempCluster, migrated_database};
+use muster_devdb::{ClusterOptions, TempCluster, migrated_database};
 use serde_json::json;
 
 use super::Runner;
-use super::procs::{ServeArgs, free_listen, muster_bench, on_cluster, psql, psql_query};
+use super::procs::{
+    ServeArgs, free_listen, muster_bench, on_cluster, psql, psql_query, write_serve_files,
+};
 use crate::procinfo::{cpu_seconds, ticks_per_second};
 use crate::results::BatchRun;
 
@@ -60,14 +62,8 @@ pub(crate) fn profile(muster: &Path, out: &Path, options: &Options) -> Result<()
 fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) -> Result<String> {
     let url = migrated_database(cluster, muster, "muster_profile")?;
     psql(&url, "CREATE EXTENSION pg_stat_statements")?;
-    let tokens_path = out.join("tokens.json");
-    let tokens = DevTokens::write(&tokens_path, ["worker:trawl"])?;
+    let tokens = write_serve_files(out, ["worker:trawl"], json!({}))?;
     let token = tokens.token("worker:trawl").unwrap_or_default().to_owned();
-    let ownership_path = out.join("ownership_map.json");
-    std::fs::write(
-        &ownership_path,
-        json!({"version": 1, "targets": {}}).to_string(),
-    )?;
 
     // More than the drain takes, so that the queue never runs dry under it.
     let backlog = u64::from(options.items) + 20_000;
@@ -75,13 +71,7 @@ fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) ->
     Runner { env: &env, out }.fill("backlog-fill", &url, backlog)?;
 
     let listen = free_listen()?;
-    let serve = ServeArgs {
-        muster,
-        url: &url,
-        listen: &listen,
-        tokens: &tokens_path,
-        ownership: &ownership_path,
-    };
+    let serve = ServeArgs::new(muster, &url, &listen, out);
     let mut server = serve.start(&out.join("server.log"))?;
     let pid = server.pid();
     let ticks = ticks_per_second();
