@@ -5,6 +5,7 @@
 //!   and the fencing rules of leases. Every transition yields the ledger entry that records it.
 //! * [`backoff`]: retry policy with exponential backoff and jitter (randomness passed in).
 //! * [`routes`]: which kind may enqueue `next` items of which kinds.
+//! * [`pause`]: a kind's pause state and the ledger entries of its changes.
 //!
 //! Time is always an argument. Randomness is always an argument.
 
@@ -36,6 +37,7 @@ pub mod health;
 pub mod item;
 pub mod kind;
 pub mod listing;
+pub mod pause;
 pub mod principal;
 pub mod priority;
 pub mod redact;
