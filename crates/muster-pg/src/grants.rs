@@ -82,6 +82,7 @@ pub const RUNTIME_GRANTS: &[Grant] = &[
         &["SELECT", "INSERT", "UPDATE", "DELETE"],
     ),
     table("core.pow_spent", &["SELECT", "INSERT", "DELETE"]),
+    table("core.kind_pauses", &["SELECT", "INSERT", "UPDATE"]),
     // The ledger's identity sequence: an identity column draws its value without a privilege
     // check, so INSERT on the table is all it takes.
     Grant {

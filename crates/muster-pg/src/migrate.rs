@@ -46,6 +46,8 @@ pub const MIGRATIONS: &[Migration] = migrations![
     11 "items_listing_index",
     12 "cancelled",
     13 "cancelled_validated",
+    14 "kind_pauses",
+    15 "kind_pauses_validated",
 ];
 
 /// The newest migration this binary knows.
