@@ -11,7 +11,7 @@ use muster_antispam::OwnershipMap;
 use muster_app::auth::{Authenticator, TokenTable};
 use muster_app::dependency::CallCounts;
 use muster_app::feed::Feed;
-use muster_app::intake::{Intake, Ownership};
+use muster_app::intake::{Intake, IntakeParts, Ownership};
 use muster_app::nodes::NodeDirectory;
 use muster_app::ports::{Clock, Ids, Jitter};
 use muster_app::signal::WorkSignal;
@@ -204,16 +204,16 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     } else {
         tracing::warn!(
             "no ownership map given (--ownership-map): every edit proposal will be refused with E_TARGET"
-        );
-    }
-    let intake = Intake::new(
-        Arc::new(logbook.clone()),
-        Arc::new(logbook.clone()),
-        settings.clock.0.clone(),
-        Arc::new(V7Ids),
-        signal.clone(),
-        settings.intake(),
+        let intake = Intake::new(IntakeParts {
+        logbook: Arc::new(logbook.clone()),
+        records: Arc::new(logbook.clone()),
+        clock: settings.clock.0.clone(),
+        ids: Arc::new(V7Ids),
+        signal: signal.clone(),
+        settings: settings.intake(),
         ownership,
+    });
+ship,
     );
     let muster = Muster::new(
         Stores::of(Arc::new(logbook.clone())),

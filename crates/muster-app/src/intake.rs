@@ -102,21 +102,27 @@ impl Ownership {
     }
 }
 
+/// What [`Intake::new`] is built from: its ports, its settings and the ownership map.
+#[derive(Clone)]
+pub struct IntakeParts {
+    pub logbook: Arc<dyn Logbook>,
+    pub records: Arc<dyn IntakeLog>,
+    pub clock: Arc<dyn Clock>,
+    pub ids: Arc<dyn Ids>,
+    pub signal: WorkSignal,
+    pub settings: IntakeSettings,
+    pub ownership: Ownership,
+}
+
 /// The edit intake use cases.
 #[derive(Clone)]
 pub struct Intake {
-    logbook: Arc<dyn Logbook>,
-    records: Arc<dyn IntakeLog>,
-    clock: Arc<dyn Clock>,
-    ids: Arc<dyn Ids>,
-    signal: WorkSignal,
-    settings: IntakeSettings,
-    ownership: Ownership,
+    parts: IntakeParts,
     key: Arc<OnceCell<ChallengeKey>>,
     stats: Arc<IntakeStats>,
 }
 
-debug_showing!(Intake, settings = settings);
+debug_showing!(Intake, settings = parts.settings);
 
 /// Seconds from `now` to the next UTC midnight (when the daily cap resets).
 fn until_midnight(now: OffsetDateTime) -> u64 {
@@ -126,23 +132,9 @@ fn until_midnight(now: OffsetDateTime) -> u64 {
 }
 
 impl Intake {
-    pub fn new(
-        logbook: Arc<dyn Logbook>,
-        records: Arc<dyn IntakeLog>,
-        clock: Arc<dyn Clock>,
-        ids: Arc<dyn Ids>,
-        signal: WorkSignal,
-        settings: IntakeSettings,
-        ownership: Ownership,
-    ) -> Self {
+    pub fn new(parts: IntakeParts) -> Self {
         Intake {
-            logbook,
-            records,
-            clock,
-            ids,
-            signal,
-            settings,
-            ownership,
+            parts,
             key: Arc::new(OnceCell::new()),
             stats: Arc::new(IntakeStats::default()),
         }
@@ -153,14 +145,18 @@ impl Intake {
     }
 
     pub fn ownership(&self) -> &Ownership {
-        &self.ownership
+        &self.parts.ownership
     }
 
     /// The MAC key shared by every replica (loaded once; it never changes).
     pub async fn key(&self) -> Result<&ChallengeKey, AppError> {
         self.key
             .get_or_try_init(|| async {
-                let bytes = self.records.pow_key(self.ids.random32()).await?;
+                let bytes = self
+                    .parts
+                    .records
+                    .pow_key(self.parts.ids.random32())
+                    .await?;
                 Ok::<_, AppError>(ChallengeKey::from_bytes(bytes))
             })
             .await
@@ -181,8 +177,13 @@ impl Intake {
         Self::require_conn(actor)?;
         let key = self.key().await?;
         let mut seed = [0u8; 16];
-        seed.copy_from_slice(&self.ids.random32()[..16]);
-        let c = spam::pow::issue(key, self.clock.now(), self.settings.difficulty, seed);
+        seed.copy_from_slice(&self.parts.ids.random32()[..16]);
+        let c = spam::pow::issue(
+            key,
+            self.parts.clock.now(),
+            self.parts.settings.difficulty,
+            seed,
+        );
         Ok(ChallengeView {
             challenge: c.token,
             difficulty: c.difficulty,
@@ -204,14 +205,14 @@ impl Intake {
                 spam::parse_client_ip(h).map_err(|e| AppError::from(IntakeError::from(e)))
             })?;
         // 2. Proof of work, statelessly.
-        let now = self.clock.now();
+        let now = self.parts.clock.now();
         let key = self.key().await?;
         let verified = spam::pow::verify(key, &s.challenge, &s.nonce, now).map_err(|e| {
             bump(&self.stats.pow);
             AppError::from(IntakeError::from(e))
         })?;
         // 3. Schema.
-        let map = self.ownership.current();
+        let map = self.parts.ownership.current();
         let target = map
             .as_deref()
             .and_then(|m| m.get(&s.target))
@@ -229,11 +230,11 @@ impl Intake {
         spam::check_request_size(body.len())?;
         // 4. Cap, spend, store: one transaction.
         let day = spam::utc_day(now);
-        let mut tx = self.logbook.begin().await?;
-        let salt = DailySalt::from_bytes(tx.day_salt(day, self.ids.random32()).await?);
+        let mut tx = self.parts.logbook.begin().await?;
+        let salt = DailySalt::from_bytes(tx.day_salt(day, self.parts.ids.random32()).await?);
         let client = spam::client_hash(&salt, ip);
         if !tx
-            .count_submission(day, client, self.settings.daily_limit)
+            .count_submission(day, client, self.parts.settings.daily_limit)
             .await?
         {
             bump(&self.stats.rate_limited);
@@ -254,15 +255,22 @@ impl Intake {
             tx.commit().await?;
             bump(&self.stats.honeypot);
             return Ok(Submitted {
-                edit_id: self.ids.edit_id().to_string(),
+                edit_id: self.parts.ids.edit_id().to_string(),
                 state: EditState::PendingApproval,
             });
         }
-        let (edit, entry) = Edit::submit(self.ids.edit_id(), &s.target, &owner, &body, actor, now);
+        let (edit, entry) = Edit::submit(
+            self.parts.ids.edit_id(),
+            &s.target,
+            &owner,
+            &body,
+            actor,
+            now,
+        );
         tx.insert_edit(&edit, &body, now).await?;
         tx.append(&[entry]).await?;
         tx.commit().await?;
-        self.signal.ledger_changed();
+        self.parts.signal.ledger_changed();
         bump(&self.stats.accepted);
         Ok(Submitted {
             edit_id: edit.id.to_string(),
@@ -289,7 +297,7 @@ impl Intake {
         if !(1..=500).contains(&limit) {
             return Err(AppError::BadRequest("limit must be 1 to 500".into()));
         }
-        Ok(self.records.list_edits(state, after, limit).await?)
+        Ok(self.parts.records.list_edits(state, after, limit).await?)
     }
 
     /// `POST /v1/edits/{id}/decision`: Countersign, for the target's owner.
@@ -305,14 +313,15 @@ impl Intake {
                 "{actor} may not decide on edits"
             )));
         }
-        let now = self.clock.now();
-        let mut tx = self.logbook.begin().await?;
+        let now = self.parts.clock.now();
+        let mut tx = self.parts.logbook.begin().await?;
         let mut edit = tx
             .lock_edit(id)
             .await?
             .ok_or_else(|| AppError::NotFound(format!("no edit {id}")))?;
         // The owner now in force; the one recorded at submission if the target was removed.
         let current = self
+            .parts
             .ownership
             .current()
             .and_then(|m| m.owner_of(&edit.target).map(str::to_owned))
@@ -322,7 +331,7 @@ impl Intake {
                 tx.save_edit(&edit, now).await?;
                 tx.append(&[*entry]).await?;
                 tx.commit().await?;
-                self.signal.ledger_changed();
+                self.parts.signal.ledger_changed();
             }
             Ok(Decided::Already) => {}
             Err(DecisionError::NotOwner) => {
@@ -340,8 +349,12 @@ impl Intake {
 
     /// Deletes yesterday's salts and counters and expired challenges.
     pub async fn purge(&self) -> Result<u64, AppError> {
-        let now = self.clock.now();
-        Ok(self.records.purge_intake(spam::utc_day(now), now).await?)
+        let now = self.parts.clock.now();
+        Ok(self
+            .parts
+            .records
+            .purge_intake(spam::utc_day(now), now)
+            .await?)
     }
 }
 

@@ -43,18 +43,18 @@ fn intake((lb, log): (MockLogbook, MockIntakeLog)) -> Intake {
         )
         .unwrap(),
     );
-    Intake::new(
-        Arc::new(lb),
-        Arc::new(log),
-        Arc::new(clock),
-        Arc::new(ids),
-        WorkSignal::new(),
-        IntakeSettings {
+    Intake::new(IntakeParts {
+        logbook: Arc::new(lb),
+        records: Arc::new(log),
+        clock: Arc::new(clock),
+        ids: Arc::new(ids),
+        signal: WorkSignal::new(),
+        settings: IntakeSettings {
             difficulty: 4,
             daily_limit: 10,
         },
         ownership,
-    )
+    })
 }
 
 fn solved(i: &Intake) -> (String, String) {
