@@ -49,6 +49,16 @@ pub fn may_control_items(p: Principal) -> Result<(), AppError> {
     }
 }
 
+/// Who may pause and resume a kind: operators only.
+pub fn may_pause_kinds(p: Principal) -> Result<(), AppError> {
+    match p {
+        Principal::Operator => Ok(()),
+        other => Err(AppError::Forbidden(format!(
+            "{other} may not pause or resume a kind"
+        ))),
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     /// The authority that checks tokens could not answer; fail closed.

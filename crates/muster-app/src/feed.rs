@@ -10,6 +10,7 @@
 //! neither the number of commits nor the number of subscribers puts feed work on the path of a
 //! lease or a completion (they only bump a counter after their commit).
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -102,6 +103,20 @@ pub struct QueuesView {
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
     pub depths: Vec<Depth>,
+    /// The paused kinds, in pipeline order.
+    pub paused: Vec<Kind>,
+}
+
+/// A `kind` event: a kind was paused or resumed. Its `id:` is the ledger sequence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KindEvent {
+    #[serde(skip)]
+    pub seq: i64,
+    pub kind: Kind,
+    pub paused: bool,
+    pub reason: Option<String>,
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
 }
 
 /// An `edit` event: an edit proposal changed state.
@@ -125,6 +140,7 @@ pub enum FeedEvent {
         seq: i64,
     },
     Edit(EditEvent),
+    Kind(KindEvent),
     Reset {
         reason: String,
     },
@@ -139,6 +155,9 @@ struct State {
     started: bool,
     position: i64,
     depths: Depths,
+    /// The paused kinds, kept like the depths: read in the start snapshot, then moved by each
+    /// `kind` ledger row that snapshot did not see.
+    paused: BTreeSet<Kind>,
     /// Since when the cursor has been waiting at a gap, if it is.
     waiting_since: Option<tokio::time::Instant>,
     /// The health the pump read last: the snapshot on connect while Logbook cannot be read.
@@ -202,6 +221,7 @@ impl Feed {
                     started: false,
                     position: 0,
                     depths: Depths::default(),
+                    paused: BTreeSet::new(),
                     waiting_since: None,
                     health: Vec::new(),
                 }),
@@ -265,7 +285,7 @@ impl Feed {
 
     fn current_queues(&self) -> QueuesView {
         let st = self.state();
-        self.view(&st.depths)
+        self.view(&st)
     }
 
     /// Waits (briefly) for the pump's first count; a feed that cannot start is unavailable.
@@ -280,10 +300,12 @@ impl Feed {
         }
     }
 
-    fn view(&self, depths: &Depths) -> QueuesView {
+    fn view(&self, st: &State) -> QueuesView {
         QueuesView {
             at: self.inner.clock.now(),
-            depths: depths
+            paused: st.paused.iter().copied().collect(),
+            depths: st
+                .depths
                 .snapshot()
                 .into_iter()
                 .map(|(kind, priority, state, count)| Depth {
@@ -325,11 +347,12 @@ impl Feed {
         {
             let mut st = self.state();
             st.depths = Depths::from_counts(start.counts);
+            st.paused = start.paused.iter().copied().collect();
             st.position = start.position;
             st.started = true;
         }
         self.inner.started.send_replace(true);
-        let mut last_queues = self.current_queues().depths;
+        let mut last_queues = unstamped(self.current_queues());
         let mut last_health: Vec<HealthView> = Vec::new();
         let mut next_tick = tokio::time::Instant::now();
         let mut failed_reads: u32 = 0;
@@ -368,8 +391,8 @@ impl Feed {
             if tokio::time::Instant::now() >= next_tick {
                 next_tick = tokio::time::Instant::now() + s.settings.queues_every;
                 let q = self.current_queues();
-                if q.depths != last_queues {
-                    last_queues = q.depths.clone();
+                if unstamped(q.clone()) != last_queues {
+                    last_queues = unstamped(q.clone());
                     self.publish(FeedEvent::Queues(q));
                 }
                 match s.health.latest_health().await {
@@ -405,7 +428,18 @@ impl Feed {
                 let to = e.to_state.as_deref().and_then(|s| s.parse().ok());
                 st.depths.apply(kind, priority, from, to);
             }
+            if let (false, Some(k)) = (e.counted, kind_event(&e)) {
+                if k.paused {
+                    st.paused.insert(k.kind);
+                } else {
+                    st.paused.remove(&k.kind);
+                }
+            }
             st.position = e.seq;
+        }
+        if let Some(k) = kind_event(&e) {
+            self.publish(FeedEvent::Kind(k));
+            return;
         }
         let edit = (e.subject_type == "edit").then(|| EditEvent {
             edit_id: e.subject_id.clone(),
@@ -425,7 +459,7 @@ impl Feed {
         let rx = self.inner.tx.subscribe();
         let (position, queues) = {
             let st = self.state();
-            (st.position, self.view(&st.depths))
+            (st.position, self.view(&st))
         };
         let mut first = vec![FeedEvent::Queues(queues)];
         // Right after the depths, the current health of every kind with a stored report.
@@ -452,11 +486,10 @@ impl Feed {
                 });
             } else if last < position {
                 let backlog = self.inner.source.backlog(last, position).await?;
-                first.extend(
-                    backlog
-                        .into_iter()
-                        .map(|e| FeedEvent::Transition(transition(e))),
-                );
+                first.extend(backlog.into_iter().map(|e| match kind_event(&e) {
+                    Some(k) => FeedEvent::Kind(k),
+                    None => FeedEvent::Transition(transition(e)),
+                }));
             } else {
                 // This replica has not published `last` yet: skip up to it.
                 skip_through = last;
@@ -477,6 +510,25 @@ impl Feed {
             last_write: None,
         })
     }
+}
+
+/// A `queues` view without its time, to tell whether anything in it changed.
+fn unstamped(q: QueuesView) -> (Vec<Depth>, Vec<Kind>) {
+    (q.depths, q.paused)
+}
+
+/// The `kind` event of a kind's pause or resume; `None` for any other ledger row.
+fn kind_event(e: &LedgerEvent) -> Option<KindEvent> {
+    if e.subject_type != muster_domain::pause::SUBJECT {
+        return None;
+    }
+    Some(KindEvent {
+        seq: e.seq,
+        kind: e.subject_id.parse().ok()?,
+        paused: e.to_state.as_deref() == Some("paused"),
+        reason: e.reason.clone(),
+        at: e.at,
+    })
 }
 
 fn transition(e: LedgerEvent) -> Transition {

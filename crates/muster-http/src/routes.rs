@@ -4,7 +4,7 @@
 use axum::Router;
 use axum::routing::{get, post, put};
 
-use crate::handlers::{edits, feed, fleet, items, leases, ops};
+use crate::handlers::{edits, feed, fleet, items, kinds, leases, ops};
 use crate::state::AppState;
 
 /// The whole HTTP surface of Muster.
@@ -25,6 +25,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/leases/{id}/fail", post(leases::fail))
         .route("/v1/leases/{id}/needs_subtool", post(leases::needs_subtool))
         .route("/v1/completions", post(leases::completions))
+        .route("/v1/kinds/{kind}/paused", put(kinds::set_paused))
         .route("/v1/workers/{kind}/digest", put(fleet::report_digest))
         .route("/v1/health", post(fleet::report_health).get(fleet::health))
         // Only the routes above count their bodies against the budget (route_layer wraps

@@ -15,15 +15,26 @@ use crate::error::{pool_err, store_err};
 /// `feed/sql/read_after.sql` list them (checked by `sql_tidy`).
 #[cfg(test)]
 pub(crate) const EVENT_COLS: &str = "l.seq, l.subject_type, l.subject_id, l.kind, l.priority, l.from_state, l.to_state, l.actor, l.at, \
-     CASE WHEN l.subject_type = 'edit' THEN l.data END";
+     CASE WHEN l.subject_type IN ('edit', 'kind') THEN l.data END";
 
 fn event_from_row(r: &Row, at: usize, counted: bool) -> LedgerEvent {
-    let kind: Option<String> = r.get(at + 3);
+    let subject_type: String = r.get(at + 1);
+    let subject_id: String = r.get(at + 2);
+    // A kind's own entries name it as their subject (the row's kind column is an item's).
+    let kind: Option<String> = r
+        .get::<_, Option<String>>(at + 3)
+        .or_else(|| (subject_type == "kind").then(|| subject_id.clone()));
     let priority: Option<i16> = r.get(at + 4);
+    // The data of an edit's or a kind's entry (NULL for an item's).
+    let data: Option<serde_json::Value> = r
+        .get::<_, Option<String>>(at + 9)
+        .and_then(|d| serde_json::from_str(&d).ok());
+    let field = |name: &str| {
+        data.as_ref()
+            .and_then(|d| d[name].as_str().map(str::to_owned))
+    };
     LedgerEvent {
         seq: r.get(at),
-        subject_type: r.get(at + 1),
-        subject_id: r.get(at + 2),
         kind: kind.and_then(|k| k.parse().ok()),
         priority: priority.and_then(Priority::from_rank),
         from_state: r.get(at + 5),
@@ -31,10 +42,10 @@ fn event_from_row(r: &Row, at: usize, counted: bool) -> LedgerEvent {
         actor: r.get(at + 7),
         at: r.get(at + 8),
         counted,
-        target: r
-            .get::<_, Option<String>>(at + 9)
-            .and_then(|d| serde_json::from_str::<serde_json::Value>(&d).ok())
-            .and_then(|d| d["target"].as_str().map(str::to_owned)),
+        target: (subject_type == "edit").then(|| field("target")).flatten(),
+        reason: (subject_type == "kind").then(|| field("reason")).flatten(),
+        subject_type,
+        subject_id,
     }
 }
 
@@ -103,7 +114,16 @@ impl FeedSource for PgLogbook {
             .query(include_str!("feed/sql/count_items.sql"), &[])
             .await
             .map_err(store_err)?;
+        let paused_rows = tx
+            .query(include_str!("feed/sql/paused_kinds.sql"), &[])
+            .await
+            .map_err(store_err)?;
         tx.commit().await.map_err(store_err)?;
+        let paused = paused_rows
+            .iter()
+            .map(|r| r.get::<_, String>(0).parse::<Kind>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| internal(format!("{e}")))?;
         let mut counts = Vec::with_capacity(rows.len());
         for r in &rows {
             let kind: Kind = r
@@ -116,6 +136,7 @@ impl FeedSource for PgLogbook {
         }
         Ok(FeedStart {
             counts,
+            paused,
             snapshot,
             position,
         })

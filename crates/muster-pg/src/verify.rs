@@ -1,5 +1,5 @@
 //! Ledger verification: every subject's chain recomputed from the rows and compared with the
-//! chain head its subject row records (items and edits), every edit's stored text with the
+//! chain head its subject row records (items, edits and paused kinds), every edit's stored text with the
 //! BLAKE3 its `submitted` entry records, and, for `--head` / `--against`, one digest over
 //! every chain head as of a ledger sequence (`muster_ledger::heads_digest`).
 
@@ -20,6 +20,8 @@ pub struct LedgerReport {
     pub item_subjects: u64,
     /// Subjects that are edits with a row in `core.edits`.
     pub edit_subjects: u64,
+    /// Subjects that are kinds with a row in `core.kind_pauses` (kinds ever paused).
+    pub kind_subjects: u64,
     /// Edit texts checked against their `submitted` entry (edits submitted before the entry
     /// recorded the text's BLAKE3 have none to check).
     pub bodies: u64,
@@ -154,6 +156,12 @@ async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Ha
     let client = pool.get().await?;
     let items = recorded(&client, include_str!("verify/sql/item_heads.sql")).await?;
     let edits = recorded(&client, include_str!("verify/sql/edit_heads.sql")).await?;
+    let kinds = recorded(&client, include_str!("verify/sql/kind_heads.sql")).await?;
+    let subjects = Subjects {
+        items: &items,
+        edits: &edits,
+        kinds: &kinds,
+    };
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 0] = [];
     let rows = client
         .query_raw(include_str!("verify/sql/chains.sql"), params)
@@ -191,7 +199,7 @@ async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Ha
                 || first.entry.subject_id != sealed.entry.subject_id
         });
         if new_subject {
-            finish_subject(&current, &items, &edits, &mut report, heads.as_mut())?;
+            finish_subject(&current, &subjects, &mut report, heads.as_mut())?;
             chained.insert(format!(
                 "{}:{}",
                 current[0].0.entry.subject_type, current[0].0.entry.subject_id
@@ -201,18 +209,20 @@ async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Ha
         current.push((sealed, r.get::<_, i64>(12) as u64));
     }
     if !current.is_empty() {
-        finish_subject(&current, &items, &edits, &mut report, heads.as_mut())?;
+        finish_subject(&current, &subjects, &mut report, heads.as_mut())?;
         chained.insert(format!(
             "{}:{}",
             current[0].0.entry.subject_type, current[0].0.entry.subject_id
         ));
     }
-    // Every item and edit has at least its first entry: a subject whose chain is missing
-    // entirely is as broken as one whose chain was cut short.
-    for (t, rows) in [("item", &items), ("edit", &edits)] {
+    // Every item and edit has at least its first entry, and so has every kind whose row
+    // records one: a subject whose chain is missing entirely is as broken as one whose chain
+    // was cut short.
+    for (t, rows) in [("item", &items), ("edit", &edits), ("kind", &kinds)] {
         let mut missing: Vec<String> = rows
-            .keys()
-            .map(|id| format!("{t}:{id}"))
+            .iter()
+            .filter(|(_, r)| r.head.len > 0)
+            .map(|(id, _)| format!("{t}:{id}"))
             .filter(|subject| !chained.contains(subject))
             .collect();
         missing.sort();
@@ -231,22 +241,38 @@ async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Ha
     Ok((report, digest))
 }
 
+/// The recorded heads of every kind of subject row.
+struct Subjects<'a> {
+    items: &'a HashMap<String, Recorded>,
+    edits: &'a HashMap<String, Recorded>,
+    kinds: &'a HashMap<String, Recorded>,
+}
+
 fn finish_subject(
     chain: &[(SealedEntry, u64)],
-    items: &HashMap<String, Recorded>,
-    edits: &HashMap<String, Recorded>,
+    subjects: &Subjects<'_>,
     report: &mut LedgerReport,
     heads: Option<&mut HeadsAt>,
 ) -> Result<(), PgError> {
     let first = &chain[0].0.entry;
     let (t, id) = (first.subject_type.as_str(), first.subject_id.as_str());
     let entries = chain.iter().map(|(e, _)| e);
-    match (t, items.get(id), edits.get(id)) {
-        ("item", Some(recorded), _) => {
+    let recorded = match t {
+        "item" => subjects.items.get(id),
+        "edit" => subjects.edits.get(id),
+        "kind" => subjects.kinds.get(id),
+        _ => None,
+    };
+    match (t, recorded) {
+        ("item", Some(recorded)) => {
             verify_against_head(t, id, entries, recorded.head)?;
             report.item_subjects += 1;
         }
-        ("edit", _, Some(recorded)) => {
+        ("kind", Some(recorded)) => {
+            verify_against_head(t, id, entries, recorded.head)?;
+            report.kind_subjects += 1;
+        }
+        ("edit", Some(recorded)) => {
             verify_against_head(t, id, entries, recorded.head)?;
             report.edit_subjects += 1;
             if check_body(t, id, chain, recorded)? {

@@ -22,6 +22,7 @@ mod next_cap;
 mod nul_strings;
 mod openapi;
 mod outage;
+mod pause;
 mod probes;
 mod redaction;
 mod replay;

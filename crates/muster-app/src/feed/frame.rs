@@ -66,6 +66,7 @@ fn encode(event: &FeedEvent) -> Vec<u8> {
         FeedEvent::Queues(q) => ("queues", None, json(q)),
         FeedEvent::Health(h) => ("health", None, json(h)),
         FeedEvent::Edit(e) => ("edit", None, json(e)),
+        FeedEvent::Kind(k) => ("kind", Some(k.seq), json(k)),
         FeedEvent::Heartbeat { at, seq } => {
             let data = json(&Heartbeat { at: *at, seq: *seq });
             ("heartbeat", None, data)

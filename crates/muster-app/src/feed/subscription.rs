@@ -149,9 +149,14 @@ impl Subscription {
         Ok(buf.freeze())
     }
 
-    /// A transition this subscriber already has (replayed on connect, or the client's own).
+    /// A ledger event (transition or kind) this subscriber already has (replayed on connect,
+    /// or the client's own).
     fn is_history(&self, f: &Frame) -> bool {
-        matches!(f.event(), FeedEvent::Transition(t) if t.seq <= self.skip_through)
+        match f.event() {
+            FeedEvent::Transition(t) => t.seq <= self.skip_through,
+            FeedEvent::Kind(k) => k.seq <= self.skip_through,
+            _ => false,
+        }
     }
 
     /// The stream's last event: the server is draining, reconnect with Last-Event-ID.

@@ -19,6 +19,7 @@ fn event(seq: i64) -> LedgerEvent {
         at: NOW,
         counted: false,
         target: None,
+        reason: None,
     }
 }
 
@@ -383,4 +384,49 @@ fn the_backoff_stays_at_five_seconds_however_long_reads_fail() {
         super::read_backoff(Duration::from_millis(100), u32::MAX),
         Duration::from_secs(5)
     );
+}
+
+fn kind_row(seq: i64, paused: bool, counted: bool) -> LedgerEvent {
+    LedgerEvent {
+        seq,
+        subject_type: "kind".into(),
+        subject_id: "sextant".into(),
+        kind: Some(Kind::Sextant),
+        priority: None,
+        from_state: Some(if paused { "active" } else { "paused" }.into()),
+        to_state: Some(if paused { "paused" } else { "active" }.into()),
+        actor: "operator".into(),
+        at: NOW,
+        counted,
+        target: None,
+        reason: paused.then(|| "a bad image".into()),
+    }
+}
+
+#[tokio::test]
+async fn a_kind_row_is_a_kind_event_and_moves_the_paused_kinds_unless_the_start_counted_it() {
+    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
+    let mut sub = feed.subscribe(None).await.unwrap();
+    match sub.next().await.unwrap() {
+        FeedEvent::Queues(q) => assert_eq!(q.paused, []),
+        other => panic!("expected the depths, got {other:?}"),
+    }
+    feed.deliver(kind_row(1, true, false));
+    assert_eq!(
+        sub.next().await.unwrap(),
+        FeedEvent::Kind(KindEvent {
+            seq: 1,
+            kind: Kind::Sextant,
+            paused: true,
+            reason: Some("a bad image".into()),
+            at: NOW,
+        })
+    );
+    assert_eq!(feed.current_queues().paused, [Kind::Sextant]);
+    // Already seen by the snapshot the feed started from: not applied twice.
+    feed.deliver(kind_row(2, false, true));
+    assert_eq!(feed.current_queues().paused, [Kind::Sextant]);
+    feed.deliver(kind_row(3, false, false));
+    assert_eq!(feed.current_queues().paused, []);
+    assert_eq!(feed.position(), 3);
 }

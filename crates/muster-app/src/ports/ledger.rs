@@ -30,6 +30,8 @@ pub struct LedgerEvent {
     pub counted: bool,
     /// For edit proposals: the target.
     pub target: Option<String>,
+    /// For a kind's pause or resume (subject type `kind`): the reason given, if any.
+    pub reason: Option<String>,
 }
 
 /// Where the feed starts: depths counted in one snapshot, and a ledger position before which
@@ -37,6 +39,8 @@ pub struct LedgerEvent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedStart {
     pub counts: Vec<((Kind, muster_domain::Priority, ItemState), i64)>,
+    /// The kinds paused in the same snapshot.
+    pub paused: Vec<Kind>,
     /// The counting snapshot, opaque to the caller (passed back to `read_after`).
     pub snapshot: String,
     pub position: i64,

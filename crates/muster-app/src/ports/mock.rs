@@ -3,14 +3,15 @@
 
 use async_trait::async_trait;
 use muster_domain::edit::{Edit, EditId};
+use muster_domain::pause::KindPause;
 use muster_domain::{Item, ItemId, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord};
 use muster_ledger::SealedEntry;
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::{
-    FleetStore, Inserted, IntakeStore, ItemStore, LeasableQuery, LeaseStore, LedgerAppend,
-    LogbookTx, NewItem, StoreError,
+    FleetStore, Inserted, IntakeStore, ItemStore, KindStore, LeasableQuery, LeaseStore,
+    LedgerAppend, LogbookTx, NewItem, StoreError,
 };
 
 mockall::mock! {
@@ -56,6 +57,12 @@ mockall::mock! {
         async fn insert_edit(&mut self, edit: &Edit, body: &str, at: OffsetDateTime) -> Result<(), StoreError>;
         async fn lock_edit(&mut self, id: EditId) -> Result<Option<Edit>, StoreError>;
         async fn save_edit(&mut self, edit: &Edit, at: OffsetDateTime) -> Result<(), StoreError>;
+    }
+
+    #[async_trait]
+    impl KindStore for LogbookTx {
+        async fn lock_kind(&mut self, kind: Kind) -> Result<KindPause, StoreError>;
+        async fn save_kind(&mut self, pause: &KindPause) -> Result<(), StoreError>;
     }
 
     #[async_trait]

@@ -2,9 +2,10 @@
 //!
 //! Logbook is split by role. Outside a transaction: [`Logbook`] opens one, [`ItemReads`],
 //! [`HealthLog`] and [`IntakeLog`] read and report what needs none, and [`PoolGauge`] feeds the
-//! metrics. Inside one: [`ItemStore`], [`LeaseStore`], [`LedgerAppend`], [`FleetStore`] and
-//! [`IntakeStore`], composed into [`LogbookTx`]. Each use case holds the outside ports it uses,
-//! and a step that needs only some of a transaction's roles says so in its signature.
+//! metrics. Inside one: [`ItemStore`], [`LeaseStore`], [`LedgerAppend`], [`FleetStore`],
+//! [`IntakeStore`] and [`KindStore`], composed into [`LogbookTx`]. Each use case holds the
+//! outside ports it uses, and a step that needs only some of a transaction's roles says so in
+//! its signature.
 //!
 //! Mocks: `MockLogbook`, `MockLogbookTx` (every role), `MockItemReads`, `MockHealthLog`,
 //! `MockIntakeLog`, `MockPoolGauge`, `MockClock`, `MockIds`, `MockJitter`, `MockReadiness` and
@@ -20,6 +21,7 @@ use time::OffsetDateTime;
 mod fleet;
 mod intake;
 mod items;
+mod kinds;
 mod leases;
 mod ledger;
 #[cfg(any(test, feature = "mocks"))]
@@ -30,6 +32,7 @@ mod tidy;
 pub use fleet::*;
 pub use intake::*;
 pub use items::*;
+pub use kinds::*;
 pub use leases::*;
 pub use ledger::*;
 #[cfg(any(test, feature = "mocks"))]
@@ -58,7 +61,7 @@ pub trait Logbook: Send + Sync {
 /// that needs only some roles takes `&mut dyn Role` (or a generic bound) instead.
 #[async_trait]
 pub trait LogbookTx:
-    ItemStore + LeaseStore + LedgerAppend + FleetStore + IntakeStore + Send
+    ItemStore + LeaseStore + LedgerAppend + FleetStore + IntakeStore + KindStore + Send
 {
     async fn commit(self: Box<Self>) -> Result<(), StoreError>;
     /// The database's time of this transaction (when it began), the one clock by which every

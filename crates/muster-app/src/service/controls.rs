@@ -150,7 +150,7 @@ impl Muster {
 }
 
 /// A reason is 1 to [`MAX_REASON`] bytes of storable text.
-fn check_reason(reason: &str) -> Result<(), AppError> {
+pub(super) fn check_reason(reason: &str) -> Result<(), AppError> {
     if reason.trim().is_empty() || reason.len() > MAX_REASON {
         return Err(AppError::BadRequest(format!(
             "reason must be 1 to {MAX_REASON} bytes of text"

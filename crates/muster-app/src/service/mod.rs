@@ -32,6 +32,7 @@ mod inspect;
 mod lease;
 mod listing;
 mod needs_subtool;
+mod pause;
 
 use group::{CompletionLanes, LeaseLanes};
 

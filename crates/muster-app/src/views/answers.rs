@@ -220,3 +220,13 @@ pub struct EditView {
     #[serde(with = "time::serde::rfc3339")]
     pub submitted_at: OffsetDateTime,
 }
+
+/// The answer to `PUT /v1/kinds/{kind}/paused`: the kind's state after the call, and since when
+/// it has been in it (`null` for a kind that was never paused).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KindPaused {
+    pub kind: Kind,
+    pub paused: bool,
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub since: Option<OffsetDateTime>,
+}

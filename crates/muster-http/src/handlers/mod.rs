@@ -12,6 +12,7 @@ pub(crate) mod edits;
 pub(crate) mod feed;
 pub(crate) mod fleet;
 pub(crate) mod items;
+pub(crate) mod kinds;
 pub(crate) mod leases;
 pub(crate) mod ops;
 

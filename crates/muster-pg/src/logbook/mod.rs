@@ -1,5 +1,5 @@
 //! [`PgLogbook`]: Logbook's ports on PostgreSQL, one module per role as in
-//! `muster_app::ports`: `items`, `leases`, `ledger`, `fleet` and `intake` each
+//! `muster_app::ports`: `items`, `leases`, `ledger`, `fleet`, `intake` and `kinds` each
 //! implement their role inside a transaction (`tx::PgTx`) and outside one ([`PgLogbook`]);
 //! `rows` maps rows to domain values. Here: the pool, opening and ending transactions,
 //! readiness and the pool gauge.
@@ -21,6 +21,7 @@ use tx::PgTx;
 mod fleet;
 mod intake;
 mod items;
+mod kinds;
 mod leases;
 mod ledger;
 mod listing;

@@ -168,3 +168,50 @@ fn a_head_without_a_digest_is_refused() {
         "E_LEDGER"
     );
 }
+
+/// A database where `trawl` was paused and resumed by the runtime role.
+async fn a_kind_paused_and_resumed() -> TestDb {
+    use muster_app::ports::KindStore;
+    let db = fresh_db().await;
+    let logbook = PgLogbook::new(
+        crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool"),
+    );
+    let now = muster_ledger::truncate_to_micros(time::OffsetDateTime::now_utc());
+    for paused in [true, false] {
+        let mut tx = logbook.begin().await.expect("begin");
+        let mut pause = tx
+            .lock_kind(muster_domain::Kind::Trawl)
+            .await
+            .expect("lock");
+        let entry = if paused {
+            pause.pause("a bad image", Principal::Operator, now)
+        } else {
+            pause.resume(None, Principal::Operator, now)
+        }
+        .expect("a change");
+        tx.save_kind(&pause).await.expect("save");
+        tx.append_and_commit(&[entry]).await.expect("commit");
+    }
+    db
+}
+
+#[tokio::test]
+async fn a_kinds_pause_chain_verifies_against_its_row() {
+    let db = a_kind_paused_and_resumed().await;
+    let report = verify_ledger(&db.pool()).await.expect("verifies");
+    assert_eq!(
+        (report.kind_subjects, report.subjects, report.entries),
+        (1, 1, 2)
+    );
+}
+
+#[tokio::test]
+async fn a_kinds_pause_chain_cut_short_fails_verification() {
+    let db = a_kind_paused_and_resumed().await;
+    behind_muster(
+        &db,
+        "DELETE FROM core.ledger WHERE subject_type = 'kind' AND subject_seq = 2",
+    )
+    .await;
+    assert_eq!(error_code(&db).await, "E_LEDGER_HEAD");
+}

@@ -8,6 +8,9 @@
 --   $7 expired starts at    timestamptz: the expired side's hint; NULL: the beginning
 --   $8 max attempts         int4: an item at it is on its last attempt, and its expired
 --   $9 final cutoff         timestamptz: lease is taken over only if it expired by this time
+-- A paused kind (core.kind_pauses) has nothing leasable: each side's `NOT EXISTS` does not
+-- depend on the row, so it is one probe of the kind's pause row, evaluated before the side's
+-- index scan starts (none at all for a paused kind).
 -- Each row: the item's columns (as `item_from_row` reads them), its payload (NULL past the
 -- budget), its enqueue time, and how many expired leases the scan locked.
 WITH q0 AS (
@@ -19,6 +22,7 @@ WITH q0 AS (
          AND (i.enqueued_at, i.id) >= (coalesce(($5::timestamptz[])[1], '-infinity'),
                                        coalesce(($6::uuid[])[1], '00000000-0000-0000-0000-000000000000'))
          AND coalesce(i.not_before <= $2, true)
+         AND NOT EXISTS (SELECT 1 FROM core.kind_pauses p WHERE p.kind = $1 AND p.paused)
        ORDER BY i.enqueued_at, i.id
        LIMIT $3
        FOR UPDATE SKIP LOCKED
@@ -32,6 +36,7 @@ WITH q0 AS (
          AND (i.enqueued_at, i.id) >= (coalesce(($5::timestamptz[])[2], '-infinity'),
                                        coalesce(($6::uuid[])[2], '00000000-0000-0000-0000-000000000000'))
          AND coalesce(i.not_before <= $2, true)
+         AND NOT EXISTS (SELECT 1 FROM core.kind_pauses p WHERE p.kind = $1 AND p.paused)
        ORDER BY i.enqueued_at, i.id
        LIMIT $3 - (SELECT count(*) FROM q0)
        FOR UPDATE SKIP LOCKED
@@ -45,6 +50,7 @@ WITH q0 AS (
          AND (i.enqueued_at, i.id) >= (coalesce(($5::timestamptz[])[3], '-infinity'),
                                        coalesce(($6::uuid[])[3], '00000000-0000-0000-0000-000000000000'))
          AND coalesce(i.not_before <= $2, true)
+         AND NOT EXISTS (SELECT 1 FROM core.kind_pauses p WHERE p.kind = $1 AND p.paused)
        ORDER BY i.enqueued_at, i.id
        LIMIT $3 - (SELECT count(*) FROM q0) - (SELECT count(*) FROM q1)
        FOR UPDATE SKIP LOCKED
@@ -59,6 +65,7 @@ WITH q0 AS (
          AND i.lease_expires_at >= coalesce($7::timestamptz, '-infinity')
          AND i.lease_expires_at <= $2
          AND (i.attempt < $8 OR i.lease_expires_at <= $9)
+         AND NOT EXISTS (SELECT 1 FROM core.kind_pauses p WHERE p.kind = $1 AND p.paused)
        ORDER BY i.priority, i.enqueued_at, i.id
        LIMIT $3
        FOR UPDATE SKIP LOCKED

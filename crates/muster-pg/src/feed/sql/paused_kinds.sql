@@ -1,0 +1,1 @@
+SELECT kind FROM core.kind_pauses WHERE paused ORDER BY kind
