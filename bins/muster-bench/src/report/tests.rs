@@ -176,14 +176,19 @@ fn backlog_size(size: u64, done: Option<i64>, ms: f64, cycles_per_s: f64) -> Bac
     }))
 }
 
-#[test]
-fn the_history_rows_compare_a_long_history_with_the_smallest_backlog() {
+/// The history rows of a million finished items and 1,000 queued against a backlog of 1,000.
+fn history_of_a_million() -> Vec<Row> {
     let base = backlog_size(1_000, None, 2.0, 1000.0);
     let history = backlog_size(1_000, Some(1_000_000), 3.0, 900.0);
     let mut rows = Vec::new();
     history_rows(&mut rows, &base, &history);
+    rows
+}
+
+#[test]
+fn the_history_rows_compare_a_long_history_with_the_smallest_backlog() {
     assert_eq!(
-        figures(&rows),
+        figures(&history_of_a_million()),
         [
             [
                 "3.00 / 6.00",
@@ -207,10 +212,7 @@ fn the_history_rows_compare_a_long_history_with_the_smallest_backlog() {
 
 #[test]
 fn the_history_rows_name_the_finished_and_queued_items() {
-    let base = backlog_size(1_000, None, 2.0, 1000.0);
-    let history = backlog_size(1_000, Some(1_000_000), 3.0, 900.0);
-    let mut rows = Vec::new();
-    history_rows(&mut rows, &base, &history);
+    let rows = history_of_a_million();
     assert!(
         rows[0][0].ends_with("1,000,000 done, 1,000 queued"),
         "{}",
