@@ -1190,6 +1190,17 @@ async fn every_feed_item_the_end_to_end_tests_receive_fits_the_feed_schema() {
         .await;
     assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
     prepare(&app, "failed_trawl_item").await;
+    let paused = app
+        .raw(
+            hyper::Method::PUT,
+            "/v1/kinds/trawl/paused",
+            Some("operator"),
+            json!({"paused": true, "reason": "a kind event"})
+                .to_string()
+                .into_bytes(),
+        )
+        .await;
+    assert_eq!(paused.status, StatusCode::OK, "{:?}", paused.body);
     let mut names = BTreeSet::new();
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(15);
     while !names.contains("heartbeat") && tokio::time::Instant::now() < deadline {
