@@ -13,12 +13,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
 use axum::http::Request;
 use axum::response::Response;
-use hyper::body::{Body as HttpBody, Bytes, Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use tokio::time::Instant;
 use tower_service::Service;
+
+use crate::watched_body::{Watch, watched};
 
 /// How long a connection may go without a request.
 #[derive(Debug, Clone, Copy)]
@@ -117,34 +118,15 @@ impl Service<Request<Incoming>> for Tracked {
         let answer = self.router.call(req);
         Box::pin(async move {
             let res = answer.await?;
-            Ok(res.map(|inner| Body::new(Guarded { inner, _open: open })))
+            Ok(res.map(|inner| watched(inner, open)))
         })
     }
 }
 
-/// An answer's body that keeps its request counted as in flight while it lives.
-struct Guarded {
-    inner: Body,
-    _open: Open,
-}
-
-impl HttpBody for Guarded {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+/// Beside an answer's body, keeps its request counted as in flight while the body lives.
+impl Watch for Open {
+    fn ends_body(&mut self, _cx: &mut Context<'_>) -> bool {
+        false
     }
 }
 

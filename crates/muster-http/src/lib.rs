@@ -28,6 +28,7 @@ pub mod server;
 mod sse;
 mod stall;
 mod state;
+mod watched_body;
 
 pub use budget::BodyBudget;
 pub use routes::router;

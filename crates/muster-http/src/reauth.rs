@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::response::Response;
-use hyper::body::{Body as HttpBody, Bytes, Frame, SizeHint};
 use muster_app::auth::{AuthError, Authenticator};
 use muster_domain::Principal;
+
+use crate::watched_body::{Watch, watched};
 
 /// How often a live feed's token is checked again: the TokenReview cache's time to live, so
 /// that each check after the first is a fresh review.
@@ -32,20 +32,19 @@ pub(crate) fn until_token_invalid(
     every: Duration,
 ) -> Response {
     res.map(|inner| {
-        Body::new(Rechecked {
-            inner,
+        let recheck = Recheck {
             auth,
             token: Arc::from(token),
             principal,
             every,
             timer: Box::pin(tokio::time::sleep(every)),
             check: None,
-        })
+        };
+        watched(inner, recheck)
     })
 }
 
-struct Rechecked {
-    inner: Body,
+struct Recheck {
     auth: Arc<dyn Authenticator>,
     token: Arc<str>,
     principal: Principal,
@@ -54,7 +53,7 @@ struct Rechecked {
     check: Option<Check>,
 }
 
-impl Rechecked {
+impl Recheck {
     /// Whether the token was found no longer valid.
     fn revoked(&mut self, cx: &mut Context<'_>) -> bool {
         loop {
@@ -85,23 +84,9 @@ impl Rechecked {
     }
 }
 
-impl HttpBody for Rechecked {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        let this = self.get_mut();
-        if this.revoked(cx) {
-            return Poll::Ready(None);
-        }
-        Pin::new(&mut this.inner).poll_frame(cx)
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
+impl Watch for Recheck {
+    fn ends_body(&mut self, cx: &mut Context<'_>) -> bool {
+        self.revoked(cx)
     }
 }
 

@@ -1,7 +1,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_trait::async_trait;
+use axum::body::Body;
 use http_body_util::BodyExt;
+use hyper::body::Bytes;
 
 use super::*;
 
