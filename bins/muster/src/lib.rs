@@ -10,7 +10,7 @@ use anyhow::Context;
 use muster_antispam::OwnershipMap;
 use muster_app::auth::{Authenticator, TokenTable};
 use muster_app::dependency::CallCounts;
-use muster_app::feed::Feed;
+use muster_app::feed::{Feed, FeedParts};
 use muster_app::intake::{Intake, IntakeParts, Ownership};
 use muster_app::nodes::NodeDirectory;
 use muster_app::ports::{Clock, Ids, Jitter};
@@ -179,9 +179,10 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     if let Some(path) = &settings.pipeline {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("read pipeline file {}", path.display()))?;
-        let (routes, retry) = pipeline::parse(&text)?;
-        config.routes = routes;
-        config.retry = retry;
+        let pipeline = pipeline::parse(&text)?;
+        config.routes = pipeline.routes;
+        config.retry = pipeline.retry;
+        config.max_run = pipeline.max_run;
     }
     let signal = WorkSignal::new();
     let wake = if settings.peer_wake {
@@ -204,7 +205,9 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     } else {
         tracing::warn!(
             "no ownership map given (--ownership-map): every edit proposal will be refused with E_TARGET"
-        let intake = Intake::new(IntakeParts {
+        );
+    }
+    let intake = Intake::new(IntakeParts {
         logbook: Arc::new(logbook.clone()),
         records: Arc::new(logbook.clone()),
         clock: settings.clock.0.clone(),
@@ -213,8 +216,6 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         settings: settings.intake(),
         ownership,
     });
-ship,
-    );
     let muster = Muster::new(
         Stores::of(Arc::new(logbook.clone())),
         settings.clock.0.clone(),
@@ -224,17 +225,17 @@ ship,
         config,
     )
     .with_node_names(nodes.clone());
-    let feed = Feed::new(
-        Arc::new(logbook.clone()),
-        Arc::new(logbook.clone()),
-        settings.clock.0.clone(),
-        Arc::new(RandomJitter),
+    let feed = Feed::new(FeedParts {
+        source: Arc::new(logbook.clone()),
+        health: Arc::new(logbook.clone()),
+        clock: settings.clock.0.clone(),
+        jitter: Arc::new(RandomJitter),
         signal,
-        muster_app::feed::FeedSettings {
+        settings: muster_app::feed::FeedSettings {
             coalesce_wait: std::time::Duration::from_millis(settings.feed_coalesce_ms),
             ..settings.feed.clone()
         },
-    );
+    });
     let state = AppState::new(AppParts {
         muster,
         intake,
@@ -523,17 +524,23 @@ mod tests {
         assert!(Cli::try_parse_from(["muster", "--auth", "oidc"]).is_err());
     }
 
+    /// Why the authenticator of `args` is refused at startup.
+    fn refusal(args: &[&str]) -> String {
+        authenticator(&settings(args))
+            .err()
+            .expect("refused")
+            .to_string()
+    }
+
     #[test]
     fn tokenreview_without_a_serviceaccount_map_is_refused_at_startup() {
-        let e = authenticator(&settings(&["--auth", "tokenreview"]))
-            .err()
-            .expect("refused");
-        assert!(e.to_string().contains("--serviceaccount-map"), "{e}");
+        let e = refusal(&["--auth", "tokenreview"]);
+        assert!(e.contains("--serviceaccount-map"), "{e}");
     }
 
     #[test]
     fn tokenreview_and_a_token_file_together_are_refused_at_startup() {
-        let s = settings(&[
+        let e = refusal(&[
             "--auth",
             "tokenreview",
             "--tokens",
@@ -541,15 +548,12 @@ mod tests {
             "--serviceaccount-map",
             "/m.json",
         ]);
-        let e = authenticator(&s).err().expect("refused");
-        assert!(e.to_string().contains("exclude each other"), "{e}");
+        assert!(e.contains("exclude each other"), "{e}");
     }
 
     #[test]
     fn a_serviceaccount_map_without_tokenreview_is_refused_at_startup() {
-        let e = authenticator(&settings(&["--serviceaccount-map", "/m.json"]))
-            .err()
-            .expect("refused");
-        assert!(e.to_string().contains("--auth tokenreview"), "{e}");
+        let e = refusal(&["--serviceaccount-map", "/m.json"]);
+        assert!(e.contains("--auth tokenreview"), "{e}");
     }
 }

@@ -164,13 +164,18 @@ struct State {
     health: Vec<HealthView>,
 }
 
+/// What [`Feed::new`] is built from: its ports, the work signal and its settings.
+pub struct FeedParts {
+    pub source: Arc<dyn FeedSource>,
+    pub health: Arc<dyn HealthLog>,
+    pub clock: Arc<dyn Clock>,
+    pub jitter: Arc<dyn Jitter>,
+    pub signal: WorkSignal,
+    pub settings: FeedSettings,
+}
+
 struct Inner {
-    source: Arc<dyn FeedSource>,
-    health: Arc<dyn HealthLog>,
-    clock: Arc<dyn Clock>,
-    jitter: Arc<dyn Jitter>,
-    signal: WorkSignal,
-    settings: FeedSettings,
+    parts: FeedParts,
     tx: broadcast::Sender<Frame>,
     state: Mutex<State>,
     started: tokio::sync::watch::Sender<bool>,
@@ -182,7 +187,7 @@ pub struct Feed {
     inner: Arc<Inner>,
 }
 
-debug_showing!(Feed, settings = inner.settings);
+debug_showing!(Feed, settings = inner.parts.settings);
 
 const READ_LIMIT: i64 = 500;
 /// While Logbook cannot be read, the wait between reads doubles from the poll interval up to
@@ -199,23 +204,11 @@ fn read_backoff(poll: Duration, failures: u32) -> Duration {
 }
 
 impl Feed {
-    pub fn new(
-        source: Arc<dyn FeedSource>,
-        health: Arc<dyn HealthLog>,
-        clock: Arc<dyn Clock>,
-        jitter: Arc<dyn Jitter>,
-        signal: WorkSignal,
-        settings: FeedSettings,
-    ) -> Self {
-        let (tx, _) = broadcast::channel(settings.buffer.max(1));
+    pub fn new(parts: FeedParts) -> Self {
+        let (tx, _) = broadcast::channel(parts.settings.buffer.max(1));
         Feed {
             inner: Arc::new(Inner {
-                source,
-                health,
-                clock,
-                jitter,
-                signal,
-                settings,
+                parts,
                 tx,
                 state: Mutex::new(State {
                     started: false,
@@ -237,7 +230,7 @@ impl Feed {
     /// The reconnection delay to tell one subscriber: 1 to 3 s, jittered so that a restart
     /// does not bring every client back in the same instant.
     pub fn retry_ms(&self) -> u64 {
-        1000 + (self.inner.jitter.sample().clamp(0.0, 1.0) * 2000.0) as u64
+        1000 + (self.inner.parts.jitter.sample().clamp(0.0, 1.0) * 2000.0) as u64
     }
 
     /// How long the feed has been held back at a gap (a transaction still open that holds an
@@ -302,7 +295,7 @@ impl Feed {
 
     fn view(&self, st: &State) -> QueuesView {
         QueuesView {
-            at: self.inner.clock.now(),
+            at: self.inner.parts.clock.now(),
             paused: st.paused.iter().copied().collect(),
             depths: st
                 .depths
@@ -332,10 +325,10 @@ impl Feed {
     pub async fn run(self) {
         let s = self.inner.clone();
         let start = loop {
-            if s.signal.is_shut_down() {
+            if s.parts.signal.is_shut_down() {
                 return;
             }
-            match s.source.start().await {
+            match s.parts.source.start().await {
                 Ok(start) => break start,
                 Err(e) => {
                     tracing::warn!(error = %e, "live feed cannot start yet; retrying");
@@ -356,9 +349,10 @@ impl Feed {
         let mut last_health: Vec<HealthView> = Vec::new();
         let mut next_tick = tokio::time::Instant::now();
         let mut failed_reads: u32 = 0;
-        while !s.signal.is_shut_down() {
+        while !s.parts.signal.is_shut_down() {
             let read_at = tokio::time::Instant::now();
             match s
+                .parts
                 .source
                 .read_after(cursor.position(), &start.snapshot, READ_LIMIT)
                 .await
@@ -389,13 +383,13 @@ impl Feed {
                 }
             }
             if tokio::time::Instant::now() >= next_tick {
-                next_tick = tokio::time::Instant::now() + s.settings.queues_every;
+                next_tick = tokio::time::Instant::now() + s.parts.settings.queues_every;
                 let q = self.current_queues();
                 if unstamped(q.clone()) != last_queues {
                     last_queues = unstamped(q.clone());
                     self.publish(FeedEvent::Queues(q));
                 }
-                match s.health.latest_health().await {
+                match s.parts.health.latest_health().await {
                     Ok(health) => {
                         for h in health.iter().filter(|h| !last_health.contains(h)) {
                             self.publish(FeedEvent::Health(h.clone()));
@@ -408,14 +402,14 @@ impl Feed {
             }
             self.note_waiting(cursor.is_waiting());
             let wait = if failed_reads > 0 {
-                read_backoff(s.settings.poll, failed_reads)
+                read_backoff(s.parts.settings.poll, failed_reads)
             } else if cursor.is_waiting() {
                 Duration::from_millis(20)
             } else {
-                s.settings.poll
+                s.parts.settings.poll
             };
-            s.signal.wait_ledger(wait).await;
-            tokio::time::sleep_until(read_at + s.settings.read_spacing).await;
+            s.parts.signal.wait_ledger(wait).await;
+            tokio::time::sleep_until(read_at + s.parts.settings.read_spacing).await;
         }
     }
 
@@ -463,7 +457,7 @@ impl Feed {
         };
         let mut first = vec![FeedEvent::Queues(queues)];
         // Right after the depths, the current health of every kind with a stored report.
-        let health = match self.inner.health.latest_health().await {
+        let health = match self.inner.parts.health.latest_health().await {
             Ok(health) => health,
             Err(e) => {
                 tracing::warn!(error = %e, "health snapshot read failed; sending the last one read");
@@ -473,19 +467,19 @@ impl Feed {
         first.extend(health.into_iter().map(FeedEvent::Health));
         let mut skip_through = position;
         if let Some(last) = last_event_id {
-            let newest = self.inner.source.newest_seq().await?;
+            let newest = self.inner.parts.source.newest_seq().await?;
             if last > newest || last < 0 {
                 first.push(FeedEvent::Reset {
                     reason: format!("unknown event id {last}; reload /v1/queues"),
                 });
-            } else if position - last > self.inner.settings.resume_window {
+            } else if position - last > self.inner.parts.settings.resume_window {
                 first.push(FeedEvent::Reset {
                     reason: format!(
                         "event id {last} is older than the retained window; reload /v1/queues"
                     ),
                 });
             } else if last < position {
-                let backlog = self.inner.source.backlog(last, position).await?;
+                let backlog = self.inner.parts.source.backlog(last, position).await?;
                 first.extend(backlog.into_iter().map(|e| match kind_event(&e) {
                     Some(k) => FeedEvent::Kind(k),
                     None => FeedEvent::Transition(transition(e)),
@@ -502,8 +496,8 @@ impl Feed {
             skip_through,
             feed: self.clone(),
             heartbeat: tokio::time::interval_at(
-                tokio::time::Instant::now() + self.inner.settings.heartbeat,
-                self.inner.settings.heartbeat,
+                tokio::time::Instant::now() + self.inner.parts.settings.heartbeat,
+                self.inner.parts.settings.heartbeat,
             ),
             retry_ms: self.retry_ms(),
             ended: None,

@@ -55,7 +55,7 @@ impl Subscription {
         if let Some(e) = self.first.pop() {
             return Ok(Frame::encode(e));
         }
-        let signal = self.feed.inner.signal.clone();
+        let signal = self.feed.inner.parts.signal.clone();
         loop {
             tokio::select! {
                 biased;
@@ -71,7 +71,7 @@ impl Subscription {
                     Err(RecvError::Closed) => return Err(*self.ended.insert(End::Shutdown)),
                 },
                 _ = self.heartbeat.tick() => {
-                    let e = FeedEvent::Heartbeat { at: self.feed.inner.clock.now(), seq: self.feed.position() };
+                    let e = FeedEvent::Heartbeat { at: self.feed.inner.parts.clock.now(), seq: self.feed.position() };
                     return Ok(Frame::encode(e));
                 }
             }
@@ -87,7 +87,7 @@ impl Subscription {
         if let Some(e) = self.first.pop() {
             return Some(Frame::encode(e));
         }
-        if self.feed.inner.signal.is_shut_down() {
+        if self.feed.inner.parts.signal.is_shut_down() {
             return Some(self.shutdown());
         }
         loop {
@@ -115,16 +115,16 @@ impl Subscription {
         let chunk = self.gather().await;
         let full = chunk
             .as_ref()
-            .is_ok_and(|c| c.len() >= self.feed.inner.settings.coalesce_bytes);
+            .is_ok_and(|c| c.len() >= self.feed.inner.parts.settings.coalesce_bytes);
         self.last_write = (!full).then(tokio::time::Instant::now);
         chunk
     }
 
     async fn gather(&mut self) -> Result<Bytes, End> {
-        let settings = &self.feed.inner.settings;
+        let settings = &self.feed.inner.parts.settings;
         let (max, wait) = (settings.coalesce_bytes, settings.coalesce_wait);
         if let (true, Some(last)) = (self.first.is_empty(), self.last_write) {
-            let signal = self.feed.inner.signal.clone();
+            let signal = self.feed.inner.parts.signal.clone();
             tokio::select! {
                 () = tokio::time::sleep_until(last + wait) => {}
                 () = signal.shutting_down() => {}

@@ -31,14 +31,14 @@ fn feed_with(source: MockFeedSource, settings: FeedSettings) -> (Feed, WorkSigna
     jitter.expect_sample().return_const(0.5);
     let mut health = MockHealthLog::new();
     health.expect_latest_health().returning(|| Ok(Vec::new()));
-    let feed = Feed::new(
-        Arc::new(source),
-        Arc::new(health),
-        Arc::new(clock),
-        Arc::new(jitter),
-        signal.clone(),
+    let feed = Feed::new(FeedParts {
+        source: Arc::new(source),
+        health: Arc::new(health),
+        clock: Arc::new(clock),
+        jitter: Arc::new(jitter),
+        signal: signal.clone(),
         settings,
-    );
+    });
     feed.state().started = true;
     (feed, signal)
 }
