@@ -111,6 +111,11 @@ impl Client {
         self.call(Method::POST, path, body).await
     }
 
+    /// `PUT path` with a JSON body.
+    pub async fn put(&self, path: &str, body: &Value) -> Result<Value, OpsError> {
+        self.call(Method::PUT, path, Some(body)).await
+    }
+
     async fn call(
         &self,
         method: Method,

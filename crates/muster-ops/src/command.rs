@@ -1,5 +1,5 @@
-//! The operator commands: what `muster items …`, `muster queues`, `muster health` and
-//! `muster watch` call, and what they print.
+//! The operator commands: what `muster items …`, `muster kinds …`, `muster queues`,
+//! `muster health` and `muster watch` call, and what they print.
 
 use std::io::Write;
 use std::str::FromStr;
@@ -43,10 +43,17 @@ impl std::fmt::Debug for Target {
 /// The operator commands (through the HTTP API, with `--api-token`).
 #[derive(Debug, Clone, Subcommand)]
 pub enum OpsCommand {
-    /// Find, inspect and retry items (operator or conn token; retry: operator).
+    /// Find, inspect, retry and cancel items (operator or conn token; retry and cancel:
+    /// operator).
     Items {
         #[command(subcommand)]
         command: ItemsCommand,
+    },
+    /// Pause or resume a kind: while paused none of its items is leased; leases already out
+    /// go on (operator token).
+    Kinds {
+        #[command(subcommand)]
+        command: KindsCommand,
     },
     /// Queue depths per kind, priority and state (operator or conn token).
     Queues,
@@ -76,19 +83,67 @@ pub enum ItemsCommand {
         /// The item's id.
         id: String,
     },
-    /// Send a failed item back to the queue (attempts reset), or with `--kind` up to `--max`
-    /// failed items of that kind, oldest first (operator token).
+    /// Send a failed or parked (needs_subtool) item back to the queue (attempts reset), or
+    /// with `--kind` up to `--max` items of that kind in `--state`, oldest first (operator
+    /// token).
     Retry {
         /// The item's id.
         #[arg(required_unless_present = "kind", conflicts_with = "kind")]
         id: Option<String>,
-        /// Retry this kind's failed items instead of one item.
+        /// Retry this kind's items instead of one item.
         #[arg(long, value_parser = named::<Kind>)]
         kind: Option<Kind>,
+        /// With `--kind`: failed (the default) or needs_subtool.
+        #[arg(long, default_value = "failed", requires = "kind", value_parser = named::<ItemState>)]
+        state: ItemState,
         /// With `--kind`: at most this many items (1 to 1000).
         #[arg(long, default_value_t = 1000, requires = "kind",
               value_parser = clap::value_parser!(u32).range(1..=1000))]
         max: u32,
+    },
+    /// Cancel an item (queued, leased, needs_subtool or failed; a lease out on it is fenced
+    /// off at once), or with `--kind` and `--state` up to `--max` items of that kind in that
+    /// state, oldest first (operator token).
+    Cancel {
+        /// The item's id.
+        #[arg(required_unless_present = "kind", conflicts_with = "kind")]
+        id: Option<String>,
+        /// Cancel this kind's items instead of one item.
+        #[arg(long, requires = "state", value_parser = named::<Kind>)]
+        kind: Option<Kind>,
+        /// With `--kind`: queued, needs_subtool or failed.
+        #[arg(long, requires = "kind", value_parser = named::<ItemState>)]
+        state: Option<ItemState>,
+        /// With `--kind`: at most this many items (1 to 1000).
+        #[arg(long, default_value_t = 1000, requires = "kind",
+              value_parser = clap::value_parser!(u32).range(1..=1000))]
+        max: u32,
+        /// Why (1 to 1000 bytes); kept in each item's ledger row with the operator.
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum KindsCommand {
+    /// Pause a kind: its lease calls get nothing until it is resumed; pausing a paused kind
+    /// changes nothing.
+    Pause {
+        /// A worker kind (trawl, sextant, …).
+        #[arg(value_parser = named::<Kind>)]
+        kind: Kind,
+        /// Why (1 to 1000 bytes); kept in the kind's ledger entry with the operator.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Resume a paused kind: its waiting lease calls are woken at once.
+    Resume {
+        /// A worker kind (trawl, sextant, …).
+        #[arg(value_parser = named::<Kind>)]
+        kind: Kind,
+        /// Why, if you want it in the kind's ledger entry.
+        #[arg(long)]
+        reason: Option<String>,
     },
 }
 
@@ -145,7 +200,12 @@ pub async fn run_to(
                 }
                 Ok(())
             }
-            ItemsCommand::Retry { id, kind, max } => {
+            ItemsCommand::Retry {
+                id,
+                kind,
+                state,
+                max,
+            } => {
                 let answer = match (id, kind) {
                     (Some(id), _) => {
                         client
@@ -153,7 +213,8 @@ pub async fn run_to(
                             .await?
                     }
                     (None, Some(kind)) => {
-                        let body = json!({"kind": kind.as_str(), "max": max});
+                        let body =
+                            json!({"kind": kind.as_str(), "state": state.as_str(), "max": max});
                         client.post("/v1/items/retry", Some(&body)).await?
                     }
                     (None, None) => return Err(OpsError::Usage("an id or --kind".into())),
@@ -161,11 +222,61 @@ pub async fn run_to(
                 if json {
                     writeln!(out, "{answer}")?;
                 } else {
-                    out.write_all(retried(&answer).as_bytes())?;
+                    out.write_all(changed(&answer, "retried").as_bytes())?;
+                }
+                Ok(())
+            }
+            ItemsCommand::Cancel {
+                id,
+                kind,
+                state,
+                max,
+                reason,
+            } => {
+                let answer = match (id, kind, state) {
+                    (Some(id), _, _) => {
+                        let body = json!({"reason": reason});
+                        let path = format!("/v1/items/{}/cancel", item_id(&id)?);
+                        client.post(&path, Some(&body)).await?
+                    }
+                    (None, Some(kind), Some(state)) => {
+                        let body = json!({"kind": kind.as_str(), "state": state.as_str(),
+                                          "max": max, "reason": reason});
+                        client.post("/v1/items/cancel", Some(&body)).await?
+                    }
+                    _ => return Err(OpsError::Usage("an id or --kind and --state".into())),
+                };
+                if json {
+                    writeln!(out, "{answer}")?;
+                } else {
+                    out.write_all(changed(&answer, "cancelled").as_bytes())?;
                 }
                 Ok(())
             }
         },
+        OpsCommand::Kinds { command } => {
+            let (kind, body) = match command {
+                KindsCommand::Pause { kind, reason } => {
+                    (kind, json!({"paused": true, "reason": reason}))
+                }
+                KindsCommand::Resume { kind, reason } => {
+                    let mut body = json!({"paused": false});
+                    if let Some(reason) = reason {
+                        body["reason"] = Value::from(reason);
+                    }
+                    (kind, body)
+                }
+            };
+            let answer = client
+                .put(&format!("/v1/kinds/{}/paused", kind.as_str()), &body)
+                .await?;
+            if json {
+                writeln!(out, "{answer}")?;
+            } else {
+                out.write_all(kind_state(&answer).as_bytes())?;
+            }
+            Ok(())
+        }
         OpsCommand::Queues => {
             let body = client.get("/v1/queues").await?;
             if json {
@@ -334,10 +445,11 @@ pub fn show(item: &Value) -> String {
     out
 }
 
-/// `items retry`: what was sent back.
-fn retried(answer: &Value) -> String {
+/// `items retry` and `items cancel`: what was sent back or cancelled (`what`, the bulk
+/// answer's count field).
+fn changed(answer: &Value, what: &str) -> String {
     if let Some(ids) = answer["item_ids"].as_array() {
-        let mut out = format!("retried {}\n", cell(&answer["retried"]));
+        let mut out = format!("{what} {}\n", cell(&answer[what]));
         for id in ids {
             out.push_str(&format!("{}\n", cell(id)));
         }
@@ -345,6 +457,20 @@ fn retried(answer: &Value) -> String {
     } else {
         format!("{}  {}\n", cell(&answer["item_id"]), cell(&answer["state"]))
     }
+}
+
+/// `kinds pause` and `kinds resume`: the kind's state, and since when.
+fn kind_state(answer: &Value) -> String {
+    let state = if answer["paused"] == true {
+        "paused"
+    } else {
+        "active"
+    };
+    format!(
+        "{}  {state}  since {}\n",
+        cell(&answer["kind"]),
+        cell(&answer["since"])
+    )
 }
 
 /// The depth columns of `queues` and `muster watch`: the state on the wire and its heading, in
@@ -414,7 +540,17 @@ pub fn queues(body: &Value) -> String {
     }
     let mut columns = vec![left("KIND"), left("PRIORITY")];
     columns.extend(STATES.iter().map(|(_, title)| right(title)));
-    table::render(&columns, &rows)
+    let mut out = table::render(&columns, &rows);
+    let paused: Vec<String> = body["paused"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(cell)
+        .collect();
+    if !paused.is_empty() {
+        out.push_str(&format!("\npaused: {}\n", paused.join(", ")));
+    }
+    out
 }
 
 /// `health`: a row per kind with a stored report, then the newest report's events.

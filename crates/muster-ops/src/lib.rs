@@ -1,7 +1,7 @@
-//! The operator CLI (`muster items …`, `muster queues`, `muster health`, `muster watch`): a
-//! client of Muster's HTTP API that goes through the gatekeeper with a bearer token like any
-//! other caller, the tables it prints for people (`--json` for scripts), and the live view of
-//! the feed.
+//! The operator CLI (`muster items …`, `muster kinds …`, `muster queues`, `muster health`,
+//! `muster watch`): a client of Muster's HTTP API that goes through the gatekeeper with a
+//! bearer token like any other caller, the tables it prints for people (`--json` for scripts),
+//! and the live view of the feed.
 //!
 //! Invariants:
 //! - Knows HTTP and the wire contract, nothing of SQL or of the server's insides; the server
@@ -18,5 +18,5 @@ pub mod table;
 pub mod watch;
 
 pub use client::Client;
-pub use command::{ItemsCommand, OpsCommand, Target, run};
+pub use command::{ItemsCommand, KindsCommand, OpsCommand, Target, run};
 pub use error::{Exit, OpsError};

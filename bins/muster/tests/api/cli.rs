@@ -429,3 +429,185 @@ async fn an_unknown_state_is_a_usage_error_exiting_2() {
     let run = muster(&app, "operator", &["items", "list", "--state", "lost"]).await;
     assert_eq!((run.code, run.stdout.as_str()), (2, ""));
 }
+
+/// Enqueues one `kind` item, leases it and parks it (needs_subtool); its id.
+async fn parked_item(app: &TestApp, kind: &str) -> String {
+    let id = app.enqueue(kind, "normal", json!({})).await;
+    let lease = app.lease(kind, "w").await.expect("a lease");
+    let digest = format!("sha256:{}", "a".repeat(64));
+    let r = app
+        .needs_subtool(
+            &lease,
+            json!({"worker_digest": digest, "layout": {"signature": "s"}}),
+        )
+        .await;
+    assert_eq!(r.body["state"], "needs_subtool", "{:?}", r.body);
+    id
+}
+
+#[tokio::test]
+async fn items_retry_takes_parked_items_one_or_a_kinds_with_state_needs_subtool() {
+    let app = TestApp::spawn().await;
+    let one = parked_item(&app, "trawl").await;
+    assert_eq!(
+        muster(&app, "operator", &["items", "retry", &one]).await,
+        ok(format!("{one}  queued\n"))
+    );
+    let a = parked_item(&app, "sextant").await;
+    failed_item(&app, "sextant").await;
+    assert_eq!(
+        muster(
+            &app,
+            "operator",
+            &[
+                "items",
+                "retry",
+                "--kind",
+                "sextant",
+                "--state",
+                "needs_subtool"
+            ]
+        )
+        .await,
+        ok(format!("retried 1\n{a}\n"))
+    );
+    assert_eq!(app.item(&a).await["state"], "queued");
+}
+
+#[tokio::test]
+async fn items_cancel_cancels_one_item_or_a_kinds_items_in_a_state_with_the_reason() {
+    let app = TestApp::spawn().await;
+    let one = app.enqueue("trawl", "normal", json!({})).await;
+    assert_eq!(
+        muster(
+            &app,
+            "operator",
+            &["items", "cancel", &one, "--reason", "wrong payload"]
+        )
+        .await,
+        ok(format!("{one}  cancelled\n"))
+    );
+    let history = app.item(&one).await["history"].clone();
+    assert_eq!(history[1]["event"], "cancelled");
+    let a = failed_item(&app, "sextant").await;
+    let b = failed_item(&app, "sextant").await;
+    let run = muster(
+        &app,
+        "operator",
+        &[
+            "items",
+            "cancel",
+            "--kind",
+            "sextant",
+            "--state",
+            "failed",
+            "--max",
+            "1",
+            "--reason",
+            "never again",
+            "--json",
+        ],
+    )
+    .await;
+    let printed: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(
+        (run.code, printed),
+        (0, json!({"cancelled": 1, "item_ids": [a]}))
+    );
+    assert_eq!(app.item(&b).await["state"], "failed");
+    // A done item cannot be cancelled: the refusal, exit 1.
+    let done = app.enqueue("assay", "normal", json!({})).await;
+    let lease = app.lease("assay", "w").await.unwrap();
+    app.complete(&lease, json!({"result": {}})).await;
+    let answer = app
+        .post(
+            &format!("/v1/items/{done}/cancel"),
+            "operator",
+            json!({"reason": "x"}),
+        )
+        .await;
+    assert_eq!(
+        muster(
+            &app,
+            "operator",
+            &["items", "cancel", &done, "--reason", "x"]
+        )
+        .await,
+        refused(1, 409, &answer.body)
+    );
+    // A bulk cancel names its state.
+    let run = muster(
+        &app,
+        "operator",
+        &["items", "cancel", "--kind", "trawl", "--reason", "x"],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{run:?}");
+}
+
+#[tokio::test]
+async fn kinds_pause_and_resume_print_the_state_and_queues_lists_the_paused_kinds() {
+    let app = TestApp::spawn().await;
+    let run = muster(
+        &app,
+        "operator",
+        &["kinds", "pause", "trawl", "--reason", "bad image"],
+    )
+    .await;
+    let since = app
+        .scalar_text(
+            "SELECT to_char(since AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS') FROM core.kind_pauses",
+        )
+        .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .starts_with(&format!("trawl  paused  since {since}")),
+        "{run:?}"
+    );
+    assert!(app.lease("trawl", "w").await.is_none());
+    app.enqueue("trawl", "normal", json!({})).await;
+    until_depths_count(&app, 1).await;
+    let mut listed = String::new();
+    for _ in 0..300 {
+        listed = muster(&app, "conn", &["queues"]).await.stdout;
+        if listed.ends_with("\npaused: trawl\n") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        listed,
+        "KIND   PRIORITY  QUEUED  LEASED  PARKED  FAILED  DONE\n\
+         trawl  normal         1       0       0       0     0\n\
+         \n\
+         paused: trawl\n"
+    );
+    let run = muster(&app, "operator", &["kinds", "resume", "trawl", "--json"]).await;
+    let printed: Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!((run.code, &printed["paused"]), (0, &json!(false)));
+    assert!(app.lease("trawl", "w").await.is_some());
+    // Conn may not; an unknown kind is a usage error.
+    let answer = app
+        .raw(
+            hyper::Method::PUT,
+            "/v1/kinds/trawl/paused",
+            Some("conn"),
+            json!({"paused": false}).to_string().into_bytes(),
+        )
+        .await;
+    assert_eq!(
+        muster(&app, "conn", &["kinds", "resume", "trawl"]).await,
+        refused(1, 403, &answer.body)
+    );
+    assert_eq!(
+        muster(
+            &app,
+            "operator",
+            &["kinds", "pause", "dredge", "--reason", "x"]
+        )
+        .await
+        .code,
+        2
+    );
+}
