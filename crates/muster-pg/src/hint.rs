@@ -41,6 +41,11 @@
 //! behind the bound once its grace ends and is found up to [`HINT_TTL`] (100 ms) late. Its
 //! worker loses nothing by it: any use of that lease after the grace fails the item anyway.
 //!
+//! A scan of a paused kind (the statement's pause check) finds nothing, and so moves the expired
+//! side's bound as if it had taken every expired lease. After the resume such a lease is found
+//! by the first scan once that hint lapses, at most [`HINT_TTL`] later; queued items are found
+//! at once (a short scan leaves no queued hint).
+//!
 //! The hints live in the process (each replica has its own) and cost nothing when lost.
 
 use std::collections::HashMap;

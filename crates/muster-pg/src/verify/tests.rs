@@ -171,7 +171,6 @@ fn a_head_without_a_digest_is_refused() {
 
 /// A database where `trawl` was paused and resumed by the runtime role.
 async fn a_kind_paused_and_resumed() -> TestDb {
-    use muster_app::ports::KindStore;
     let db = fresh_db().await;
     let logbook = PgLogbook::new(
         crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool"),
