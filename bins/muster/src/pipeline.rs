@@ -1,11 +1,13 @@
-//! The pipeline file: routes and per-kind retry policies.
+//! The pipeline file: routes, per-kind retry policies and per-kind limits.
 //!
 //! ```json
 //! {"routes": {"trawl": ["sextant"], "sextant": ["assay"]},
-//!  "retry": {"trawl": {"base_ms": 2000, "factor": 2.0, "cap_ms": 600000, "max_attempts": 5}}}
+//!  "retry": {"trawl": {"base_ms": 2000, "factor": 2.0, "cap_ms": 600000, "max_attempts": 5}},
+//!  "limits": {"trawl": {"max_run_ms": 3600000}}}
 //! ```
 //! Without a file (or without `routes`), the default chain trawl -> … -> bellbuoy applies;
-//! kinds without a `retry` entry use the defaults of the contract.
+//! kinds without a `retry` entry use the defaults of the contract, kinds without a `limits`
+//! entry the contract's maximum run time (one hour).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -20,7 +22,28 @@ struct PipelineFile {
     routes: Option<BTreeMap<Kind, Vec<Kind>>>,
     #[serde(default)]
     retry: BTreeMap<Kind, RetryFile>,
+    #[serde(default)]
+    limits: BTreeMap<Kind, LimitsFile>,
 }
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsFile {
+    max_run_ms: u64,
+}
+
+/// What the pipeline file says.
+#[derive(Debug, Default)]
+pub struct Pipeline {
+    pub routes: Routes,
+    pub retry: HashMap<Kind, RetryPolicy>,
+    /// Maximum run time per kind.
+    pub max_run: HashMap<Kind, time::Duration>,
+}
+
+/// The longest maximum run time a kind may be given: a day (a lease that outlives it holds
+/// its item for longer than any operator would wait unwarned).
+const MAX_MAX_RUN_MS: u64 = 86_400_000;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,7 +54,7 @@ struct RetryFile {
     max_attempts: u32,
 }
 
-pub fn parse(text: &str) -> anyhow::Result<(Routes, HashMap<Kind, RetryPolicy>)> {
+pub fn parse(text: &str) -> anyhow::Result<Pipeline> {
     let file: PipelineFile = serde_json::from_str(text).context("pipeline file")?;
     let routes = match file.routes {
         Some(map) => Routes::from_edges(
@@ -61,7 +84,18 @@ pub fn parse(text: &str) -> anyhow::Result<(Routes, HashMap<Kind, RetryPolicy>)>
             },
         );
     }
-    Ok((routes, retry))
+    let mut max_run = HashMap::new();
+    for (kind, l) in file.limits {
+        if !(1_000..=MAX_MAX_RUN_MS).contains(&l.max_run_ms) {
+            bail!("limits of {kind}: max_run_ms must be 1000 to {MAX_MAX_RUN_MS}");
+        }
+        max_run.insert(kind, time::Duration::milliseconds(l.max_run_ms as i64));
+    }
+    Ok(Pipeline {
+        routes,
+        retry,
+        max_run,
+    })
 }
 
 #[cfg(test)]
@@ -70,24 +104,40 @@ mod tests {
 
     #[test]
     fn an_empty_file_keeps_the_default_chain_and_policies() {
-        let (routes, retry) = parse("{}").unwrap();
-        assert_eq!(routes, Routes::default());
-        assert!(retry.is_empty());
+        let p = parse("{}").unwrap();
+        assert_eq!(p.routes, Routes::default());
+        assert!(p.retry.is_empty());
+        assert!(p.max_run.is_empty());
     }
 
     #[test]
     fn routes_and_retry_policies_are_read_per_kind() {
-        let (routes, retry) = parse(
+        let p = parse(
             r#"{"routes": {"trawl": ["assay"]}, "retry": {"trawl": {"base_ms": 100, "factor": 3, "cap_ms": 1000, "max_attempts": 2}}}"#,
         )
         .unwrap();
-        assert!(routes.allows(Kind::Trawl, Kind::Assay));
-        assert!(!routes.allows(Kind::Trawl, Kind::Sextant));
-        assert_eq!(retry[&Kind::Trawl].max_attempts, 2);
+        assert!(p.routes.allows(Kind::Trawl, Kind::Assay));
+        assert!(!p.routes.allows(Kind::Trawl, Kind::Sextant));
+        assert_eq!(p.retry[&Kind::Trawl].max_attempts, 2);
     }
 
     #[test]
     fn a_policy_with_no_attempts_is_refused() {
         assert!(parse(r#"{"retry": {"trawl": {"base_ms": 1, "factor": 2, "cap_ms": 1, "max_attempts": 0}}}"#).is_err());
+    }
+
+    #[test]
+    fn a_kinds_maximum_run_time_is_read_from_limits() {
+        let p = parse(r#"{"limits": {"sextant": {"max_run_ms": 120000}}}"#).unwrap();
+        assert_eq!(p.max_run[&Kind::Sextant], time::Duration::minutes(2));
+        assert_eq!(p.max_run.get(&Kind::Trawl), None);
+    }
+
+    #[test]
+    fn a_maximum_run_time_under_a_second_or_over_a_day_is_refused() {
+        for ms in [0, 999, 86_400_001] {
+            let text = format!(r#"{{"limits": {{"trawl": {{"max_run_ms": {ms}}}}}}}"#);
+            assert!(parse(&text).is_err(), "{ms}");
+        }
     }
 }

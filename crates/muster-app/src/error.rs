@@ -15,6 +15,9 @@ pub enum AppError {
     NotFound(String),
     #[error("the lease was superseded by a newer lease or the item was finished by another lease")]
     LeaseLost,
+    /// A lease past its kind's maximum run time (`E_LEASE_LOST`, naming the limit).
+    #[error("{0}")]
+    TimedOut(String),
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
@@ -51,6 +54,7 @@ impl From<TransitionError> for AppError {
             TransitionError::InvalidTransition { .. } | TransitionError::NotLeasable(_) => {
                 AppError::Conflict(e.to_string())
             }
+            TransitionError::TimedOut { .. } => AppError::TimedOut(e.to_string()),
         }
     }
 }

@@ -37,6 +37,8 @@ pub struct Stats {
     pub replayed: PerKind,
     /// Completions delivered under a superseded lease (recorded, not applied).
     pub late_results: PerKind,
+    /// Leases that passed their kind's maximum run time while their worker kept them alive.
+    pub timed_out: PerKind,
     /// Group commit: transactions that wrote grouped single lease requests, and the requests
     /// they carried (requests / batches is the mean group size).
     pub lease_groups: PerKind,

@@ -245,13 +245,16 @@ impl Item {
         Ok(())
     }
 
-    /// Extends (or revives, if expired but not superseded) the lease.
+    /// Extends (or revives, if expired but not superseded) the lease, unless it is `max_run`
+    /// or older: then it is no longer extended (`TimedOut`; see [`Item::time_out`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn heartbeat(
         &mut self,
         record: &LeaseRecord,
         actor: Principal,
         worker_id: &str,
         ttl: Duration,
+        max_run: Duration,
         now: OffsetDateTime,
     ) -> Result<OffsetDateTime, TransitionError> {
         self.authorize(actor)?;
@@ -262,11 +265,46 @@ impl Item {
         if record.worker_id != worker_id {
             return Err(TransitionError::WrongWorker);
         }
+        if now >= record.granted_at + max_run {
+            return Err(TransitionError::TimedOut {
+                max_run_ms: max_run.whole_milliseconds() as i64,
+            });
+        }
         let expires_at = now + ttl;
         if let Some(lease) = self.lease.as_mut() {
             lease.expires_at = expires_at;
         }
         Ok(expires_at)
+    }
+
+    /// The current lease `record` reached its kind's maximum run time `max_run` while still
+    /// extended past it (its worker keeps heartbeating): from now on it is treated exactly as
+    /// a lease that expired at that limit — usable for complete or fail until superseded, the
+    /// item leasable again, the attempt counted, the final grace counted from the limit. The
+    /// `timed_out` entry records it once; `None` when there is nothing to cut (not the current
+    /// lease, already finished, already cut, or expired before the limit on its own).
+    pub fn time_out(
+        &mut self,
+        record: &LeaseRecord,
+        actor: Principal,
+        max_run: Duration,
+        now: OffsetDateTime,
+    ) -> Option<SealedEntry> {
+        let limit = muster_ledger::truncate_to_micros(record.granted_at + max_run);
+        if self.check_current(record).is_err() || record.outcome.is_some() || now < limit {
+            return None;
+        }
+        let lease = self.lease.as_mut().filter(|l| l.expires_at > limit)?;
+        lease.expires_at = limit;
+        let data = json!({
+            "lease_id": record.lease_id.to_string(),
+            "worker_id": record.worker_id,
+            "max_run_ms": max_run.whole_milliseconds() as i64,
+            "limit": limit.unix_timestamp_nanos() / 1000,
+        });
+        let fence = Some(record.fence.0);
+        let state = ItemState::Leased;
+        Some(self.record("timed_out", Some(state), state, actor, fence, now, data))
     }
 
     /// Finishes the item under `record` (checked with [`Item::check_finish`] first).

@@ -63,7 +63,7 @@ impl From<&AppError> for ErrorCode {
             AppError::BadRequest(_) => ErrorCode::BadRequest,
             AppError::Forbidden(_) => ErrorCode::Forbidden,
             AppError::NotFound(_) => ErrorCode::NotFound,
-            AppError::LeaseLost => ErrorCode::LeaseLost,
+            AppError::LeaseLost | AppError::TimedOut(_) => ErrorCode::LeaseLost,
             AppError::Conflict(_) => ErrorCode::Conflict,
             AppError::Route(_) => ErrorCode::Route,
             AppError::Target(_) => ErrorCode::Target,

@@ -16,7 +16,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use muster_app::feed::Depth;
 use muster_app::ports::PoolStatus;
-use muster_domain::{Kind, Priority};
+use muster_domain::Kind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -43,8 +43,7 @@ pub struct HttpMetrics {
     pub(crate) db: std::sync::Arc<DbGauges>,
 }
 
-/// The oldest queued item's age per kind and priority, in seconds.
-pub(crate) type OldestAges = Vec<(Kind, Priority, f64)>;
+pub(crate) use muster_app::service::OldestAges;
 
 /// The figures `/readyz` and `/metrics` need from Logbook ([`crate::refreshed`]): readiness
 /// at most once a second, the oldest queued items (one statement over every kind) at most
@@ -293,7 +292,7 @@ pub(crate) struct Snapshot {
     pub(crate) pool: PoolStatus,
     pub(crate) intake: Vec<(&'static str, u64)>,
     pub(crate) feed_gap_wait: f64,
-    pub(crate) oldest: Vec<(Kind, Priority, f64)>,
+    pub(crate) oldest: OldestAges,
     pub(crate) body_budget_used: u64,
     /// Whether `/readyz` would answer 200 now.
     pub(crate) ready: bool,
@@ -347,7 +346,7 @@ impl Collector for Snapshot {
             Gauge,
             depths,
         )?;
-        let oldest = self.oldest.iter().map(|(kind, priority, age)| {
+        let oldest = self.oldest.queued.iter().map(|(kind, priority, age)| {
             let labels: Labels = vec![
                 ("kind", kind.as_str().to_owned()),
                 ("priority", priority.as_str().to_owned()),
@@ -360,6 +359,30 @@ impl Collector for Snapshot {
             "Age of the oldest queued item per kind and priority",
             Gauge,
             oldest,
+        )?;
+        let per_kind = |v: &[(Kind, f64)]| -> Vec<(Labels, ConstGauge<f64>)> {
+            v.iter()
+                .map(|(kind, s)| {
+                    (
+                        vec![("kind", kind.as_str().to_owned())],
+                        ConstGauge::new(*s),
+                    )
+                })
+                .collect()
+        };
+        family(
+            &mut encoder,
+            "muster_oldest_lease_age_seconds",
+            "How long the oldest lease out of each kind has run (kinds with leases out)",
+            Gauge,
+            per_kind(&self.oldest.leases),
+        )?;
+        family(
+            &mut encoder,
+            "muster_lease_max_run_seconds",
+            "Each kind's maximum run time: a lease this old is no longer extended",
+            Gauge,
+            per_kind(&self.oldest.max_run),
         )?;
         let intake = self.intake.iter().map(|(outcome, n)| {
             (

@@ -64,6 +64,10 @@ pub fn worker_no(id: &str) -> Result<WorkerNo, Anomaly> {
 }
 
 /// Tick `t` on the real clock: `t` seconds after the epoch.
+/// The maximum run time the model's server goes by: longer than any run it explores, so a
+/// lease is never timed out (the model checks fencing, not the limit).
+pub const MAX_RUN: Duration = Duration::days(36_500);
+
 pub fn at(t: Tick) -> OffsetDateTime {
     OffsetDateTime::UNIX_EPOCH + Duration::seconds(i64::from(t))
 }
@@ -206,6 +210,8 @@ pub fn lease_record(lease: LeaseNo, row: &LeaseRow) -> LeaseRecord {
         item_id: item_id(row.item),
         fence: Fence(u64::from(row.fence)),
         worker_id: worker_id(row.worker),
+        // The model has no maximum run time (see `MAX_RUN`): the grant time is never read.
+        granted_at: at(0),
         outcome: row.outcome.map(|o| stored_outcome(lease, row.item, o)),
     }
 }

@@ -186,7 +186,15 @@ impl LeaseModel {
         let (i, record, mut item) = lock_lease(tx, lease);
         let record = self.present(record, &mut item, false, tx.now);
         let idx = usize::from(i);
-        match item.heartbeat(&record, ACTOR, &worker_id(worker), self.ttl(), at(tx.now)) {
+        let max_run = bridge::MAX_RUN;
+        match item.heartbeat(
+            &record,
+            ACTOR,
+            &worker_id(worker),
+            self.ttl(),
+            max_run,
+            at(tx.now),
+        ) {
             Ok(expires_at) => {
                 tx.items[idx] = project_item(&item, tx.items[idx].has_result)?;
                 tx.leases[usize::from(lease)].promised_until = tick(expires_at)?;
@@ -441,7 +449,10 @@ fn lock_next_leasable(s: &State, max_attempts: u32, final_grace: Tick) -> Option
                 g.expires <= now
                     && (!last || u16::from(g.expires) + u16::from(final_grace) <= u16::from(now))
             }),
-            ItemState::Done | ItemState::Failed | ItemState::NeedsSubtool | ItemState::Cancelled => false,
+            ItemState::Done
+            | ItemState::Failed
+            | ItemState::NeedsSubtool
+            | ItemState::Cancelled => false,
         })
         .and_then(|p| ItemNo::try_from(p).ok())
 }

@@ -116,6 +116,34 @@ impl Client {
         self.call(Method::PUT, path, Some(body)).await
     }
 
+    /// `GET /metrics`: the Prometheus text, for the figures the feed does not carry.
+    pub async fn metrics(&self) -> Result<String, OpsError> {
+        let req = self.request(Method::GET, "/metrics", "text/plain", None, None)?;
+        let exchange = async {
+            let res = self
+                .http
+                .request(req)
+                .await
+                .map_err(|e| self.unreachable(error_chain(&e)))?;
+            let status = res.status().as_u16();
+            let bytes = res
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| self.unreachable(error_chain(&e)))?
+                .to_bytes();
+            if status != 200 {
+                return Err(self.unreachable(format!("/metrics answered {status}")));
+            }
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        };
+        tokio::time::timeout(CALL_TIMEOUT, exchange)
+            .await
+            .map_err(|_| {
+                self.unreachable(format!("no answer within {} s", CALL_TIMEOUT.as_secs()))
+            })?
+    }
+
     async fn call(
         &self,
         method: Method,

@@ -16,6 +16,7 @@ mod health_reads;
 mod leases;
 mod ledger;
 mod listing;
+mod max_run;
 mod metrics;
 mod monitoring;
 mod next_cap;

@@ -50,6 +50,8 @@ pub trait ItemReads: Send + Sync {
     /// When the oldest queued item of each kind and priority was enqueued (for metrics); one
     /// index probe per pair, whatever the backlog.
     async fn oldest_queued(&self) -> Result<Vec<(Kind, Priority, OffsetDateTime)>, StoreError>;
+    /// When the oldest lease still out of each kind was granted (for metrics: hung work).
+    async fn oldest_leases(&self) -> Result<Vec<(Kind, OffsetDateTime)>, StoreError>;
 }
 
 /// Items inside a transaction: inserted, locked and written back.

@@ -39,20 +39,25 @@ impl Muster {
         })
     }
 
-    /// How long the oldest queued item of each kind and priority has waited, in seconds (for
-    /// metrics).
-    pub async fn oldest_queued_ages(
-        &self,
-    ) -> Result<Vec<(Kind, muster_domain::Priority, f64)>, AppError> {
+    /// How long the oldest queued item of each kind and priority has waited, and how long the
+    /// oldest lease out of each kind has run, in seconds (for metrics), with each kind's
+    /// maximum run time.
+    pub async fn oldest_ages(&self) -> Result<OldestAges, AppError> {
         let now = self.clock.now();
-        Ok(self
-            .stores
-            .items
-            .oldest_queued()
-            .await?
-            .into_iter()
-            .map(|(k, p, at)| (k, p, (now - at).as_seconds_f64().max(0.0)))
-            .collect())
+        let age = |at: time::OffsetDateTime| (now - at).as_seconds_f64().max(0.0);
+        let queued = self.stores.items.oldest_queued().await?;
+        let leases = self.stores.items.oldest_leases().await?;
+        Ok(OldestAges {
+            queued: queued
+                .into_iter()
+                .map(|(k, p, at)| (k, p, age(at)))
+                .collect(),
+            leases: leases.into_iter().map(|(k, at)| (k, age(at))).collect(),
+            max_run: Kind::ALL
+                .iter()
+                .map(|k| (*k, self.config.max_run(*k).as_seconds_f64()))
+                .collect(),
+        })
     }
 
     /// `POST /v1/health`: Shipkeeper's pod health and error events, redacted before anything
@@ -85,4 +90,15 @@ impl Muster {
             redacted: redacted as u64,
         })
     }
+}
+
+/// The ages `/metrics` shows, in seconds ([`Muster::oldest_ages`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OldestAges {
+    /// The oldest queued item per kind and priority.
+    pub queued: Vec<(Kind, muster_domain::Priority, f64)>,
+    /// The oldest lease out per kind (kinds with none are absent).
+    pub leases: Vec<(Kind, f64)>,
+    /// Every kind's maximum run time.
+    pub max_run: Vec<(Kind, f64)>,
 }

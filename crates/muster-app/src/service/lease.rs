@@ -4,7 +4,7 @@
 use std::time::Duration as StdDuration;
 
 use muster_domain::item::LeaseResult;
-use muster_domain::{Item, Kind, LeaseId, LeaseRecord, Principal};
+use muster_domain::{Item, Kind, LeaseId, LeaseRecord, Principal, TransitionError};
 use serde_json::Value;
 
 use super::{
@@ -177,6 +177,7 @@ impl Muster {
                             item_id: item.id,
                             fence: item.fence,
                             worker_id: worker_id.to_owned(),
+                            granted_at: now,
                             outcome: None,
                         });
                         out.entries.push(entry);
@@ -236,10 +237,28 @@ impl Muster {
         if let Some(entry) = self.past_final_grace(&record, &mut item, actor, now)? {
             return Err(self.lose_past_final_grace(tx, &item, entry).await);
         }
-        let expires_at = item.heartbeat(&record, actor, worker_id, self.config.lease_ttl, now)?;
-        tx.save_item(&item).await?;
-        self.commit(tx).await?;
-        Ok(HeartbeatAck { expires_at })
+        let max_run = self.config.max_run(item.kind);
+        let ttl = self.config.lease_ttl;
+        match item.heartbeat(&record, actor, worker_id, ttl, max_run, now) {
+            Ok(expires_at) => {
+                tx.save_item(&item).await?;
+                self.commit(tx).await?;
+                Ok(HeartbeatAck { expires_at })
+            }
+            Err(refused @ TransitionError::TimedOut { .. }) => {
+                // Past its maximum run time: cut at the limit (once), then refused.
+                if let Some(entry) = item.time_out(&record, actor, max_run, now) {
+                    tx.save_item(&item).await?;
+                    self.commit_with(tx, &[entry]).await?;
+                    self.stats.timed_out.add(item.kind, 1);
+                    self.signal.notify(item.kind);
+                    tracing::warn!(kind = %item.kind, item = %item.id, lease = %lease_id,
+                        "a lease passed its maximum run time; the item is leasable again");
+                }
+                Err(refused.into())
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

@@ -40,6 +40,7 @@ use group::{CompletionLanes, LeaseLanes};
 pub const MAX_WAIT_MS: u64 = 30_000;
 pub use controls::MAX_REASON;
 pub use enqueue::MAX_DELAY;
+pub use inspect::OldestAges;
 /// How many exhausted-expired candidates one lease attempt fails before it gives up.
 const MAX_CANDIDATES: usize = 16;
 const MAX_WORKER_ID: usize = 128;
@@ -119,7 +120,13 @@ pub struct Config {
     /// How long an expired lease on an item's last attempt stays usable (`--final-grace-ms`);
     /// `None`: three lease times.
     pub final_grace: Option<Duration>,
+    /// Maximum run time per kind (the pipeline file's `limits`); kinds not listed use
+    /// [`DEFAULT_MAX_RUN`].
+    pub max_run: HashMap<Kind, Duration>,
 }
+
+/// The contract's default maximum run time of a lease: one hour.
+pub const DEFAULT_MAX_RUN: Duration = Duration::hours(1);
 
 impl Default for Config {
     fn default() -> Self {
@@ -130,11 +137,17 @@ impl Default for Config {
             recheck: StdDuration::from_secs(1),
             group_commits: 1,
             final_grace: None,
+            max_run: HashMap::new(),
         }
     }
 }
 
 impl Config {
+    /// The maximum run time of `kind`'s leases.
+    pub fn max_run(&self, kind: Kind) -> Duration {
+        self.max_run.get(&kind).copied().unwrap_or(DEFAULT_MAX_RUN)
+    }
+
     pub fn policy(&self, kind: Kind) -> RetryPolicy {
         self.retry.get(&kind).copied().unwrap_or_default()
     }

@@ -48,6 +48,7 @@ fn record(fence: u64) -> LeaseRecord {
         item_id: ItemId(Uuid::from_u128(1)),
         fence: Fence(fence),
         worker_id: "w".into(),
+        granted_at: datetime!(2026-01-01 00:00 UTC),
         outcome: None,
     }
 }

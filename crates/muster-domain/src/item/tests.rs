@@ -36,6 +36,7 @@ fn first_lease_finished(item: &Item, outcome: LeaseOutcome) -> LeaseRecord {
         item_id: item.id,
         fence: Fence(1),
         worker_id: "trawl-1".into(),
+        granted_at: T0,
         outcome: Some(outcome),
     }
 }
@@ -112,6 +113,7 @@ fn lease(item: &mut Item, n: u128, now: OffsetDateTime) -> LeaseRecord {
         item_id: item.id,
         fence: item.fence,
         worker_id: "trawl-1".into(),
+        granted_at: now,
         outcome: None,
     }
 }
@@ -210,7 +212,7 @@ fn a_superseded_lease_loses_complete_fail_park_and_heartbeat() {
         Err(TransitionError::LeaseLost)
     );
     assert_eq!(
-        item.heartbeat(&old, TRAWL, "trawl-1", TTL, T0 + TTL),
+        item.heartbeat(&old, TRAWL, "trawl-1", TTL, MAX_RUN, T0 + TTL),
         Err(TransitionError::LeaseLost)
     );
 }
@@ -238,7 +240,7 @@ fn a_heartbeat_revives_an_expired_lease_that_was_not_superseded() {
     let rec = lease(&mut item, 1, T0);
     let later = T0 + Duration::minutes(1);
     assert_eq!(
-        item.heartbeat(&rec, TRAWL, "trawl-1", TTL, later),
+        item.heartbeat(&rec, TRAWL, "trawl-1", TTL, MAX_RUN, later),
         Ok(later + TTL)
     );
     assert!(!item.is_leasable(later));
@@ -249,7 +251,7 @@ fn a_heartbeat_from_another_worker_is_refused() {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
     assert_eq!(
-        item.heartbeat(&rec, TRAWL, "trawl-9", TTL, T0),
+        item.heartbeat(&rec, TRAWL, "trawl-9", TTL, MAX_RUN, T0),
         Err(TransitionError::WrongWorker)
     );
 }
@@ -528,7 +530,7 @@ fn cancelling_a_leased_item_supersedes_its_lease_at_once() {
     assert_eq!(entry.entry.from_state.as_deref(), Some("leased"));
     assert_eq!(entry.entry.fence, Some(1));
     assert_eq!(
-        item.heartbeat(&rec, TRAWL, "trawl-1", TTL, T0),
+        item.heartbeat(&rec, TRAWL, "trawl-1", TTL, MAX_RUN, T0),
         Err(TransitionError::LeaseLost)
     );
     let d = request_digest(OutcomeKind::Completed, &json!({}));
@@ -615,7 +617,7 @@ proptest! {
                         Ok(LeaseResult::Granted(e)) => {
                             prop_assert!(before.is_leasable(now));
                             prop_assert_eq!(item.fence.0, before.fence.0 + 1);
-                            leases.push(LeaseRecord { lease_id: lid(n), item_id: item.id, fence: item.fence, worker_id: "w".into(), outcome: None });
+                            leases.push(LeaseRecord { lease_id: lid(n), item_id: item.id, fence: item.fence, worker_id: "w".into(), granted_at: now, outcome: None });
                             entries.push(e);
                         }
                         Ok(LeaseResult::Exhausted(e)) => { prop_assert_eq!(item.state, ItemState::Failed); entries.push(e); }
@@ -623,7 +625,7 @@ proptest! {
                     }
                 }
                 Op::Heartbeat(i) => if let Some(r) = pick(i) {
-                    if item.heartbeat(&r, TRAWL, "w", TTL, now).is_err() { prop_assert_eq!(&item, &before); }
+                    if item.heartbeat(&r, TRAWL, "w", TTL, MAX_RUN, now).is_err() { prop_assert_eq!(&item, &before); }
                     else { prop_assert_eq!(r.fence, item.fence); }
                 },
                 Op::Complete(i) => if let Some(r) = pick(i) {
@@ -721,6 +723,7 @@ fn an_item_bounced_by_outdated_pods_fails_through_the_attempt_limit() {
             item_id: item.id,
             fence: item.fence,
             worker_id: "old".into(),
+            granted_at: T0,
             outcome: None,
         };
         last = bounced_to_a_new_image(&mut item, &rec, &policy);
@@ -801,5 +804,110 @@ fn a_delayed_items_enqueue_entry_records_its_not_before() {
     assert_eq!(
         data["not_before"],
         json!(later.unix_timestamp_nanos() / 1000)
+    );
+}
+
+/// The default maximum run time in these tests.
+const MAX_RUN: Duration = Duration::hours(1);
+
+#[test]
+fn a_heartbeat_at_the_maximum_run_time_is_refused_naming_the_limit() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let r = item.heartbeat(
+        &rec,
+        TRAWL,
+        "trawl-1",
+        TTL,
+        Duration::minutes(5),
+        T0 + Duration::minutes(5),
+    );
+    assert_eq!(
+        r,
+        Err(TransitionError::TimedOut {
+            max_run_ms: 300_000
+        })
+    );
+    assert_eq!(
+        r.unwrap_err().to_string(),
+        "the lease passed its kind's maximum run time of 300000 ms and is no longer extended"
+    );
+}
+
+#[test]
+fn a_heartbeat_before_the_maximum_run_time_extends_the_lease() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let at = T0 + Duration::minutes(4);
+    assert_eq!(
+        item.heartbeat(&rec, TRAWL, "trawl-1", TTL, Duration::minutes(5), at),
+        Ok(at + TTL)
+    );
+}
+
+#[test]
+fn timing_out_cuts_the_lease_at_the_limit_and_records_it_once() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let max_run = Duration::minutes(5);
+    // Heartbeats kept it alive to just past the limit.
+    item.heartbeat(
+        &rec,
+        TRAWL,
+        "trawl-1",
+        TTL,
+        max_run,
+        T0 + Duration::seconds(299),
+    )
+    .unwrap();
+    let now = T0 + Duration::seconds(305);
+    let entry = item.time_out(&rec, TRAWL, max_run, now).unwrap();
+    assert_eq!(
+        (
+            entry.entry.event.as_str(),
+            entry.entry.from_state.as_deref(),
+            entry.entry.fence
+        ),
+        ("timed_out", Some("leased"), Some(1))
+    );
+    assert_eq!(item.lease.as_ref().unwrap().expires_at, T0 + max_run);
+    assert!(item.is_leasable(now), "leasable again, as an expired lease");
+    assert_eq!(
+        item.time_out(&rec, TRAWL, max_run, now),
+        None,
+        "recorded once"
+    );
+}
+
+#[test]
+fn a_lease_that_expired_before_its_limit_is_not_timed_out() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    assert_eq!(
+        item.time_out(&rec, TRAWL, Duration::minutes(5), T0 + Duration::minutes(6)),
+        None
+    );
+}
+
+#[test]
+fn a_timed_out_lease_can_still_complete_until_superseded() {
+    let mut item = queued();
+    let rec = lease(&mut item, 1, T0);
+    let max_run = Duration::minutes(5);
+    item.heartbeat(
+        &rec,
+        TRAWL,
+        "trawl-1",
+        TTL,
+        max_run,
+        T0 + Duration::seconds(299),
+    )
+    .unwrap();
+    item.time_out(&rec, TRAWL, max_run, T0 + Duration::seconds(305))
+        .unwrap();
+    let d = request_digest(OutcomeKind::Completed, &json!({}));
+    assert_eq!(
+        item.check_finish(&rec, TRAWL, OutcomeKind::Completed, &d),
+        Ok(LeaseUse::Proceed)
     );
 }

@@ -127,6 +127,8 @@ pub struct LeaseRecord {
     pub item_id: ItemId,
     pub fence: Fence,
     pub worker_id: String,
+    /// When the lease was granted: its run time counts from here.
+    pub granted_at: OffsetDateTime,
     pub outcome: Option<LeaseOutcome>,
 }
 
@@ -148,6 +150,10 @@ pub enum TransitionError {
     Forbidden { principal: Principal, kind: Kind },
     #[error("the lease belongs to another worker")]
     WrongWorker,
+    #[error(
+        "the lease passed its kind's maximum run time of {max_run_ms} ms and is no longer extended"
+    )]
+    TimedOut { max_run_ms: i64 },
 }
 
 /// What the lease use check decided.

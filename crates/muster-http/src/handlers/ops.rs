@@ -74,27 +74,37 @@ pub(crate) async fn readyz(State(s): State<AppState>) -> Response {
     }
 }
 
-/// The oldest queued items' ages now, from a read at most 5 s old.
+/// The oldest queued items' and leases' ages now, from a read at most 5 s old.
 async fn oldest(s: &AppState) -> crate::metrics::OldestAges {
     let (at, ages) = s
         .http_metrics
         .db
         .oldest
         .get(|| async {
-            let ages = match s.muster.oldest_queued_ages().await {
+            let ages = match s.muster.oldest_ages().await {
                 Ok(v) => v,
                 Err(e) => {
-                    tracing::warn!(error = %e, "metrics: oldest queued item unavailable");
-                    Vec::new()
+                    tracing::warn!(error = %e, "metrics: oldest queued item and lease unavailable");
+                    crate::metrics::OldestAges::default()
                 }
             };
             (std::time::Instant::now(), ages)
         })
         .await;
     let since = at.elapsed().as_secs_f64();
-    ages.into_iter()
-        .map(|(k, p, age)| (k, p, age + since))
-        .collect()
+    crate::metrics::OldestAges {
+        queued: ages
+            .queued
+            .into_iter()
+            .map(|(k, p, age)| (k, p, age + since))
+            .collect(),
+        leases: ages
+            .leases
+            .into_iter()
+            .map(|(k, age)| (k, age + since))
+            .collect(),
+        max_run: ages.max_run,
+    }
 }
 
 /// `GET /metrics`: the figures of the use cases, the feed, the intake, the pool and the body
@@ -149,6 +159,11 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
                 "muster_late_results",
                 "Completions under a superseded lease (recorded, not applied)",
                 per_kind(&stats.late_results),
+            ),
+            (
+                "muster_leases_timed_out",
+                "Leases that passed their maximum run time while their worker kept heartbeating",
+                per_kind(&stats.timed_out),
             ),
             (
                 "muster_lease_groups",

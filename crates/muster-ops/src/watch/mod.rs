@@ -32,6 +32,9 @@ use crate::{Client, OpsError};
 /// Ends the watch when it answers true (checked at every redraw).
 pub type Until = Box<dyn Fn(&Model) -> bool + Send + Sync>;
 
+/// How often the oldest leases' ages are read from `/metrics`.
+const METRICS_EVERY: Duration = Duration::from_secs(5);
+
 /// Reconnection delay when the server asked for none, and its bounds.
 const RECONNECT: Duration = Duration::from_millis(1_000);
 const RECONNECT_MAX: Duration = Duration::from_secs(10);
@@ -167,6 +170,7 @@ async fn follow(
     let done = |model: &Model| until.as_ref().is_some_and(|u| u(model));
     let mut turn = 0usize;
     let mut server_retry: Option<u64> = None;
+    let mut last_metrics: Option<Instant> = None;
     loop {
         let client = &clients[turn % clients.len()];
         let opened = tokio::select! {
@@ -196,6 +200,18 @@ async fn follow(
                             None => break "the stream ended".to_owned(),
                         },
                         _ = redraw.tick() => {
+                            if last_metrics.is_none_or(|t| t.elapsed() >= METRICS_EVERY) {
+                                last_metrics = Some(Instant::now());
+                                // Best effort: a failed read keeps the last figures.
+                                if let Ok(Ok(text)) = tokio::time::timeout(
+                                    Duration::from_secs(2),
+                                    client.metrics(),
+                                )
+                                .await
+                                {
+                                    model.apply_metrics(&text);
+                                }
+                            }
                             screen.draw(model)?;
                             if done(model) {
                                 return Ok(());

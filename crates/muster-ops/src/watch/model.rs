@@ -58,6 +58,10 @@ pub struct Model {
     pub resets: u64,
     /// The delay the server's `shutdown` event asked for before reconnecting, ms.
     pub retry_ms: Option<u64>,
+    /// How long the oldest lease out of each kind has run, and its maximum run time, in
+    /// seconds, from the newest `/metrics` read (the feed does not carry them).
+    pub oldest_lease: BTreeMap<String, f64>,
+    pub max_run: BTreeMap<String, f64>,
     /// Transitions per whole second since `origin`, per kind (at most a window's worth).
     buckets: VecDeque<(u64, BTreeMap<String, u64>)>,
     origin: Instant,
@@ -78,6 +82,8 @@ impl Model {
             last_event_at: None,
             reconnects: 0,
             resets: 0,
+            oldest_lease: BTreeMap::new(),
+            max_run: BTreeMap::new(),
             retry_ms: None,
             buckets: VecDeque::new(),
             origin: now,
@@ -210,6 +216,21 @@ impl Model {
     }
 
     /// Items of `kind` in `state` (0 when the snapshot has none).
+    /// Folds in a `/metrics` text: the oldest lease's age and the maximum run time per kind
+    /// (a kind with no lease out has no age).
+    pub fn apply_metrics(&mut self, text: &str) {
+        self.oldest_lease = gauge_per_kind(text, "muster_oldest_lease_age_seconds");
+        self.max_run = gauge_per_kind(text, "muster_lease_max_run_seconds");
+    }
+
+    /// Whether `kind`'s oldest lease has run most (80 %) of its maximum run time.
+    pub fn lease_runs_long(&self, kind: &str) -> bool {
+        match (self.oldest_lease.get(kind), self.max_run.get(kind)) {
+            (Some(age), Some(max)) => *age > 0.8 * max,
+            _ => false,
+        }
+    }
+
     pub fn depth(&self, kind: &str, state: &str) -> u64 {
         self.depths
             .get(kind)
@@ -238,6 +259,18 @@ impl Model {
     pub fn stalled(&self, now: Instant) -> bool {
         self.link == Link::Live && self.quiet_for(now).is_some_and(|q| q > STALL)
     }
+}
+
+/// The values of a gauge with one `kind` label: `name{kind="K"} V` lines.
+fn gauge_per_kind(text: &str, name: &str) -> BTreeMap<String, f64> {
+    let prefix = format!("{name}{{kind=\"");
+    text.lines()
+        .filter_map(|line| {
+            let rest = line.strip_prefix(&prefix)?;
+            let (kind, value) = rest.split_once("\"} ")?;
+            Some((kind.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -358,6 +391,28 @@ mod tests {
             (m.link.clone(), m.retry_ms, m.reconnects),
             (Link::Down("the server is draining".into()), Some(750), 1)
         );
+    }
+
+    const METRICS: &str = "# HELP muster_oldest_lease_age_seconds x\n\
+        muster_oldest_lease_age_seconds{kind=\"trawl\"} 3000.5\n\
+        muster_lease_max_run_seconds{kind=\"trawl\"} 3600.0\n\
+        muster_lease_max_run_seconds{kind=\"sextant\"} 3600.0\n";
+
+    #[test]
+    fn the_oldest_lease_and_the_maximum_run_time_are_read_from_metrics() {
+        let mut m = Model::new("http://m", Instant::now());
+        m.apply_metrics(METRICS);
+        assert_eq!(m.oldest_lease.get("trawl"), Some(&3000.5));
+        assert_eq!(m.oldest_lease.get("sextant"), None);
+        assert_eq!(m.max_run.get("sextant"), Some(&3600.0));
+    }
+
+    #[test]
+    fn a_lease_past_most_of_its_maximum_run_time_runs_long() {
+        let mut m = Model::new("http://m", Instant::now());
+        m.apply_metrics(METRICS);
+        assert!(m.lease_runs_long("trawl"));
+        assert!(!m.lease_runs_long("sextant"));
     }
 
     #[test]

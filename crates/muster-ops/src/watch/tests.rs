@@ -19,7 +19,7 @@ fn ev(event: &str, id: Option<&str>, data: &str) -> SseEvent {
 
 /// The screen as lines, trailing blanks cut.
 fn screen(model: &Model, now: Instant) -> Vec<String> {
-    let mut terminal = Terminal::new(TestBackend::new(140, 16)).expect("a test terminal");
+    let mut terminal = Terminal::new(TestBackend::new(150, 16)).expect("a test terminal");
     terminal
         .draw(|frame| view::draw(frame, model, now))
         .expect("drawn");
@@ -85,6 +85,18 @@ fn watched(t0: Instant) -> Model {
 }
 
 #[test]
+fn a_kinds_oldest_lease_age_is_shown_from_the_metrics() {
+    let t0 = Instant::now();
+    let mut m = watched(t0);
+    m.apply_metrics("muster_oldest_lease_age_seconds{kind=\"trawl\"} 125\n");
+    let lines = screen(&m, t0 + Duration::from_millis(2_500));
+    assert_eq!(
+        lines[3],
+        "trawl            15       2       0       0        0    8.0     2m05s yes   Running                 0"
+    );
+}
+
+#[test]
 fn the_header_shows_the_link_the_streams_age_the_sequence_and_the_rate() {
     let t0 = Instant::now();
     let lines = screen(&watched(t0), t0 + Duration::from_millis(2_500));
@@ -101,19 +113,19 @@ fn a_row_per_kind_shows_its_depths_rate_and_health() {
     let lines = screen(&watched(t0), t0 + Duration::from_millis(2_500));
     assert_eq!(
         lines[2],
-        "KIND         QUEUED  LEASED  PARKED  FAILED     DONE   TR/S READY PHASE            RESTARTS NEWEST HEALTH EVENT"
+        "KIND         QUEUED  LEASED  PARKED  FAILED     DONE   TR/S LEASE AGE READY PHASE            RESTARTS NEWEST HEALTH EVENT"
     );
     assert_eq!(
         lines[3],
-        "trawl            15       2       0       0        0    8.0 yes   Running                 0"
+        "trawl            15       2       0       0        0    8.0         - yes   Running                 0"
     );
     assert_eq!(
         lines[4],
-        "sextant           0       0       1       4     1200    0.0 NO    CrashLoopBackOff        7 BackOff: back-off restarting failed container"
+        "sextant           0       0       1       4     1200    0.0         - NO    CrashLoopBackOff        7 BackOff: back-off restarting failed container"
     );
     assert_eq!(
         lines[5],
-        "assay             0       0       0       0        0    0.0 -"
+        "assay             0       0       0       0        0    0.0         - -"
     );
 }
 

@@ -85,6 +85,15 @@ pub fn draw(frame: &mut Frame, model: &Model, now: Instant) {
                 .map(|(s, _)| right(model.depth(kind, s).to_string())),
         );
         cells.push(right(format!("{:.1}", model.rate(Some(kind), now))));
+        let lease = model
+            .oldest_lease
+            .get(kind)
+            .map_or_else(|| "-".to_owned(), |s| age(Duration::from_secs_f64(*s)));
+        cells.push(right(lease).style(if model.lease_runs_long(kind) {
+            Style::default().fg(Color::Red)
+        } else {
+            Style::default()
+        }));
         match model.health.get(kind) {
             Some(h) => {
                 let ready = match h.ready {
@@ -108,6 +117,7 @@ pub fn draw(frame: &mut Frame, model: &Model, now: Instant) {
     let mut heading = vec![Cell::from("KIND")];
     heading.extend(STATES.iter().map(|(_, t)| right((*t).to_owned())));
     heading.push(right("TR/S".into()));
+    heading.push(right("LEASE AGE".into()));
     heading.extend(["READY", "PHASE"].map(Cell::from));
     heading.push(right("RESTARTS".into()));
     heading.push(Cell::from("NEWEST HEALTH EVENT"));
@@ -119,6 +129,7 @@ pub fn draw(frame: &mut Frame, model: &Model, now: Instant) {
         Constraint::Length(7),
         Constraint::Length(8),
         Constraint::Length(6),
+        Constraint::Length(9),
         Constraint::Length(5),
         Constraint::Length(16),
         Constraint::Length(8),

@@ -235,6 +235,24 @@ impl ItemReads for PgLogbook {
             .collect()
     }
 
+    async fn oldest_leases(&self) -> Result<Vec<(Kind, OffsetDateTime)>, StoreError> {
+        let client = self.pool.get().await.map_err(pool_err)?;
+        let stmt = client
+            .prepare_cached(include_str!("sql/oldest_leases.sql"))
+            .await
+            .map_err(store_err)?;
+        let rows = client.query(&stmt, &[]).await.map_err(store_err)?;
+        rows.iter()
+            .map(|r| {
+                let kind: Kind = r
+                    .get::<_, String>(0)
+                    .parse()
+                    .map_err(|e| internal(format!("{e}")))?;
+                Ok((kind, r.get(1)))
+            })
+            .collect()
+    }
+
     async fn oldest_queued(&self) -> Result<Vec<(Kind, Priority, OffsetDateTime)>, StoreError> {
         let client = self.pool.get().await.map_err(pool_err)?;
         let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();

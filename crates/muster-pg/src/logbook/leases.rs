@@ -14,7 +14,7 @@ use super::tx::PgTx;
 use crate::hint::{Found, Scan, Starts};
 
 /// The lease columns before the item's in `lock_leases`.
-const LEASE_COL_COUNT: usize = 7;
+const LEASE_COL_COUNT: usize = 8;
 
 /// The parameters of `sql/lease_scan.sql`, named and ordered as its header lists them.
 struct LeaseScanParams {

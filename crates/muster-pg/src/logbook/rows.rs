@@ -80,9 +80,10 @@ pub(super) fn lease_from_row(row: &Row) -> Result<(LeaseRecord, Item), StoreErro
         item_id: ItemId(row.get(1)),
         fence: Fence(u64::try_from(fence).map_err(|_| internal("negative fence"))?),
         worker_id: row.get(3),
+        granted_at: row.get(7),
         outcome,
     };
-    Ok((record, item_from_row(row, 7)?))
+    Ok((record, item_from_row(row, 8)?))
 }
 
 pub(super) fn fence_i64(f: Fence) -> Result<i64, StoreError> {
