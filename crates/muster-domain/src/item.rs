@@ -405,7 +405,18 @@ impl Item {
         layout: &Value,
         now: OffsetDateTime,
     ) -> Result<SealedEntry, TransitionError> {
-        self.park_charged(record, actor, digest, layout, now, false)
+        self.check_current(record)?;
+        self.lease = None;
+        self.state = ItemState::NeedsSubtool;
+        self.attempt = self.attempt.saturating_sub(1);
+        self.parked_digest = digest.map(str::to_owned);
+        let data = json!({
+            "lease_id": record.lease_id.to_string(),
+            "worker_digest": digest,
+            "layout": layout,
+        });
+        let to = ItemState::NeedsSubtool;
+        Ok(self.record_under(record, "parked", to, actor, now, data))
     }
 
     /// A worker running `digest` could not handle the item, but `deployed` — another image —
@@ -423,7 +434,10 @@ impl Item {
         policy: &RetryPolicy,
         now: OffsetDateTime,
     ) -> Result<Vec<SealedEntry>, TransitionError> {
-        let parked = self.park_charged(record, actor, Some(digest), layout, now, true)?;
+        // Parked as always, but the attempt the park would refund stays charged.
+        let charged = self.attempt;
+        let parked = self.park(record, actor, Some(digest), layout, now)?;
+        self.attempt = charged;
         let mut entries = vec![parked];
         if policy.allows_another(self.attempt) {
             entries.push(self.replay(Principal::Shipkeeper, deployed, now)?);
@@ -442,31 +456,6 @@ impl Item {
             ));
         }
         Ok(entries)
-    }
-
-    fn park_charged(
-        &mut self,
-        record: &LeaseRecord,
-        actor: Principal,
-        digest: Option<&str>,
-        layout: &Value,
-        now: OffsetDateTime,
-        charged: bool,
-    ) -> Result<SealedEntry, TransitionError> {
-        self.check_current(record)?;
-        self.lease = None;
-        self.state = ItemState::NeedsSubtool;
-        if !charged {
-            self.attempt = self.attempt.saturating_sub(1);
-        }
-        self.parked_digest = digest.map(str::to_owned);
-        let data = json!({
-            "lease_id": record.lease_id.to_string(),
-            "worker_digest": digest,
-            "layout": layout,
-        });
-        let to = ItemState::NeedsSubtool;
-        Ok(self.record_under(record, "parked", to, actor, now, data))
     }
 
     /// Whether an item parked with `parked_digest` is replayed when `deployed` is the digest

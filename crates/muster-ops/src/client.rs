@@ -119,29 +119,10 @@ impl Client {
     /// `GET /metrics`: the Prometheus text, for the figures the feed does not carry.
     pub async fn metrics(&self) -> Result<String, OpsError> {
         let req = self.request(Method::GET, "/metrics", "text/plain", None, None)?;
-        let exchange = async {
-            let res = self
-                .http
-                .request(req)
-                .await
-                .map_err(|e| self.unreachable(error_chain(&e)))?;
-            let status = res.status().as_u16();
-            let bytes = res
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| self.unreachable(error_chain(&e)))?
-                .to_bytes();
-            if status != 200 {
-                return Err(self.unreachable(format!("/metrics answered {status}")));
-            }
-            Ok(String::from_utf8_lossy(&bytes).into_owned())
-        };
-        tokio::time::timeout(CALL_TIMEOUT, exchange)
-            .await
-            .map_err(|_| {
-                self.unreachable(format!("no answer within {} s", CALL_TIMEOUT.as_secs()))
-            })?
+        match self.exchange(req).await? {
+            (200, bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            (status, _) => Err(self.unreachable(format!("/metrics answered {status}"))),
+        }
     }
 
     async fn call(
@@ -151,6 +132,12 @@ impl Client {
         body: Option<&Value>,
     ) -> Result<Value, OpsError> {
         let req = self.request(method, path, "application/json", body, None)?;
+        let (status, bytes) = self.exchange(req).await?;
+        answer(status, &bytes)
+    }
+
+    /// Sends `req` and reads the whole answer within [`CALL_TIMEOUT`]: its status and body.
+    async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), OpsError> {
         let exchange = async {
             let res = self
                 .http
@@ -164,7 +151,7 @@ impl Client {
                 .await
                 .map_err(|e| self.unreachable(error_chain(&e)))?
                 .to_bytes();
-            answer(status, &bytes)
+            Ok((status, bytes))
         };
         tokio::time::timeout(CALL_TIMEOUT, exchange)
             .await

@@ -50,6 +50,17 @@ async fn cancel(app: &TestApp, id: &str) -> crate::harness::Resp {
     .await
 }
 
+/// Shipkeeper reports `digest` as the deployed trawl image.
+async fn report_digest(app: &TestApp, digest: &str) -> crate::harness::Resp {
+    app.raw(
+        hyper::Method::PUT,
+        "/v1/workers/trawl/digest",
+        Some("shipkeeper"),
+        json!({ "digest": digest }).to_string().into_bytes(),
+    )
+    .await
+}
+
 async fn ledger_rows(app: &TestApp, id: &str) -> i64 {
     app.scalar_i64(&format!(
         "SELECT count(*) FROM core.ledger WHERE subject_id = '{id}'"
@@ -267,14 +278,7 @@ async fn a_bulk_retry_sends_parked_items_back_with_their_attempts_reset() {
 #[tokio::test]
 async fn a_fail_with_e_needs_subtool_parks_the_item_under_the_reported_digest() {
     let app = TestApp::spawn().await;
-    let put = app
-        .raw(
-            hyper::Method::PUT,
-            "/v1/workers/trawl/digest",
-            Some("shipkeeper"),
-            json!({"digest": DIGEST_A}).to_string().into_bytes(),
-        )
-        .await;
+    let put = report_digest(&app, DIGEST_A).await;
     assert_eq!(put.status, 200, "{:?}", put.body);
     let id = app.enqueue("trawl", "normal", json!({})).await;
     let lease = app.lease("trawl", "w").await.unwrap();
@@ -291,14 +295,7 @@ async fn a_fail_with_e_needs_subtool_parks_the_item_under_the_reported_digest() 
         ))
         .await;
     assert_eq!(parked, DIGEST_A);
-    let again = app
-        .raw(
-            hyper::Method::PUT,
-            "/v1/workers/trawl/digest",
-            Some("shipkeeper"),
-            json!({"digest": DIGEST_B}).to_string().into_bytes(),
-        )
-        .await;
+    let again = report_digest(&app, DIGEST_B).await;
     assert_eq!(again.body["replayed"], 1);
     assert_eq!(app.item(&id).await["state"], "queued");
 }
@@ -319,14 +316,7 @@ async fn a_fail_with_e_needs_subtool_and_no_reported_digest_is_replayed_by_the_f
         json!({"item_id": id, "state": "needs_subtool"}),
         "the same fail again answers as the first"
     );
-    let report = app
-        .raw(
-            hyper::Method::PUT,
-            "/v1/workers/trawl/digest",
-            Some("shipkeeper"),
-            json!({"digest": DIGEST_B}).to_string().into_bytes(),
-        )
-        .await;
+    let report = report_digest(&app, DIGEST_B).await;
     assert_eq!(report.body["replayed"], 1);
     assert_eq!(app.item(&id).await["state"], "queued");
 }

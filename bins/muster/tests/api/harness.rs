@@ -81,3 +81,21 @@ pub async fn fail_recording_lease_outcomes(app: &TestApp) {
     )
     .await;
 }
+
+/// Waits until `n` replicas' wake-up bridges listen (idle after their LISTEN).
+pub async fn until_bridges_listen(app: &TestApp, n: i64) {
+    for _ in 0..500 {
+        let listening = app
+            .scalar_i64(&format!(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND application_name = '{}' AND state = 'idle'",
+                muster_pg::WAKE_APPLICATION_NAME
+            ))
+            .await;
+        if listening >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{n} wake-up bridges never listened");
+}

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use hyper::{Method, StatusCode};
 use serde_json::{Value, json};
 
+use crate::harness::until_bridges_listen;
 use crate::harness::{Resp, TestApp};
 
 const WAIT: Duration = Duration::from_secs(10);
@@ -303,22 +304,4 @@ async fn the_ledger_verifies_with_kind_chains() {
         .scalar_i64("SELECT chain_len FROM core.kind_pauses WHERE kind = 'trawl'")
         .await;
     assert_eq!(head, 3);
-}
-
-/// Waits until `n` replicas' wake-up bridges listen (idle after their LISTEN).
-async fn until_bridges_listen(app: &TestApp, n: i64) {
-    for _ in 0..500 {
-        let listening = app
-            .scalar_i64(&format!(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = current_database() AND application_name = '{}' AND state = 'idle'",
-                muster_pg::WAKE_APPLICATION_NAME
-            ))
-            .await;
-        if listening >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{n} wake-up bridges never listened");
 }

@@ -8,6 +8,7 @@ use hyper::{Method, StatusCode};
 use serde_json::json;
 
 use crate::harness::TestApp;
+use crate::harness::until_bridges_listen;
 
 fn digest(c: char) -> String {
     format!("sha256:{}", c.to_string().repeat(64))
@@ -102,24 +103,6 @@ async fn a_replica_is_not_ready_while_the_schema_is_behind_it() {
     .await;
     let r = app.raw(Method::GET, "/readyz", None, vec![]).await;
     r.assert_error(StatusCode::SERVICE_UNAVAILABLE, "E_UNAVAILABLE");
-}
-
-/// Waits until `n` replicas' wake-up bridges listen (idle after their LISTEN).
-async fn until_bridges_listen(app: &TestApp, n: i64) {
-    for _ in 0..500 {
-        let listening = app
-            .scalar_i64(&format!(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = current_database() AND application_name = '{}' AND state = 'idle'",
-                muster_pg::WAKE_APPLICATION_NAME
-            ))
-            .await;
-        if listening >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{n} wake-up bridges never listened");
 }
 
 /// Issue 24 item 5: the lease request re-checks every second; without a wake-up from the other

@@ -21,11 +21,7 @@ impl Muster {
     pub async fn retry(&self, actor: Principal, id: ItemId) -> Result<Retried, AppError> {
         may_control_items(actor)?;
         let now = self.clock.now();
-        let mut tx = self.stores.logbook.begin().await?;
-        let mut item = tx
-            .lock_item(id)
-            .await?
-            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))?;
+        let (mut tx, mut item) = self.lock_item(id).await?;
         let entry = item.retry(actor, now)?;
         tx.save_item(&item).await?;
         self.commit_with(tx, &[entry]).await?;
@@ -87,11 +83,7 @@ impl Muster {
         may_control_items(actor)?;
         check_reason(reason)?;
         let now = self.clock.now();
-        let mut tx = self.stores.logbook.begin().await?;
-        let mut item = tx
-            .lock_item(id)
-            .await?
-            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))?;
+        let (mut tx, mut item) = self.lock_item(id).await?;
         if let Some(entry) = item.cancel(actor, reason, now)? {
             tx.save_item(&item).await?;
             self.commit_with(tx, &[entry]).await?;
@@ -146,6 +138,21 @@ impl Muster {
             cancelled: items.len() as u64,
             item_ids: items.iter().map(|i| i.id.to_string()).collect(),
         })
+    }
+}
+
+impl Muster {
+    /// A transaction with item `id` locked in it, or 404.
+    async fn lock_item(
+        &self,
+        id: ItemId,
+    ) -> Result<(Box<dyn crate::ports::LogbookTx>, muster_domain::Item), AppError> {
+        let mut tx = self.stores.logbook.begin().await?;
+        let item = tx
+            .lock_item(id)
+            .await?
+            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))?;
+        Ok((tx, item))
     }
 }
 

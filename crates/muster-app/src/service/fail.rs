@@ -1,12 +1,10 @@
 //! Failing a lease: re-queued with backoff, failed for good, or — for `E_NEEDS_SUBTOOL` —
 //! parked as `needs_subtool` would park it.
 
-use muster_domain::{
-    FailOutcome, ItemState, LeaseId, LeaseOutcome, OutcomeKind, Principal, request_digest,
-};
+use muster_domain::{FailOutcome, ItemState, LeaseId, OutcomeKind, Principal, request_digest};
 use serde_json::json;
 
-use super::{Finishing, Muster, to_value};
+use super::{Finish, Finishing, Muster};
 use crate::error::AppError;
 use crate::views::{FailRequest, Failed};
 
@@ -23,7 +21,7 @@ impl Muster {
             OutcomeKind::Failed,
             &json!({"error": req.error, "retryable": req.retryable}),
         );
-        let (mut tx, record, mut item) = match self
+        let mut f = match self
             .begin_finish(
                 actor,
                 lease_id,
@@ -33,48 +31,36 @@ impl Muster {
             )
             .await?
         {
-            Finishing::Proceed { tx, record, item } => (tx, record, item),
+            Finishing::Proceed(f) => *f,
             Finishing::Replay(answer) => return Ok(answer),
         };
-        // The database's clock (answered with the lock): backoffs end by it.
-        let now = tx.now().await?;
-        if let Some(entry) = self.past_final_grace(&record, &mut item, actor, now)? {
-            return Err(self.lose_past_final_grace(tx, &item, entry).await);
-        }
         if req.error.get("code").and_then(|c| c.as_str()) == Some(NEEDS_SUBTOOL) {
-            return self
-                .fail_as_parked(tx, (actor, lease_id, &record), item, req, digest, now)
-                .await;
+            return self.fail_as_parked(f, actor, &req.error, digest).await;
         }
-        let policy = self.config.policy(item.kind);
-        let (outcome, entry) = item.fail(
-            &record,
+        let policy = self.config.policy(f.item.kind);
+        let (outcome, entry) = f.item.fail(
+            &f.record,
             actor,
             &req.error,
             req.retryable,
             &policy,
             self.jitter.sample(),
-            now,
+            f.now,
         )?;
-        tx.save_item(&item).await?;
+        let (kind, state) = (f.item.kind, f.item.state);
         let answer = Failed {
-            item_id: item.id.to_string(),
-            state: item.state,
+            item_id: f.item.id.to_string(),
+            state,
             not_before: match outcome {
                 FailOutcome::Requeued { not_before } => Some(not_before),
                 FailOutcome::Failed => None,
             },
         };
-        let stored = LeaseOutcome {
-            kind: OutcomeKind::Failed,
-            digest,
-            response: to_value(&answer)?,
-        };
-        tx.finish_lease(lease_id, &stored, now).await?;
-        self.commit_with(tx, &[entry]).await?;
-        self.stats.failed.add(item.kind, 1);
-        if item.state == ItemState::Failed {
-            self.stats.failed_final.add(item.kind, 1);
+        self.close_finish(f, (OutcomeKind::Failed, digest), &answer, &[entry])
+            .await?;
+        self.stats.failed.add(kind, 1);
+        if state == ItemState::Failed {
+            self.stats.failed_final.add(kind, 1);
         }
         Ok(answer)
     }
@@ -85,30 +71,25 @@ impl Muster {
     /// state is `needs_subtool`.
     async fn fail_as_parked(
         &self,
-        mut tx: Box<dyn crate::ports::LogbookTx>,
-        (actor, lease_id, record): (Principal, LeaseId, &muster_domain::LeaseRecord),
-        mut item: muster_domain::Item,
-        req: FailRequest,
+        mut f: Finish,
+        actor: Principal,
+        error: &serde_json::Value,
         digest: [u8; 32],
-        now: time::OffsetDateTime,
     ) -> Result<Failed, AppError> {
-        let reported = tx.deployed_digest(item.kind).await?;
-        let entry = item.park(record, actor, reported.as_deref(), &req.error, now)?;
-        tx.save_item(&item).await?;
+        let reported = f.tx.deployed_digest(f.item.kind).await?;
+        let entry = f
+            .item
+            .park(&f.record, actor, reported.as_deref(), error, f.now)?;
+        let kind = f.item.kind;
         let answer = Failed {
-            item_id: item.id.to_string(),
-            state: item.state,
+            item_id: f.item.id.to_string(),
+            state: f.item.state,
             not_before: None,
         };
-        let stored = LeaseOutcome {
-            kind: OutcomeKind::Failed,
-            digest,
-            response: to_value(&answer)?,
-        };
-        tx.finish_lease(lease_id, &stored, now).await?;
-        self.commit_with(tx, &[entry]).await?;
-        self.stats.failed.add(item.kind, 1);
-        self.stats.parked.add(item.kind, 1);
+        self.close_finish(f, (OutcomeKind::Failed, digest), &answer, &[entry])
+            .await?;
+        self.stats.failed.add(kind, 1);
+        self.stats.parked.add(kind, 1);
         Ok(answer)
     }
 }

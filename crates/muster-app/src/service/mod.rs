@@ -10,7 +10,7 @@ use std::time::Duration as StdDuration;
 
 use muster_domain::item::LeaseUse;
 use muster_domain::{
-    Item, Kind, LeaseId, LeaseRecord, OutcomeKind, Principal, RetryPolicy, Routes,
+    Item, Kind, LeaseId, LeaseOutcome, LeaseRecord, OutcomeKind, Principal, RetryPolicy, Routes,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -241,8 +241,9 @@ impl Muster {
 
     /// Opens the transaction of a call that finishes `lease_id` (fail, needs_subtool) with
     /// the request `digest`, sent by `worker_id` when the caller named one: the lease and its
-    /// item locked, or, for the same call made before, its stored answer (`what` names it when
-    /// that answer cannot be read).
+    /// item locked with the database's clock, or, for the same call made before, its stored
+    /// answer (`what` names it when that answer cannot be read). A lease used after its final
+    /// grace fails the item here and the call is refused.
     async fn begin_finish<A: DeserializeOwned>(
         &self,
         actor: Principal,
@@ -255,14 +256,43 @@ impl Muster {
             check_worker_id(w)?;
         }
         let mut tx = self.stores.logbook.begin().await?;
-        let (record, item) = lock_lease(tx.as_mut(), lease_id).await?;
+        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
         item.check_sender(&record, actor, worker_id)?;
-        match item.check_finish(&record, actor, kind, digest)? {
-            LeaseUse::Proceed => Ok(Finishing::Proceed { tx, record, item }),
-            LeaseUse::Replay(response) => serde_json::from_value(response)
+        if let LeaseUse::Replay(response) = item.check_finish(&record, actor, kind, digest)? {
+            return serde_json::from_value(response)
                 .map(Finishing::Replay)
-                .map_err(|e| AppError::Internal(format!("stored {what} unreadable: {e}"))),
+                .map_err(|e| AppError::Internal(format!("stored {what} unreadable: {e}")));
         }
+        // The database's clock (answered with the lock), the one every replica goes by.
+        let now = tx.now().await?;
+        if let Some(entry) = self.past_final_grace(&record, &mut item, actor, now)? {
+            return Err(self.lose_past_final_grace(tx, &item, entry).await);
+        }
+        Ok(Finishing::Proceed(Box::new(Finish {
+            tx,
+            record,
+            item,
+            now,
+        })))
+    }
+
+    /// Ends a finishing call: the item as changed, the lease's outcome (`kind`, the request
+    /// `digest` and `answer`, replayed to an identical retry) and `entries`, committed.
+    async fn close_finish<A: serde::Serialize>(
+        &self,
+        mut f: Finish,
+        (kind, digest): (OutcomeKind, [u8; 32]),
+        answer: &A,
+        entries: &[muster_ledger::SealedEntry],
+    ) -> Result<(), AppError> {
+        f.tx.save_item(&f.item).await?;
+        let stored = LeaseOutcome {
+            kind,
+            digest,
+            response: to_value(answer)?,
+        };
+        f.tx.finish_lease(f.record.lease_id, &stored, f.now).await?;
+        self.commit_with(f.tx, entries).await
     }
 
     /// Commits and tells the live feed that the ledger may have grown.
@@ -322,14 +352,19 @@ fn splits(e: &AppError) -> bool {
 // Returned once per call and taken apart at once: boxing the larger side would buy nothing.
 #[allow(clippy::large_enum_variant)]
 enum Finishing<A> {
-    /// The lease may finish: its item, locked in `tx`.
-    Proceed {
-        tx: Box<dyn LogbookTx>,
-        record: LeaseRecord,
-        item: Item,
-    },
+    /// The lease may finish.
+    Proceed(Box<Finish>),
     /// The same call was made before: its answer.
     Replay(A),
+}
+
+/// A finishing call under way: its transaction, the lease and its item (locked in `tx`), and
+/// the database's clock.
+struct Finish {
+    tx: Box<dyn LogbookTx>,
+    record: LeaseRecord,
+    item: Item,
+    now: time::OffsetDateTime,
 }
 
 async fn lock_lease(

@@ -3,11 +3,11 @@
 //! when Shipkeeper reports a new image.
 
 use muster_domain::{
-    ItemState, Kind, LeaseId, LeaseOutcome, OutcomeKind, Principal, is_image_digest, request_digest,
+    ItemState, Kind, LeaseId, OutcomeKind, Principal, is_image_digest, request_digest,
 };
 use serde_json::json;
 
-use super::{Finishing, Muster, to_value};
+use super::{Finishing, Muster};
 use crate::error::AppError;
 use crate::views::{DigestRecorded, NeedsSubtoolRequest, Parked};
 
@@ -29,7 +29,7 @@ impl Muster {
             OutcomeKind::Parked,
             &json!({"worker_digest": req.worker_digest, "layout": req.layout}),
         );
-        let (mut tx, record, mut item) = match self
+        let mut f = match self
             .begin_finish(
                 actor,
                 lease_id,
@@ -39,26 +39,22 @@ impl Muster {
             )
             .await?
         {
-            Finishing::Proceed { tx, record, item } => (tx, record, item),
+            Finishing::Proceed(f) => *f,
             Finishing::Replay(answer) => return Ok(answer),
         };
-        // The database's clock (answered with the lock), the one every replica goes by.
-        let now = tx.now().await?;
-        if let Some(entry) = self.past_final_grace(&record, &mut item, actor, now)? {
-            return Err(self.lose_past_final_grace(tx, &item, entry).await);
-        }
         // A worker still running an image other than the one already reported as deployed
         // (a rollout in progress): the deployed image may handle the layout, so the item is
         // replayed at once rather than waiting for a digest report that already happened.
-        let deployed = tx
-            .deployed_digest(item.kind)
-            .await?
-            .filter(|d| *d != req.worker_digest);
+        let deployed =
+            f.tx.deployed_digest(f.item.kind)
+                .await?
+                .filter(|d| *d != req.worker_digest);
+        let (record, now) = (&f.record, f.now);
         let entries = match deployed {
             Some(deployed) => {
-                let policy = self.config.policy(item.kind);
-                item.park_and_replay(
-                    &record,
+                let policy = self.config.policy(f.item.kind);
+                f.item.park_and_replay(
+                    record,
                     actor,
                     &req.worker_digest,
                     &deployed,
@@ -67,20 +63,18 @@ impl Muster {
                     now,
                 )?
             }
-            None => vec![item.park(&record, actor, Some(&req.worker_digest), &req.layout, now)?],
+            None => vec![
+                f.item
+                    .park(record, actor, Some(&req.worker_digest), &req.layout, now)?,
+            ],
         };
-        tx.save_item(&item).await?;
+        let item = f.item.clone();
         let answer = Parked {
             item_id: item.id.to_string(),
             state: item.state,
         };
-        let stored = LeaseOutcome {
-            kind: OutcomeKind::Parked,
-            digest,
-            response: to_value(&answer)?,
-        };
-        tx.finish_lease(lease_id, &stored, now).await?;
-        self.commit_with(tx, &entries).await?;
+        self.close_finish(f, (OutcomeKind::Parked, digest), &answer, &entries)
+            .await?;
         self.stats.parked.add(item.kind, 1);
         match item.state {
             ItemState::Queued => {

@@ -741,18 +741,23 @@ fn park_and_replay_charges_the_attempt_and_requeues() {
     assert_eq!(events(&entries), ["parked", "replayed"]);
 }
 
-#[test]
-fn a_delayed_item_is_not_leasable_before_its_not_before() {
-    let later = T0 + Duration::seconds(60);
-    let (item, _) = Item::enqueue(
+/// A trawl item enqueued at `T0` with `not_before`: the item and its entry.
+fn enqueued_with_not_before(not_before: OffsetDateTime) -> (Item, SealedEntry) {
+    Item::enqueue(
         id(1),
         Kind::Trawl,
         Priority::Normal,
         Principal::Operator,
         T0,
         None,
-        Some(later),
-    );
+        Some(not_before),
+    )
+}
+
+#[test]
+fn a_delayed_item_is_not_leasable_before_its_not_before() {
+    let later = T0 + Duration::seconds(60);
+    let (item, _) = enqueued_with_not_before(later);
     assert!(!item.is_leasable(later - Duration::seconds(1)));
     assert!(item.is_leasable(later));
 }
@@ -760,29 +765,13 @@ fn a_delayed_item_is_not_leasable_before_its_not_before() {
 #[test]
 fn a_delayed_item_takes_its_place_in_line_at_its_not_before() {
     let later = T0 + Duration::seconds(60);
-    let (item, _) = Item::enqueue(
-        id(1),
-        Kind::Trawl,
-        Priority::Normal,
-        Principal::Operator,
-        T0,
-        None,
-        Some(later),
-    );
+    let (item, _) = enqueued_with_not_before(later);
     assert_eq!(item.place_in_line(T0), later);
 }
 
 #[test]
 fn a_not_before_in_the_past_is_no_delay_and_no_place_ahead_in_line() {
-    let (item, entry) = Item::enqueue(
-        id(1),
-        Kind::Trawl,
-        Priority::Normal,
-        Principal::Operator,
-        T0,
-        None,
-        Some(T0 - Duration::hours(1)),
-    );
+    let (item, entry) = enqueued_with_not_before(T0 - Duration::hours(1));
     assert_eq!(item.not_before, None);
     assert_eq!(item.place_in_line(T0), T0);
     assert!(!entry.entry.data.contains("not_before"));
@@ -791,15 +780,7 @@ fn a_not_before_in_the_past_is_no_delay_and_no_place_ahead_in_line() {
 #[test]
 fn a_delayed_items_enqueue_entry_records_its_not_before() {
     let later = T0 + Duration::seconds(60);
-    let (_, entry) = Item::enqueue(
-        id(1),
-        Kind::Trawl,
-        Priority::Normal,
-        Principal::Operator,
-        T0,
-        None,
-        Some(later),
-    );
+    let (_, entry) = enqueued_with_not_before(later);
     let data: Value = serde_json::from_str(&entry.entry.data).unwrap();
     assert_eq!(
         data["not_before"],
@@ -845,21 +826,21 @@ fn a_heartbeat_before_the_maximum_run_time_extends_the_lease() {
     );
 }
 
-#[test]
-fn timing_out_cuts_the_lease_at_the_limit_and_records_it_once() {
+/// An item leased at `T0` whose worker heartbeated at 4:59, so that its lease runs on past a
+/// five-minute maximum run time: the item and its lease.
+fn kept_alive_past_five_minutes() -> (Item, LeaseRecord) {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
+    let at = T0 + Duration::seconds(299);
+    item.heartbeat(&rec, TRAWL, "trawl-1", TTL, Duration::minutes(5), at)
+        .unwrap();
+    (item, rec)
+}
+
+#[test]
+fn timing_out_cuts_the_lease_at_the_limit_and_records_it_once() {
+    let (mut item, rec) = kept_alive_past_five_minutes();
     let max_run = Duration::minutes(5);
-    // Heartbeats kept it alive to just past the limit.
-    item.heartbeat(
-        &rec,
-        TRAWL,
-        "trawl-1",
-        TTL,
-        max_run,
-        T0 + Duration::seconds(299),
-    )
-    .unwrap();
     let now = T0 + Duration::seconds(305);
     let entry = item.time_out(&rec, TRAWL, max_run, now).unwrap();
     assert_eq!(
@@ -891,20 +872,14 @@ fn a_lease_that_expired_before_its_limit_is_not_timed_out() {
 
 #[test]
 fn a_timed_out_lease_can_still_complete_until_superseded() {
-    let mut item = queued();
-    let rec = lease(&mut item, 1, T0);
-    let max_run = Duration::minutes(5);
-    item.heartbeat(
+    let (mut item, rec) = kept_alive_past_five_minutes();
+    item.time_out(
         &rec,
         TRAWL,
-        "trawl-1",
-        TTL,
-        max_run,
-        T0 + Duration::seconds(299),
+        Duration::minutes(5),
+        T0 + Duration::seconds(305),
     )
     .unwrap();
-    item.time_out(&rec, TRAWL, max_run, T0 + Duration::seconds(305))
-        .unwrap();
     let d = request_digest(OutcomeKind::Completed, &json!({}));
     assert_eq!(
         item.check_finish(&rec, TRAWL, OutcomeKind::Completed, &d),
