@@ -475,12 +475,13 @@ fn kind_state(answer: &Value) -> String {
 
 /// The depth columns of `queues` and `muster watch`: the state on the wire and its heading, in
 /// the order an item moves through them.
-pub(crate) const STATES: [(&str, &str); 5] = [
+pub(crate) const STATES: [(&str, &str); 6] = [
     ("queued", "QUEUED"),
     ("leased", "LEASED"),
     ("needs_subtool", "PARKED"),
     ("failed", "FAILED"),
     ("done", "DONE"),
+    ("cancelled", "CANCELLED"),
 ];
 
 /// Kinds in pipeline order, then any the server names that this build does not know.

@@ -377,10 +377,10 @@ async fn queues_prints_a_row_per_kind_and_priority_with_a_column_per_state() {
     assert_eq!(
         muster(&app, "conn", &["queues"]).await,
         ok(
-            "KIND         PRIORITY  QUEUED  LEASED  PARKED  FAILED  DONE\n\
-            trawl        urgent         1       0       0       0     0\n\
-            trawl        normal         2       0       0       1     0\n\
-            countersign  backfill       1       0       0       0     0\n"
+            "KIND         PRIORITY  QUEUED  LEASED  PARKED  FAILED  DONE  CANCELLED\n\
+            trawl        urgent         1       0       0       0     0          0\n\
+            trawl        normal         2       0       0       1     0          0\n\
+            countersign  backfill       1       0       0       0     0          0\n"
         )
     );
 }
@@ -578,8 +578,8 @@ async fn kinds_pause_and_resume_print_the_state_and_queues_lists_the_paused_kind
     }
     assert_eq!(
         listed,
-        "KIND   PRIORITY  QUEUED  LEASED  PARKED  FAILED  DONE\n\
-         trawl  normal         1       0       0       0     0\n\
+        "KIND   PRIORITY  QUEUED  LEASED  PARKED  FAILED  DONE  CANCELLED\n\
+         trawl  normal         1       0       0       0     0          0\n\
          \n\
          paused: trawl\n"
     );

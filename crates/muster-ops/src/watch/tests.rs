@@ -19,7 +19,7 @@ fn ev(event: &str, id: Option<&str>, data: &str) -> SseEvent {
 
 /// The screen as lines, trailing blanks cut.
 fn screen(model: &Model, now: Instant) -> Vec<String> {
-    let mut terminal = Terminal::new(TestBackend::new(150, 16)).expect("a test terminal");
+    let mut terminal = Terminal::new(TestBackend::new(160, 16)).expect("a test terminal");
     terminal
         .draw(|frame| view::draw(frame, model, now))
         .expect("drawn");
@@ -92,7 +92,7 @@ fn a_kinds_oldest_lease_age_is_shown_from_the_metrics() {
     let lines = screen(&m, t0 + Duration::from_millis(2_500));
     assert_eq!(
         lines[3],
-        "trawl            15       2       0       0        0    8.0     2m05s yes   Running                 0"
+        "trawl            15       2       0       0        0         0    8.0     2m05s yes   Running                 0"
     );
 }
 
@@ -113,19 +113,19 @@ fn a_row_per_kind_shows_its_depths_rate_and_health() {
     let lines = screen(&watched(t0), t0 + Duration::from_millis(2_500));
     assert_eq!(
         lines[2],
-        "KIND         QUEUED  LEASED  PARKED  FAILED     DONE   TR/S LEASE AGE READY PHASE            RESTARTS NEWEST HEALTH EVENT"
+        "KIND         QUEUED  LEASED  PARKED  FAILED     DONE CANCELLED   TR/S LEASE AGE READY PHASE            RESTARTS NEWEST HEALTH EVENT"
     );
     assert_eq!(
         lines[3],
-        "trawl            15       2       0       0        0    8.0         - yes   Running                 0"
+        "trawl            15       2       0       0        0         0    8.0         - yes   Running                 0"
     );
     assert_eq!(
         lines[4],
-        "sextant           0       0       1       4     1200    0.0         - NO    CrashLoopBackOff        7 BackOff: back-off restarting failed container"
+        "sextant           0       0       1       4     1200         0    0.0         - NO    CrashLoopBackOff        7 BackOff: back-off restarting failed container"
     );
     assert_eq!(
         lines[5],
-        "assay             0       0       0       0        0    0.0         - -"
+        "assay             0       0       0       0        0         0    0.0         - -"
     );
 }
 

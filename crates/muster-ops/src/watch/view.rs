@@ -128,6 +128,7 @@ pub fn draw(frame: &mut Frame, model: &Model, now: Instant) {
         Constraint::Length(7),
         Constraint::Length(7),
         Constraint::Length(8),
+        Constraint::Length(9),
         Constraint::Length(6),
         Constraint::Length(9),
         Constraint::Length(5),
