@@ -19,11 +19,7 @@ fn no_transactions() -> (MockLogbook, MockIntakeLog) {
 
 /// A logbook that hands out the key once and opens exactly one transaction, `tx`.
 fn one_transaction(tx: MockLogbookTx) -> (MockLogbook, MockIntakeLog) {
-    let mut lb = MockLogbook::new();
-    let mut slot = Some(tx);
-    lb.expect_begin()
-        .times(1)
-        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
+    let lb = crate::ports::logbook_with(tx);
     let mut log = MockIntakeLog::new();
     log.expect_pow_key().times(1).returning(|_| Ok(KEY));
     (lb, log)

@@ -72,3 +72,13 @@ mockall::mock! {
         async fn append_and_commit(self: Box<Self>, entries: &[SealedEntry]) -> Result<(), StoreError>;
     }
 }
+
+/// A Logbook that opens exactly one transaction, `tx` (a second `begin` fails the test).
+pub fn logbook_with(tx: MockLogbookTx) -> super::MockLogbook {
+    let mut lb = super::MockLogbook::new();
+    let mut slot = Some(tx);
+    lb.expect_begin()
+        .times(1)
+        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
+    lb
+}

@@ -36,7 +36,7 @@ pub use kinds::*;
 pub use leases::*;
 pub use ledger::*;
 #[cfg(any(test, feature = "mocks"))]
-pub use mock::MockLogbookTx;
+pub use mock::{MockLogbookTx, logbook_with};
 
 /// A failure of the store. Anything that is not the database being unreachable is internal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -3,7 +3,7 @@
 use super::*;
 use crate::ports::{
     MockClock, MockHealthLog, MockIds, MockItemReads, MockJitter, MockLogbook, MockLogbookTx,
-    StoreError,
+    StoreError, logbook_with,
 };
 use crate::views::{CompleteRequest, Completed, EnqueueRequest, NextStep};
 use muster_domain::{Fence, LeaseGrant, Priority};
@@ -85,15 +85,6 @@ fn tx_at_now() -> MockLogbookTx {
     let mut tx = MockLogbookTx::new();
     tx.expect_now().returning(|| Ok(NOW));
     tx
-}
-
-fn logbook_with(tx: MockLogbookTx) -> MockLogbook {
-    let mut lb = MockLogbook::new();
-    let mut slot = Some(tx);
-    lb.expect_begin()
-        .times(1)
-        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
-    lb
 }
 
 fn complete_req(next: Vec<NextStep>) -> CompleteRequest {

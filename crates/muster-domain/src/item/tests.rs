@@ -179,20 +179,26 @@ fn a_worker_of_another_kind_may_not_lease_the_item() {
         TTL,
         T0,
     );
-    assert_eq!(
-        r,
-        Err(TransitionError::Forbidden {
-            principal: Principal::Worker(Kind::Sextant),
-            kind: Kind::Trawl
-        })
-    );
+    assert_eq!(r, Err(SEXTANT_ON_TRAWL));
+}
+
+/// A sextant worker acting on a trawl item.
+const SEXTANT_ON_TRAWL: TransitionError = TransitionError::Forbidden {
+    principal: Principal::Worker(Kind::Sextant),
+    kind: Kind::Trawl,
+};
+
+/// An item leased twice: the item and its first, superseded lease.
+fn superseded() -> (Item, LeaseRecord) {
+    let mut item = queued();
+    let old = lease(&mut item, 1, T0);
+    lease(&mut item, 2, T0 + TTL);
+    (item, old)
 }
 
 #[test]
 fn a_superseded_lease_loses_complete_fail_park_and_heartbeat() {
-    let mut item = queued();
-    let old = lease(&mut item, 1, T0);
-    let _new = lease(&mut item, 2, T0 + TTL);
+    let (mut item, old) = superseded();
     let d = request_digest(OutcomeKind::Completed, &json!({}));
     assert_eq!(
         item.check_finish(&old, TRAWL, OutcomeKind::Completed, &d),
@@ -280,18 +286,13 @@ fn a_finishing_call_from_another_kind_is_forbidden_before_its_worker_is_compared
     let rec = lease(&mut item, 1, T0);
     assert_eq!(
         item.check_sender(&rec, Principal::Worker(Kind::Sextant), Some("trawl-9")),
-        Err(TransitionError::Forbidden {
-            principal: Principal::Worker(Kind::Sextant),
-            kind: Kind::Trawl
-        })
+        Err(SEXTANT_ON_TRAWL)
     );
 }
 
 #[test]
 fn a_superseded_lease_named_by_another_worker_is_refused_as_the_wrong_worker() {
-    let mut item = queued();
-    let old = lease(&mut item, 1, T0);
-    let _new = lease(&mut item, 2, T0 + TTL);
+    let (item, old) = superseded();
     assert_eq!(
         item.check_sender(&old, TRAWL, Some("trawl-9")),
         Err(TransitionError::WrongWorker)

@@ -11,6 +11,7 @@ use super::super::{Config, Muster, Stores};
 use crate::error::AppError;
 use crate::ports::{
     MockClock, MockHealthLog, MockIds, MockItemReads, MockJitter, MockLogbook, MockLogbookTx,
+    logbook_with,
 };
 use crate::signal::WorkSignal;
 
@@ -34,16 +35,6 @@ fn muster_with(logbook: MockLogbook) -> (Muster, WorkSignal) {
         Config::default(),
     );
     (muster, signal)
-}
-
-/// A Logbook whose one transaction is `tx`.
-fn logbook_with(tx: MockLogbookTx) -> MockLogbook {
-    let mut lb = MockLogbook::new();
-    let mut slot = Some(tx);
-    lb.expect_begin()
-        .times(1)
-        .returning(move || Ok(Box::new(slot.take().expect("one transaction"))));
-    lb
 }
 
 /// Trawl paused an hour ago for "first".
