@@ -17,7 +17,10 @@ fn every_use_case_error_has_the_contracts_status_and_code() {
     );
     assert_eq!(mapped(AppError::NotFound("x".into())), (404, "E_NOT_FOUND"));
     assert_eq!(mapped(AppError::LeaseLost), (409, "E_LEASE_LOST"));
-    assert_eq!(mapped(AppError::TimedOut("x".into())), (409, "E_LEASE_LOST"));
+    assert_eq!(
+        mapped(AppError::TimedOut("x".into())),
+        (409, "E_LEASE_LOST")
+    );
     assert_eq!(mapped(AppError::Conflict("x".into())), (409, "E_CONFLICT"));
     assert_eq!(mapped(AppError::Route("x".into())), (422, "E_ROUTE"));
     assert_eq!(mapped(AppError::Target("x".into())), (422, "E_TARGET"));

@@ -25,9 +25,9 @@ mod gate;
 
 #[allow(unused_imports)]
 pub use gate::Gate;
-pub use muster_testkit::{TempDir, TestApp, dead_addr, token};
 #[allow(unused_imports)]
 pub use muster_testkit::eventually;
+pub use muster_testkit::{TempDir, TestApp, dead_addr, token};
 
 /// How long a test waits for what a worker or a worker process should do soon.
 pub const GENEROUS: Duration = Duration::from_secs(30);
