@@ -36,6 +36,17 @@ async fn unlisted_objects(db: &TestDb) -> (Vec<String>, Vec<String>) {
     (unlisted, gone)
 }
 
+/// A fresh database after `sql` ran in it as the superuser.
+async fn db_after(sql: &str) -> TestDb {
+    let db = fresh_db().await;
+    db.client()
+        .await
+        .batch_execute(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    db
+}
+
 async fn differences(db: &TestDb) -> (Vec<String>, Vec<String>) {
     privilege_differences(&db.client().await, DEFAULT_RUNTIME_ROLE)
         .await
@@ -50,12 +61,7 @@ async fn every_table_sequence_and_function_of_the_schema_is_in_the_grant_list() 
 
 #[tokio::test]
 async fn a_table_added_without_a_line_in_the_grant_list_is_found() {
-    let db = fresh_db().await;
-    db.client()
-        .await
-        .batch_execute("CREATE TABLE core.forgotten (id int)")
-        .await
-        .expect("a new table");
+    let db = db_after("CREATE TABLE core.forgotten (id int)").await;
     assert_eq!(
         unlisted_objects(&db).await,
         (vec!["core.forgotten".to_owned()], vec![])
@@ -70,12 +76,7 @@ async fn the_runtime_role_has_exactly_the_listed_privileges() {
 
 #[tokio::test]
 async fn a_privilege_granted_beyond_the_list_is_found() {
-    let db = fresh_db().await;
-    db.client()
-        .await
-        .batch_execute("GRANT DELETE ON core.ledger TO muster_app")
-        .await
-        .expect("an extra grant");
+    let db = db_after("GRANT DELETE ON core.ledger TO muster_app").await;
     assert_eq!(
         differences(&db).await,
         (vec![], vec!["DELETE on core.ledger".to_owned()])
@@ -84,12 +85,7 @@ async fn a_privilege_granted_beyond_the_list_is_found() {
 
 #[tokio::test]
 async fn a_privilege_revoked_from_the_list_is_found() {
-    let db = fresh_db().await;
-    db.client()
-        .await
-        .batch_execute("REVOKE INSERT ON core.leases FROM muster_app")
-        .await
-        .expect("a revoke");
+    let db = db_after("REVOKE INSERT ON core.leases FROM muster_app").await;
     assert_eq!(
         differences(&db).await,
         (vec!["INSERT on core.leases".to_owned()], vec![])
@@ -133,12 +129,7 @@ async fn migrate_again_keeps_exactly_the_listed_privileges() {
 
 #[tokio::test]
 async fn migrate_leaves_alone_a_listed_object_a_newer_release_dropped() {
-    let db = fresh_db().await;
-    db.client()
-        .await
-        .batch_execute("DROP TABLE core.pow_spent")
-        .await
-        .expect("drop a table");
+    let db = db_after("DROP TABLE core.pow_spent").await;
     assert_eq!(
         crate::migrate(&db.pool(), DEFAULT_RUNTIME_ROLE)
             .await
@@ -219,12 +210,7 @@ async fn a_superuser_is_reported_as_privileged_at_connection() {
 
 #[tokio::test]
 async fn a_runtime_role_that_lacks_a_grant_is_reported_with_the_grant() {
-    let db = fresh_db().await;
-    db.client()
-        .await
-        .batch_execute("REVOKE UPDATE ON core.items FROM muster_app")
-        .await
-        .expect("a revoke");
+    let db = db_after("REVOKE UPDATE ON core.items FROM muster_app").await;
     let pool = crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool");
     let check = check_connected_role(&pool.get().await.expect("connect"))
         .await
