@@ -29,7 +29,7 @@ pub use grants::{
 pub use logbook::PgLogbook;
 pub use migrate::{MIGRATIONS, Migration, SchemaStatus, migrate, schema_status};
 pub use muster_app::ports::StoreError;
-pub use pool::{PoolSettings, connect_pool};
+pub use pool::{PoolSettings, ROUND_TRIP_TIMEOUT, connect_pool};
 pub use tls::{DbTarget, MakeRustls, SslMode, parse_url};
 pub use verify::{LedgerHead, LedgerReport, ledger_head, verify_against, verify_ledger};
 pub use wake::{APPLICATION_NAME as WAKE_APPLICATION_NAME, CHANNEL as WAKE_CHANNEL, WakeBridge};

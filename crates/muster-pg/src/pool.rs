@@ -1,8 +1,27 @@
+use std::sync::Arc;
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 
 use crate::PgError;
+
+pub(crate) mod hosts;
+
+/// The longest Muster waits for Logbook's answer to one round trip of a transaction: a
+/// pipeline of statements, the COMMIT, the ROLLBACK of a dropped transaction, a statement's
+/// preparation. Past it the connection is closed (its protocol state is unknown, so it never
+/// goes back to the pool), its host is marked (`pool/hosts.rs`) and the caller gets
+/// `StoreError::Unavailable` (503). A COMMIT that met it is in doubt: it may have committed;
+/// the answer claims neither outcome and the client's retry settles it (per-lease
+/// idempotency replays a committed completion).
+///
+/// Why 2 s and not a setting: the statements of a transaction are index lookups and writes
+/// answered in milliseconds, and a live server answers the slow ones itself before this
+/// (`lock_timeout` 1.5 s); the only waits it cuts are a server that does not answer at all. It
+/// is the pool wait and the connect timeout too, so "Logbook is gone" costs a caller about 2 s
+/// however it shows, and it keeps a failover within seconds: connections to a frozen primary
+/// are let go 2 s after their last request.
+pub const ROUND_TRIP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Bounds on waiting for Logbook. Every one of them turns "the database is gone" into a fast
 /// `503 E_UNAVAILABLE` instead of a hang.
@@ -13,9 +32,10 @@ pub struct PoolSettings {
     pub wait_timeout: Duration,
     /// Longest wait for a new connection to be established.
     pub connect_timeout: Duration,
-    /// `statement_timeout` of every session.
+    /// `statement_timeout` of every session (the bound of reads outside a transaction; inside
+    /// one, [`ROUND_TRIP_TIMEOUT`] cuts first).
     pub statement_timeout: Duration,
-    /// `lock_timeout` of every session.
+    /// `lock_timeout` of every session; under [`ROUND_TRIP_TIMEOUT`].
     pub lock_timeout: Duration,
 }
 
@@ -26,7 +46,9 @@ impl Default for PoolSettings {
             wait_timeout: Duration::from_secs(2),
             connect_timeout: Duration::from_secs(2),
             statement_timeout: Duration::from_secs(5),
-            lock_timeout: Duration::from_secs(3),
+            // Under ROUND_TRIP_TIMEOUT: a live server answers a lock wait itself (55P03, 503)
+            // before the client takes it for silent.
+            lock_timeout: Duration::from_millis(1500),
         }
     }
 }
@@ -71,16 +93,23 @@ pub(crate) fn pg_config(url: &str, s: &PoolSettings) -> Result<crate::tls::DbTar
     Ok(target)
 }
 
-/// A connection pool with every wait bounded.
+/// A connection pool with every wait bounded. New connections go to the host that last
+/// answered read-write first, and a host that just failed is tried last within a short
+/// budget (`pool/hosts.rs`).
 pub fn connect_pool(url: &str, s: &PoolSettings) -> Result<Pool, PgError> {
     let target = pg_config(url, s)?;
-    // A multi-host URL tries its hosts in turn, each within the connect timeout: a new
-    // connection may take that long per host (a dead primary first, then the promoted one).
-    let hosts = u32::try_from(target.config.get_hosts().len().max(1)).unwrap_or(u32::MAX);
+    let book = Arc::new(hosts::HostBook::new(&target.config, s.connect_timeout));
+    // A multi-host URL tries its hosts in turn, each within the connect timeout (a suspect
+    // one within less): a new connection may take that long per host.
+    let hosts = u32::try_from(book.order(std::time::Instant::now()).len()).unwrap_or(u32::MAX);
     let create_timeout = s.connect_timeout.saturating_mul(hosts);
-    let mgr = Manager::from_config(
+    let connect = hosts::OrderedConnect {
+        book,
+        tls: target.tls,
+    };
+    let mgr = Manager::from_connect(
         target.config,
-        target.tls,
+        connect,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },

@@ -9,6 +9,7 @@
 //! connection is down, waiters fall back to the lease use case's periodic re-check; after a
 //! reconnect every kind is woken once, for whatever was announced meanwhile.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -18,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::{AsyncMessage, Notification};
 
 use crate::PgError;
+use crate::pool::hosts::HostBook;
 use crate::pool::{PoolSettings, pg_config};
 
 /// The notification channel: its payload is the kinds, comma-separated.
@@ -34,7 +36,8 @@ const PROBE: &str = include_str!("wake/sql/probe.sql");
 /// The bridge connection's `application_name` (in `pg_stat_activity`).
 pub const APPLICATION_NAME: &str = "muster-wake";
 
-/// How long a NOTIFY may go unanswered before the connection is taken for dead.
+/// How long a NOTIFY (or the LISTEN, or the probe) may go unanswered before the connection
+/// is taken for dead.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How often the connection is asked `SELECT 1` (bounded by [`NOTIFY_TIMEOUT`]).
@@ -48,6 +51,8 @@ const RECONNECT_MAX: Duration = Duration::from_secs(5);
 pub struct WakeBridge {
     /// The pool's URL read the pool's way, TLS included.
     target: crate::tls::DbTarget,
+    /// Its hosts, tried as the pool tries them (the one that last answered read-write first).
+    hosts: Arc<HostBook>,
     signal: WorkSignal,
 }
 
@@ -55,7 +60,12 @@ impl WakeBridge {
     pub fn new(url: &str, settings: &PoolSettings, signal: WorkSignal) -> Result<Self, PgError> {
         let mut target = pg_config(url, settings)?;
         target.config.application_name(APPLICATION_NAME);
-        Ok(WakeBridge { target, signal })
+        let hosts = Arc::new(HostBook::new(&target.config, settings.connect_timeout));
+        Ok(WakeBridge {
+            target,
+            hosts,
+            signal,
+        })
     }
 
     /// Listens and announces until dropped, reconnecting with backoff when the connection fails.
@@ -72,16 +82,16 @@ impl WakeBridge {
 
     /// One connection's life: answers why it ended.
     async fn session(&self, backoff: &mut Duration) -> String {
-        let (client, mut connection) =
-            match self.target.config.connect(self.target.tls.clone()).await {
-                Ok(c) => c,
-                Err(e) => return e.to_string(),
-            };
+        let (client, mut connection, host) = match self.hosts.open(&self.target.tls).await {
+            Ok(c) => c,
+            Err(e) => return e.to_string(),
+        };
         // The connection is driven by a task of its own (a query's answer needs it polled);
-        // its notifications come here. It ends when `client` is dropped.
-        let (tx, mut notifications) = mpsc::unbounded_channel::<Notification>();
-        let (end_tx, mut ended) = oneshot::channel::<String>();
-        tokio::spawn(async move {
+        // its notifications come here. It is aborted when the session ends: a connection
+        // whose server went silent would otherwise wait for an answer for good.
+        let (tx, notifications) = mpsc::unbounded_channel::<Notification>();
+        let (end_tx, ended) = oneshot::channel::<String>();
+        let task = tokio::spawn(async move {
             let mut messages = futures_util::stream::poll_fn(|cx| connection.poll_message(cx));
             let reason = loop {
                 match messages.next().await {
@@ -95,15 +105,35 @@ impl WakeBridge {
             };
             let _ = end_tx.send(reason);
         });
-        let own_pid: i32 = match client.batch_execute(LISTEN).await {
-            Ok(()) => match client
+        let (reason, silent) = self.listen(&client, notifications, ended, backoff).await;
+        if silent {
+            self.hosts.went_silent(host);
+        }
+        task.abort();
+        reason
+    }
+
+    /// Listens and announces on `client` until the connection fails: answers why, and whether
+    /// the server stopped answering.
+    async fn listen(
+        &self,
+        client: &tokio_postgres::Client,
+        mut notifications: mpsc::UnboundedReceiver<Notification>,
+        mut ended: oneshot::Receiver<String>,
+        backoff: &mut Duration,
+    ) -> (String, bool) {
+        let unanswered = || (format!("unanswered for {NOTIFY_TIMEOUT:?}"), true);
+        let own_pid: i32 = match tokio::time::timeout(NOTIFY_TIMEOUT, async {
+            client.batch_execute(LISTEN).await?;
+            client
                 .query_one(include_str!("wake/sql/backend_pid.sql"), &[])
                 .await
-            {
-                Ok(row) => row.get(0),
-                Err(e) => return e.to_string(),
-            },
-            Err(e) => return e.to_string(),
+        })
+        .await
+        {
+            Ok(Ok(row)) => row.get(0),
+            Ok(Err(e)) => return (e.to_string(), false),
+            Err(_) => return unanswered(),
         };
         *backoff = RECONNECT_MIN;
         tracing::info!("listening for other replicas' work");
@@ -119,8 +149,8 @@ impl WakeBridge {
                 _ = probe.tick() => {
                     match tokio::time::timeout(NOTIFY_TIMEOUT, client.simple_query(PROBE)).await {
                         Ok(Ok(_)) => {}
-                        Ok(Err(e)) => return e.to_string(),
-                        Err(_) => return format!("the idle probe went unanswered for {NOTIFY_TIMEOUT:?}"),
+                        Ok(Err(e)) => return (e.to_string(), false),
+                        Err(_) => return unanswered(),
                     }
                 }
                 Some(n) = notifications.recv() => {
@@ -139,8 +169,8 @@ impl WakeBridge {
                     .await;
                     let failed = match sent {
                         Ok(Ok(_)) => None,
-                        Ok(Err(e)) => Some(e.to_string()),
-                        Err(_) => Some(format!("the notification went unanswered for {NOTIFY_TIMEOUT:?}")),
+                        Ok(Err(e)) => Some((e.to_string(), false)),
+                        Err(_) => Some(unanswered()),
                     };
                     if let Some(reason) = failed {
                         // Announced after the reconnect instead of lost.
@@ -148,7 +178,7 @@ impl WakeBridge {
                         return reason;
                     }
                 }
-                reason = &mut ended => return reason.unwrap_or_else(|_| "the connection's task ended".to_owned()),
+                reason = &mut ended => return (reason.unwrap_or_else(|_| "the connection's task ended".to_owned()), false),
             }
         }
     }

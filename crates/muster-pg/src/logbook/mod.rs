@@ -69,13 +69,24 @@ impl PgLogbook {
         &self.pool
     }
 
-    /// Whether a connection can be had and answers.
+    /// Whether a connection can be had and answers (within the round-trip deadline; one that
+    /// does not is closed, as a transaction's would be).
     pub async fn ping(&self) -> Result<(), StoreError> {
         let c = self.pool.get().await.map_err(pool_err)?;
-        c.simple_query(include_str!("sql/ping.sql"))
-            .await
-            .map_err(store_err)?;
-        Ok(())
+        let asked = tokio::time::timeout(
+            crate::pool::ROUND_TRIP_TIMEOUT,
+            c.simple_query(include_str!("sql/ping.sql")),
+        )
+        .await;
+        match asked {
+            Ok(answer) => answer.map(drop).map_err(store_err),
+            Err(_) => {
+                drop(deadpool_postgres::Object::take(c));
+                Err(StoreError::Unavailable(
+                    "Logbook did not answer a ping in time; the connection was closed".into(),
+                ))
+            }
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use tokio_postgres::{Row, Statement};
 use super::rows::internal;
 use crate::error::store_err;
 use crate::hint::LeaseHints;
+use crate::pool::ROUND_TRIP_TIMEOUT;
 
 /// A statement parameter owned by a [`Deferred`] write until its pipeline is sent.
 pub(super) type Param = Box<dyn ToSql + Sync + Send>;
@@ -39,6 +40,10 @@ enum Answer {
 
 /// One transaction on one pooled connection. Dropped without `commit`, it is rolled back before
 /// the connection can be used again.
+///
+/// Every round trip (a pipeline, the COMMIT, a statement's preparation, the ROLLBACK of a
+/// dropped transaction) is bounded by [`ROUND_TRIP_TIMEOUT`]; past it the connection is closed
+/// and the transaction answers `StoreError::Unavailable` from then on ([`PgTx::silent`]).
 ///
 /// BEGIN is not a round trip of its own: it is sent in one pipeline with the transaction's first
 /// statement, and writes that answer nothing ([`Deferred`]) wait for the next statement. So a
@@ -66,23 +71,57 @@ impl PgTx {
         }
     }
 
-    fn client(&self) -> &Object {
-        self.client.as_ref().expect("transaction used after commit")
+    /// The transaction's connection; gone once it stopped answering ([`PgTx::silent`]), and
+    /// `commit` consumes the transaction.
+    fn client(&self) -> Result<&Object, StoreError> {
+        self.client.as_ref().ok_or_else(closed)
+    }
+
+    /// Logbook did not answer `what` within [`ROUND_TRIP_TIMEOUT`]: the connection is closed
+    /// (what it would answer next is unknown, so it never goes back to the pool; the server
+    /// rolls back whatever it has not committed when it sees the close), its host is marked
+    /// (`pool/hosts.rs`), and the caller is told Logbook is unavailable.
+    fn silent(&mut self, what: &str) -> StoreError {
+        if let Some(client) = self.client.take() {
+            drop(Object::take(client));
+        }
+        self.deferred.clear();
+        StoreError::Unavailable(format!(
+            "Logbook did not answer {what} within {} ms; the connection was closed",
+            ROUND_TRIP_TIMEOUT.as_millis()
+        ))
+    }
+
+    /// `sql` prepared on the connection (from its cache, or one round trip).
+    async fn prepared(&mut self, sql: &str, cached: bool) -> Result<Statement, StoreError> {
+        let c = self.client()?;
+        let prepared = if cached {
+            tokio::time::timeout(ROUND_TRIP_TIMEOUT, c.prepare_cached(sql)).await
+        } else {
+            tokio::time::timeout(ROUND_TRIP_TIMEOUT, c.prepare(sql)).await
+        };
+        match prepared {
+            Ok(stmt) => stmt.map_err(store_err),
+            Err(_) => Err(self.silent("a statement's preparation")),
+        }
     }
 
     /// Sends BEGIN (once), every deferred write and then `last`, as one pipeline, and answers
     /// what each said, in order. A statement after a failed one is refused by the server
-    /// (the transaction is aborted), so the first error is the one that matters.
+    /// (the transaction is aborted), so the first error is the one that matters. `what` names
+    /// the round trip if it goes unanswered.
     async fn pipeline(
         &mut self,
         last: Option<(&Statement, &[&(dyn ToSql + Sync)])>,
+        what: &str,
     ) -> Result<Vec<Result<Answer, tokio_postgres::Error>>, StoreError> {
-        let c = self.client.as_ref().expect("transaction used after commit");
         let begin = if self.begun {
             None
         } else {
-            Some(c.prepare_cached("BEGIN").await.map_err(store_err)?)
+            Some(self.prepared("BEGIN", true).await?)
         };
+        // The field, not `client()`: `begun` and `deferred` change while it is borrowed.
+        let c = self.client.as_ref().ok_or_else(closed)?;
         let deferred = std::mem::take(&mut self.deferred);
         let params: Vec<Vec<&(dyn ToSql + Sync)>> = deferred
             .iter()
@@ -131,8 +170,10 @@ impl PgTx {
         // guard must roll back from here on.
         self.begun = true;
         // join_all polls the futures in order, so they enter the connection's queue in order
-        // and go out in one write.
-        let mut answers = join_all(sent).await;
+        // and go out in one write. One timer for the whole round trip.
+        let Ok(mut answers) = tokio::time::timeout(ROUND_TRIP_TIMEOUT, join_all(sent)).await else {
+            return Err(self.silent(what));
+        };
         if begin.is_some() {
             answers.remove(0).map_err(store_err)?;
         }
@@ -144,14 +185,14 @@ impl PgTx {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let stmt = self.client().prepare_cached(sql).await.map_err(store_err)?;
+        let stmt = self.prepared(sql, true).await?;
         self.query_prepared(&stmt, params).await
     }
 
     /// A statement without parameters that is prepared for this one use, not cached (its text
     /// carries its values, so it is planned for them).
     pub(super) async fn query_once(&mut self, sql: &str) -> Result<Vec<Row>, StoreError> {
-        let stmt = self.client().prepare(sql).await.map_err(store_err)?;
+        let stmt = self.prepared(sql, false).await?;
         self.query_prepared(&stmt, &[]).await
     }
 
@@ -160,7 +201,7 @@ impl PgTx {
         stmt: &tokio_postgres::Statement,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let mut answers = self.pipeline(Some((stmt, params))).await?;
+        let mut answers = self.pipeline(Some((stmt, params)), "a statement").await?;
         let last = answers.pop();
         for answer in answers {
             answer.map_err(store_err)?;
@@ -184,7 +225,7 @@ impl PgTx {
 
     /// Queues a write for the next pipeline. `sql` must not return rows the caller needs.
     pub(super) async fn defer(&mut self, sql: &str, params: Vec<Param>) -> Result<(), StoreError> {
-        let stmt = self.client().prepare_cached(sql).await.map_err(store_err)?;
+        let stmt = self.prepared(sql, true).await?;
         self.deferred.push(Deferred { stmt, params });
         Ok(())
     }
@@ -195,12 +236,15 @@ impl PgTx {
             // Nothing was ever sent: there is no transaction to end.
             return Ok(());
         }
-        let commit = self
-            .client()
-            .prepare_cached("COMMIT")
-            .await
-            .map_err(store_err)?;
-        let mut answers = self.pipeline(Some((&commit, &[]))).await?;
+        let commit = self.prepared("COMMIT", true).await?;
+        // Unanswered, the COMMIT is in doubt: it may have committed. The 503 claims neither
+        // outcome; the client's retry finds out (a completion's is replayed if it committed).
+        let mut answers = self
+            .pipeline(
+                Some((&commit, &[])),
+                "a COMMIT (its outcome is unknown: it may have committed)",
+            )
+            .await?;
         let committed = answers.pop();
         let first_error = answers.into_iter().find_map(Result::err);
         if let Some(Ok(Answer::Withheld)) = committed {
@@ -218,8 +262,11 @@ impl PgTx {
                 Some(e) => Err(store_err(e)),
                 None => Ok(()),
             },
-            // The outcome of a COMMIT that failed in flight is unknown to us; the connection
-            // is not trusted again.
+            // The server answered the COMMIT with an error: the transaction was rolled back
+            // and the connection is out of it, usable.
+            Some(Err(e)) if e.as_db_error().is_some() => Err(store_err(first_error.unwrap_or(e))),
+            // The outcome of a COMMIT that failed in flight (the connection broke) is unknown
+            // to us; the connection is not trusted again.
             Some(Err(e)) => {
                 drop(Object::take(client));
                 Err(store_err(first_error.unwrap_or(e)))
@@ -230,6 +277,13 @@ impl PgTx {
             }
         }
     }
+}
+
+/// What a transaction answers once its connection was closed for not answering.
+fn closed() -> StoreError {
+    StoreError::Unavailable(
+        "the transaction's Logbook connection stopped answering and was closed".into(),
+    )
 }
 
 impl Drop for PgTx {
@@ -244,8 +298,12 @@ impl Drop for PgTx {
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn(async move {
-                    if client.batch_execute("ROLLBACK").await.is_err() {
-                        // The connection is unusable: keep it out of the pool.
+                    let rollback =
+                        tokio::time::timeout(ROUND_TRIP_TIMEOUT, client.batch_execute("ROLLBACK"))
+                            .await;
+                    if !matches!(rollback, Ok(Ok(()))) {
+                        // Unanswered or failed: the connection is unusable; closing it ends
+                        // the transaction on the server. Keep it out of the pool.
                         drop(Object::take(client));
                     }
                 });
