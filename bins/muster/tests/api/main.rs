@@ -9,6 +9,7 @@ mod controls;
 mod edits;
 mod feed;
 mod feed_sigterm;
+mod frozen;
 mod group_commit;
 mod harness;
 mod health;
