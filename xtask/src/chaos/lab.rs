@@ -396,6 +396,18 @@ impl Lab {
         Ok(())
     }
 
+    /// The host freezes: its processes are SIGSTOPped (they stay stopped; the lab's cleanup
+    /// SIGKILLs them). The link stays up and the kernel still completes TCP handshakes and
+    /// acknowledges every packet, so neither keep-alives nor `TCP_USER_TIMEOUT` find it: only
+    /// the client's own deadlines do.
+    pub(super) fn freeze_host(&self, host: Host) -> Result<()> {
+        let pids = run(Command::new("ip").args(["netns", "pids", &self.ns(host)]))?;
+        for pid in pids.split_whitespace() {
+            let _ = Command::new("kill").args(["-STOP", pid]).status();
+        }
+        Ok(())
+    }
+
     /// Promotes the standby (`pg_ctl promote`, as the operators' tools do) and waits until it
     /// takes writes.
     pub(super) fn promote(&mut self, host: Host) -> Result<()> {

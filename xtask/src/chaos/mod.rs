@@ -79,6 +79,10 @@ enum Fault {
     /// `--network`: the primary dies (its link dropped, its processes SIGKILLed) and the
     /// standby is promoted; the old primary does not come back.
     Failover,
+    /// `--network`: the primary freezes (its processes SIGSTOPped: its kernel still accepts
+    /// connections and acknowledges every packet, nothing is ever answered) and the standby
+    /// is promoted; the old primary stays frozen.
+    FrozenPrimary,
 }
 
 impl Fault {
@@ -95,7 +99,13 @@ impl Fault {
             Fault::OneWay => "one-way: replica 1 hears nothing from the primary, healed",
             Fault::LostCommits => "replica 1 never hears its COMMITs' answers, healed",
             Fault::Failover => "primary dies, standby promoted",
+            Fault::FrozenPrimary => "primary freezes (link up, nothing answered), standby promoted",
         }
+    }
+
+    /// The fault promotes the standby: the lab has one, so it comes last and only once.
+    fn promotes(self) -> bool {
+        matches!(self, Fault::Failover | Fault::FrozenPrimary)
     }
 }
 
@@ -178,7 +188,7 @@ const NETWORK_WORK_MS: u64 = 600;
 
 /// The scenarios of a `--network` run: one for each fault (the lost COMMIT answers on their
 /// own: commits whose outcome the replica never learned), then all together; `--short` runs
-/// the last only, smaller.
+/// the last only, smaller, and the frozen primary alone (a lab has one standby to promote).
 fn network_scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
     use Fault::*;
     let scenario = |name, roots, faults| Scenario {
@@ -194,7 +204,14 @@ fn network_scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
     };
     let all = vec![CutFromLogbook, CutFleet, OneWay, LostCommits, Failover];
     if short {
-        return vec![scenario("network-short", roots.unwrap_or(300), all)];
+        return vec![
+            scenario("network-short", roots.unwrap_or(300), all),
+            scenario(
+                "frozen-short",
+                roots.unwrap_or(300) / 2,
+                vec![FrozenPrimary],
+            ),
+        ];
     }
     let each = roots.unwrap_or(1_000);
     vec![
@@ -203,16 +220,17 @@ fn network_scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
         scenario("one-way", each, vec![OneWay; 2]),
         scenario("unknown-commit", each, vec![LostCommits; 2]),
         scenario("failover", each, vec![Failover]),
+        scenario("frozen-primary", each, vec![FrozenPrimary]),
         scenario("network-all", roots.unwrap_or(3_000), all),
     ]
 }
 
-/// The order a scenario's faults come in: shuffled, but a failover last (the old primary does
-/// not come back).
+/// The order a scenario's faults come in: shuffled, but a promotion last (the old primary
+/// does not come back).
 fn fault_order(faults: &[Fault], rng: &mut StdRng) -> Vec<Fault> {
     let mut order = faults.to_vec();
     order.shuffle(rng);
-    order.sort_by_key(|f| *f == Fault::Failover);
+    order.sort_by_key(|f| f.promotes());
     order
 }
 

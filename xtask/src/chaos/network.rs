@@ -1,7 +1,7 @@
 //! The faults of `cargo xtask chaos --network` (hosts of their own, see `lab.rs`): a replica
 //! cut from Logbook's primary with every packet dropped, the fleet cut from one replica, a
 //! one-way partition that hides commits' outcomes from the replica that sent them, and the
-//! primary's death with its synchronous standby promoted. While a fault lasts this task probes
+//! primary's death or freeze with its synchronous standby promoted. While a fault lasts this task probes
 //! the replica it hurts with a Logbook read (`GET /v1/items`, as the operator) and measures
 //! when it first answers 503, how long an answer took at most, and how soon after the repair
 //! it answers 200 again; `muster-sim check` judges the figures against the probe's limits.
@@ -65,7 +65,7 @@ impl Fault {
             Fault::CutFromLogbook | Fault::OneWay | Fault::LostCommits => Duration::from_secs(12),
             Fault::CutFleet => Duration::from_secs(6),
             // The promotion and the replicas' reconnection.
-            Fault::Failover => Duration::from_secs(20),
+            Fault::Failover | Fault::FrozenPrimary => Duration::from_secs(20),
             _ => Duration::from_secs(3),
         }
     }
@@ -129,11 +129,15 @@ impl Run<'_> {
                 lab.heal(Host::Fleet)?;
                 None
             }
-            Fault::Failover => {
+            Fault::Failover | Fault::FrozenPrimary => {
                 if primary != Host::Pg1 {
                     bail!("the lab has one failover: its standby was promoted already");
                 }
-                lab.kill_host(Host::Pg1)?;
+                if fault == Fault::Failover {
+                    lab.kill_host(Host::Pg1)?;
+                } else {
+                    lab.freeze_host(Host::Pg1)?;
+                }
                 // The operators' tools notice the death and promote.
                 Run::pause(rng, 1_000..2_500);
                 lab.promote(Host::Pg2)?;

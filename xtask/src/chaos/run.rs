@@ -459,7 +459,8 @@ impl<'a> Run<'a> {
             | Fault::CutFleet
             | Fault::OneWay
             | Fault::LostCommits
-            | Fault::Failover => {
+            | Fault::Failover
+            | Fault::FrozenPrimary => {
                 figures = self.inject_network(fault, rng)?;
             }
             Fault::KillMuster => {

@@ -36,7 +36,7 @@ fn network_cell(r: &ScenarioResult, fault: Fault) -> String {
         .filter(|f| f.fault == fault)
         .filter_map(|f| f.figures.as_ref())
         .map(|f| match fault {
-            Fault::Failover => s(f.ready_after_ms),
+            Fault::Failover | Fault::FrozenPrimary => s(f.ready_after_ms),
             _ => format!(
                 "{} / {} / {}",
                 s(f.unavailable_after_ms),
@@ -155,6 +155,10 @@ pub(super) fn render(results: &[ScenarioResult]) -> String {
         (
             Fault::Failover,
             "failover: both replicas answer 200 after the promotion",
+        ),
+        (
+            Fault::FrozenPrimary,
+            "frozen primary: both replicas answer 200 after the promotion",
         ),
     ] {
         if results

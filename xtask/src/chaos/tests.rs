@@ -66,9 +66,9 @@ fn the_full_run_has_each_fault_alone_then_all_together_on_5000_roots() {
 }
 
 #[test]
-fn the_short_network_run_has_every_network_fault_on_two_replicas() {
+fn the_short_network_run_has_every_network_fault_on_two_replicas_then_a_frozen_primary() {
     let short = network_scenarios(true, None);
-    assert_eq!(short.len(), 1);
+    assert_eq!(short.len(), 2);
     assert_eq!((short[0].roots, short[0].replicas), (300, 2));
     assert_eq!(
         short[0].faults,
@@ -80,6 +80,11 @@ fn the_short_network_run_has_every_network_fault_on_two_replicas() {
             Fault::Failover,
         ]
     );
+    assert_eq!(
+        (short[1].name, short[1].roots, short[1].replicas),
+        ("frozen-short", 150, 2)
+    );
+    assert_eq!(short[1].faults, vec![Fault::FrozenPrimary]);
 }
 
 #[test]
@@ -94,11 +99,13 @@ fn the_full_network_run_has_each_fault_alone_then_all_together() {
             "one-way",
             "unknown-commit",
             "failover",
+            "frozen-primary",
             "network-all"
         ]
     );
     assert_eq!(full[3].faults, vec![Fault::LostCommits; 2]);
-    assert_eq!(full[5].roots, 3_000);
+    assert_eq!(full[5].faults, vec![Fault::FrozenPrimary]);
+    assert_eq!(full[6].roots, 3_000);
 }
 
 #[test]
