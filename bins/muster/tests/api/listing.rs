@@ -294,7 +294,10 @@ async fn a_bulk_retry_outside_one_to_a_thousand_or_of_no_kind_is_a_bad_request()
         json!({"kind": "trawl", "max": 1001}),
         json!({"kind": "plainforge", "max": 1}),
         json!({"max": 1}),
-        json!({"kind": "trawl", "max": 1, "state": "failed"}),
+        // A bulk retry takes failed (the default) or needs_subtool items, nothing else.
+        json!({"kind": "trawl", "max": 1, "state": "queued"}),
+        json!({"kind": "trawl", "max": 1, "state": "soon"}),
+        json!({"kind": "trawl", "max": 1, "priority": "urgent"}),
     ] {
         app.post("/v1/items/retry", "operator", body)
             .await
