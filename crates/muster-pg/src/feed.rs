@@ -9,7 +9,9 @@ use muster_domain::{ItemState, Kind, Priority};
 use tokio_postgres::Row;
 
 use crate::PgLogbook;
-use crate::error::{pool_err, store_err};
+use crate::error::store_err;
+use crate::logbook::read::Reader;
+use crate::pool::ROUND_TRIP_TIMEOUT;
 
 /// The columns [`event_from_row`] reads: `feed/sql/backlog.sql` and, after the horizon,
 /// `feed/sql/read_after.sql` list them (checked by `sql_tidy`).
@@ -54,11 +56,10 @@ fn internal(msg: impl Into<String>) -> StoreError {
 }
 
 /// A transaction id greater than every id assigned before this call (it assigns one).
-async fn xact_fence(client: &deadpool_postgres::Object) -> Result<u64, StoreError> {
+async fn xact_fence(client: &mut Reader) -> Result<u64, StoreError> {
     let id: i64 = client
         .query_one(include_str!("feed/sql/xact_fence.sql"), &[])
-        .await
-        .map_err(store_err)?
+        .await?
         .get(0);
     Ok(id as u64)
 }
@@ -66,24 +67,22 @@ async fn xact_fence(client: &deadpool_postgres::Object) -> Result<u64, StoreErro
 #[async_trait]
 impl FeedSource for PgLogbook {
     async fn start(&self) -> Result<FeedStart, StoreError> {
-        let mut client = self.pool().get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         // 1. A position: the newest row visible now.
         let position: i64 = client
             .query_one(include_str!("feed/sql/newest_seq.sql"), &[])
-            .await
-            .map_err(store_err)?
+            .await?
             .get(0);
         // 2. Wait until every transaction that may hold a number up to `position` has ended:
         //    they all got their transaction id before `fence` (assigned after the read), so
         //    once the oldest running transaction is at least `fence`, every row up to
         //    `position` is settled (committed, or never to appear).
-        let fence = xact_fence(&client).await?;
+        let fence = xact_fence(&mut client).await?;
         let mut settled = false;
         for _ in 0..3000 {
             let xmin: i64 = client
                 .query_one(include_str!("feed/sql/snapshot_xmin.sql"), &[])
-                .await
-                .map_err(store_err)?
+                .await?
                 .get(0);
             if xmin as u64 >= fence {
                 settled = true;
@@ -97,28 +96,36 @@ impl FeedSource for PgLogbook {
                     .into(),
             ));
         }
-        // 3. Count in one snapshot, and keep that snapshot to tell counted rows apart later.
-        let tx = client
-            .build_transaction()
-            .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
-            .read_only(true)
-            .start()
-            .await
-            .map_err(store_err)?;
-        let snapshot: String = tx
-            .query_one(include_str!("feed/sql/current_snapshot.sql"), &[])
-            .await
-            .map_err(store_err)?
-            .get(0);
-        let rows = tx
-            .query(include_str!("feed/sql/count_items.sql"), &[])
-            .await
-            .map_err(store_err)?;
-        let paused_rows = tx
-            .query(include_str!("feed/sql/paused_kinds.sql"), &[])
-            .await
-            .map_err(store_err)?;
-        tx.commit().await.map_err(store_err)?;
+        // 3. Count in one snapshot, and keep that snapshot to tell counted rows apart later:
+        //    a read-only transaction of four round trips, bounded as a whole.
+        let counted = {
+            let object = client.object_mut()?;
+            let count = async {
+                let tx = object
+                    .build_transaction()
+                    .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+                    .read_only(true)
+                    .start()
+                    .await?;
+                let snapshot: String = tx
+                    .query_one(include_str!("feed/sql/current_snapshot.sql"), &[])
+                    .await?
+                    .get(0);
+                let rows = tx
+                    .query(include_str!("feed/sql/count_items.sql"), &[])
+                    .await?;
+                let paused_rows = tx
+                    .query(include_str!("feed/sql/paused_kinds.sql"), &[])
+                    .await?;
+                tx.commit().await?;
+                Ok::<_, tokio_postgres::Error>((snapshot, rows, paused_rows))
+            };
+            tokio::time::timeout(ROUND_TRIP_TIMEOUT * 4, count).await
+        };
+        let (snapshot, rows, paused_rows) = match counted {
+            Ok(answer) => answer.map_err(store_err)?,
+            Err(_) => return Err(client.silent("the live feed's count")),
+        };
         let paused = paused_rows
             .iter()
             .map(|r| r.get::<_, String>(0).parse::<Kind>())
@@ -148,15 +155,11 @@ impl FeedSource for PgLogbook {
         snapshot: &str,
         limit: i64,
     ) -> Result<(Vec<LedgerEvent>, ReadHorizon), StoreError> {
-        let client = self.pool().get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let stmt = client
             .prepare_cached(include_str!("feed/sql/read_after.sql"))
-            .await
-            .map_err(store_err)?;
-        let rows = client
-            .query(&stmt, &[&after, &snapshot, &limit])
-            .await
-            .map_err(store_err)?;
+            .await?;
+        let rows = client.query(&stmt, &[&after, &snapshot, &limit]).await?;
         let first = rows.first().ok_or_else(|| internal("no horizon row"))?;
         let horizon = ReadHorizon {
             xmin: first.get::<_, i64>(0) as u64,
@@ -176,26 +179,24 @@ impl FeedSource for PgLogbook {
             .all(|(i, e)| e.seq == after + 1 + i as i64);
         let mut horizon = horizon;
         if !contiguous {
-            horizon.xmax = xact_fence(&client).await?;
+            horizon.xmax = xact_fence(&mut client).await?;
         }
         Ok((events, horizon))
     }
 
     async fn backlog(&self, after: i64, through: i64) -> Result<Vec<LedgerEvent>, StoreError> {
-        let client = self.pool().get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let rows = client
             .query(include_str!("feed/sql/backlog.sql"), &[&after, &through])
-            .await
-            .map_err(store_err)?;
+            .await?;
         Ok(rows.iter().map(|r| event_from_row(r, 0, true)).collect())
     }
 
     async fn newest_seq(&self) -> Result<i64, StoreError> {
-        let client = self.pool().get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let row = client
             .query_one(include_str!("feed/sql/newest_seq.sql"), &[])
-            .await
-            .map_err(store_err)?;
+            .await?;
         Ok(row.get(0))
     }
 }

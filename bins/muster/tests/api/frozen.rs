@@ -217,3 +217,36 @@ async fn a_completion_whose_commit_answer_was_lost_is_503_and_its_retry_is_repla
         "the next item was enqueued once"
     );
 }
+
+#[tokio::test]
+async fn reads_outside_a_transaction_get_503_within_the_round_trip_deadline_when_frozen() {
+    let (app, proxy) = behind_a_proxy().await;
+    let item = app.enqueue("trawl", "normal", json!({})).await;
+    proxy.set(Mode::Frozen);
+    for path in [
+        format!("/v1/items/{item}"),
+        "/v1/items?state=queued".to_owned(),
+        "/v1/health".to_owned(),
+    ] {
+        let asked = Instant::now();
+        let r = app.get(&path, "operator").await;
+        let took = asked.elapsed();
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::SERVICE_UNAVAILABLE, "E_UNAVAILABLE"),
+            "{path}"
+        );
+        assert!(took < unanswered_limit(), "{path} took {took:?}");
+    }
+    proxy.set(Mode::Forward);
+    let mut state = None;
+    for _ in 0..50 {
+        let r = app.get(&format!("/v1/items/{item}"), "operator").await;
+        if r.status == StatusCode::OK {
+            state = Some(r.body["state"].clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(state, Some(json!("queued")), "reads resumed after the thaw");
+}

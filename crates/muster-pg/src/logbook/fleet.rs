@@ -12,7 +12,6 @@ use time::OffsetDateTime;
 use super::PgLogbook;
 use super::rows::{internal, item_from_row};
 use super::tx::PgTx;
-use crate::error::{pool_err, store_err};
 
 #[async_trait]
 impl FleetStore for PgTx {
@@ -79,11 +78,10 @@ impl HealthLog for PgLogbook {
         health: &[KindHealth],
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        let client = self.pool.get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let stmt = client
             .prepare_cached(include_str!("sql/store_health.sql"))
-            .await
-            .map_err(store_err)?;
+            .await?;
         let keep = MAX_EVENTS_PER_KIND as i64;
         for k in health {
             let events = Value::Array(k.events.iter().map(health_event_json).collect());
@@ -101,18 +99,16 @@ impl HealthLog for PgLogbook {
                         &keep,
                     ],
                 )
-                .await
-                .map_err(store_err)?;
+                .await?;
         }
         Ok(())
     }
 
     async fn latest_health(&self) -> Result<Vec<HealthView>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let rows = client
             .query(include_str!("sql/latest_health.sql"), &[])
-            .await
-            .map_err(store_err)?;
+            .await?;
         rows.iter()
             .map(|r| {
                 let kind: String = r.get(0);

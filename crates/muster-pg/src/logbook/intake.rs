@@ -11,7 +11,6 @@ use time::OffsetDateTime;
 use super::PgLogbook;
 use super::rows::internal;
 use super::tx::PgTx;
-use crate::error::{pool_err, store_err};
 
 #[async_trait]
 impl IntakeStore for PgTx {
@@ -130,18 +129,16 @@ impl IntakeStore for PgTx {
 #[async_trait]
 impl IntakeLog for PgLogbook {
     async fn pow_key(&self, candidate: [u8; 32]) -> Result<[u8; 32], StoreError> {
-        let client = self.pool.get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         client
             .execute(
                 include_str!("sql/insert_pow_key.sql"),
                 &[&candidate.as_slice()],
             )
-            .await
-            .map_err(store_err)?;
+            .await?;
         let key: Vec<u8> = client
             .query_one(include_str!("sql/pow_key.sql"), &[])
-            .await
-            .map_err(store_err)?
+            .await?
             .get(0);
         key.try_into()
             .map_err(|_| internal("pow key is not 32 bytes"))
@@ -153,14 +150,13 @@ impl IntakeLog for PgLogbook {
         after: Option<EditId>,
         limit: i64,
     ) -> Result<Vec<EditView>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let rows = client
             .query(
                 include_str!("sql/list_edits.sql"),
                 &[&state.as_str(), &after.map(|a| a.0), &limit],
             )
-            .await
-            .map_err(store_err)?;
+            .await?;
         rows.iter()
             .map(|r| {
                 let state: String = r.get(4);
@@ -181,20 +177,17 @@ impl IntakeLog for PgLogbook {
         today: time::Date,
         now: OffsetDateTime,
     ) -> Result<u64, StoreError> {
-        let client = self.pool.get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let mut n = 0;
         n += client
             .execute(include_str!("sql/purge_intake_counts.sql"), &[&today])
-            .await
-            .map_err(store_err)?;
+            .await?;
         n += client
             .execute(include_str!("sql/purge_intake_salts.sql"), &[&today])
-            .await
-            .map_err(store_err)?;
+            .await?;
         n += client
             .execute(include_str!("sql/purge_pow_spent.sql"), &[&now])
-            .await
-            .map_err(store_err)?;
+            .await?;
         Ok(n)
     }
 }

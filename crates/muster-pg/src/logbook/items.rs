@@ -13,7 +13,6 @@ use uuid::Uuid;
 use super::rows::{fence_i64, internal, item_from_row};
 use super::tx::{Param, PgTx};
 use super::{PgLogbook, listing};
-use crate::error::{pool_err, store_err};
 
 #[async_trait]
 impl ItemStore for PgTx {
@@ -177,12 +176,11 @@ impl ItemStore for PgTx {
 #[async_trait]
 impl ItemReads for PgLogbook {
     async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let stmt = client
             .prepare_cached(include_str!("sql/item_view.sql"))
-            .await
-            .map_err(store_err)?;
-        let Some(row) = client.query_opt(&stmt, &[&id.0]).await.map_err(store_err)? else {
+            .await?;
+        let Some(row) = client.query_opt(&stmt, &[&id.0]).await? else {
             return Ok(None);
         };
         let kind: String = row.get(1);
@@ -191,8 +189,7 @@ impl ItemReads for PgLogbook {
         let attempt: i32 = row.get(4);
         let history = client
             .query(include_str!("sql/item_history.sql"), &[&id.to_string()])
-            .await
-            .map_err(store_err)?
+            .await?
             .iter()
             .map(|r| HistoryEntry {
                 seq: r.get(0),
@@ -225,23 +222,21 @@ impl ItemReads for PgLogbook {
     ) -> Result<Vec<ItemSummary>, StoreError> {
         // Planned for its values each time (not prepared and cached): see `listing`.
         let sql = listing::page_statement(filter, rows);
-        let client = self.pool.get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         client
             .query(sql.as_str(), &[])
-            .await
-            .map_err(store_err)?
+            .await?
             .iter()
             .map(listing::summary_from_row)
             .collect()
     }
 
     async fn oldest_leases(&self) -> Result<Vec<(Kind, OffsetDateTime)>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let stmt = client
             .prepare_cached(include_str!("sql/oldest_leases.sql"))
-            .await
-            .map_err(store_err)?;
-        let rows = client.query(&stmt, &[]).await.map_err(store_err)?;
+            .await?;
+        let rows = client.query(&stmt, &[]).await?;
         rows.iter()
             .map(|r| {
                 let kind: Kind = r
@@ -254,13 +249,12 @@ impl ItemReads for PgLogbook {
     }
 
     async fn oldest_queued(&self) -> Result<Vec<(Kind, Priority, OffsetDateTime)>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_err)?;
+        let mut client = self.reader().await?;
         let kinds: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
         let stmt = client
             .prepare_cached(include_str!("sql/oldest_queued.sql"))
-            .await
-            .map_err(store_err)?;
-        let rows = client.query(&stmt, &[&kinds]).await.map_err(store_err)?;
+            .await?;
+        let rows = client.query(&stmt, &[&kinds]).await?;
         let mut out = Vec::new();
         for r in &rows {
             let Some(at) = r.get::<_, Option<OffsetDateTime>>(2) else {

@@ -25,6 +25,7 @@ mod kinds;
 mod leases;
 mod ledger;
 mod listing;
+pub(crate) mod read;
 mod role;
 mod rows;
 mod tx;

@@ -16,7 +16,16 @@ impl PgLogbook {
     /// Checks the connected role and records the verdict (logged when it changes).
     pub async fn check_role(&self) -> Result<(), StoreError> {
         let client = self.pool.get().await.map_err(pool_err)?;
-        let check = check_connected_role(&client).await.map_err(|e| match e {
+        // A few catalog reads, bounded together; past the bound the connection is closed.
+        let bound = crate::pool::ROUND_TRIP_TIMEOUT * 2;
+        let Ok(checked) = tokio::time::timeout(bound, check_connected_role(&client)).await else {
+            drop(deadpool_postgres::Object::take(client));
+            return Err(StoreError::Unavailable(format!(
+                "Logbook did not answer the role check within {} ms; the connection was closed",
+                bound.as_millis()
+            )));
+        };
+        let check = checked.map_err(|e| match e {
             PgError::Unavailable(m) => StoreError::Unavailable(m),
             other => StoreError::Internal(other.to_string()),
         })?;
