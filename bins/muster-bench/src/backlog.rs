@@ -162,7 +162,11 @@ async fn fill_done(client: &tokio_postgres::Client, to: u64) -> Result<i64> {
     count(client, "done").await
 }
 
-pub(crate) async fn fill(database_url: &str, to: u64, done: Option<u64>) -> Result<BacklogFill> {
+pub(crate) async fn fill(
+    database_url: &str,
+    to: u64,
+    (done, delayed): (Option<u64>, Option<u64>),
+) -> Result<BacklogFill> {
     let client = connect(database_url).await?;
     let before = count(&client, "queued").await?;
     let add = i64::try_from(to)?.saturating_sub(before).max(0);
@@ -182,6 +186,19 @@ pub(crate) async fn fill(database_url: &str, to: u64, done: Option<u64>) -> Resu
         Some(to) => Some(fill_done(&client, to).await?),
         None => None,
     };
+    if let Some(n) = delayed {
+        client
+            .execute(
+                "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
+                 not_before, payload, created_at, chain_len, chain_head) \
+                 SELECT gen_random_uuid(), 'trawl', 1, 'queued', 0, 0, now() + interval '1 day', \
+                 now() + interval '1 day', '{}'::jsonb, now(), 0, decode(repeat('00', 32), 'hex') \
+                 FROM generate_series(1, $1::bigint)",
+                &[&i64::try_from(n)?],
+            )
+            .await
+            .context("insert delayed items")?;
+    }
     let insert_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     settle(&client).await?;
@@ -194,6 +211,7 @@ pub(crate) async fn fill(database_url: &str, to: u64, done: Option<u64>) -> Resu
             .unwrap_or_default()
     );
     Ok(BacklogFill {
+        delayed_added: delayed.map(|n| n as i64),
         done_after,
         insert_seconds: Some((insert_s * 100.0).round() / 100.0),
         inserted: add,

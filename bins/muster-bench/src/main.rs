@@ -212,6 +212,10 @@ enum Scenario {
         /// Also top the finished (`done`) `trawl` items up to this many (no leases, no ledger).
         #[arg(long)]
         done: Option<u64>,
+        /// Then add this many delayed `trawl` items (`not_before` a day ahead, in line at it, as
+        /// `POST /v1/items` with `not_before` places them).
+        #[arg(long)]
+        delayed: Option<u64>,
     },
     /// Batching: items/s draining the `trawl` queue with lease `max` = `--batch` and one
     /// `POST /v1/completions` per batch (batch 1: the v1 single calls), until drained, `--items`
@@ -468,7 +472,10 @@ fn main() -> Result<()> {
                 database_url,
                 to,
                 done,
-            } => backlog::fill(&database_url, to, done).await.and_then(doc),
+                delayed,
+            } => backlog::fill(&database_url, to, (done, delayed))
+                .await
+                .and_then(doc),
             Scenario::Backlog {
                 url,
                 operator_token,

@@ -227,6 +227,8 @@ pub(crate) struct FeedLoad {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct BacklogFill {
+    /// Delayed `trawl` items added after the top-up (`--delayed`).
+    pub(crate) delayed_added: Option<i64>,
     /// Finished `trawl` items after the fill, when it was asked to top them up (`--done`).
     pub(crate) done_after: Option<i64>,
     pub(crate) insert_seconds: Option<f64>,

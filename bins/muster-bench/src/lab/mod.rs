@@ -221,6 +221,33 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         });
     }
 
+    // Delayed work: the largest backlog again, with half as many delayed items beside it.
+    let largest = BACKLOG_SIZES[BACKLOG_SIZES.len() - 1];
+    let (queued, delayed_n) = (largest.to_string(), (largest / 2).to_string());
+    let fill: BacklogFill = runner.run(
+        "delayed-fill",
+        &[
+            "backlog-fill",
+            "--database-url",
+            &backlog_url,
+            "--to",
+            &queued,
+            "--delayed",
+            &delayed_n,
+        ],
+    )?;
+    let started = Instant::now();
+    let mut server = serve.spawn(&out.join("server-delayed.log"))?;
+    let first_queues = wait_queues(&listen, &token("operator"), &mut server, started)?;
+    let measured: BacklogMeasured = runner.run("delayed", &["backlog", "--url", &base])?;
+    server.stop();
+    let delayed = Some(BacklogSize {
+        fill,
+        measured,
+        size: largest,
+        start_to_first_queues_ms: Some(first_queues.as_secs_f64() * 1000.0),
+    });
+
     // History: a database of its own with a short queue and a million finished items.
     let history_url = migrated_database(cluster, muster, "muster_history")?;
     let serve_history = ServeArgs {
@@ -361,6 +388,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         feed_load,
         feed_memory,
         backlog,
+        delayed,
         history,
         batches,
         floor,

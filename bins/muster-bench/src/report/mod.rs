@@ -28,6 +28,8 @@ pub(crate) struct Suite {
     /// Idle subscribers' memory, one layout per fresh server (`feed-memory-*.json`).
     pub(crate) feed_memory: Vec<FeedMemory>,
     pub(crate) backlog: Vec<BacklogSize>,
+    /// The largest backlog with half as many delayed items beside it (`delayed.json`).
+    pub(crate) delayed: Option<BacklogSize>,
     /// A short queue beside a million finished items (`history.json`).
     pub(crate) history: Option<BacklogSize>,
     pub(crate) batches: Vec<BatchRun>,
@@ -99,6 +101,9 @@ pub(crate) fn render(suite: &Suite) -> String {
     feed_load::rows(&mut rows, &suite.feed_load);
     feed_load::memory_rows(&mut rows, &suite.feed_memory);
     backlog_rows(&mut rows, &suite.backlog);
+    if let (Some(base), Some(delayed)) = (suite.backlog.last(), &suite.delayed) {
+        delayed_rows(&mut rows, base, delayed);
+    }
     if let (Some(base), Some(history)) = (suite.backlog.first(), &suite.history) {
         history_rows(&mut rows, base, history);
     }
@@ -497,6 +502,38 @@ fn backlog_rows(rows: &mut Vec<Row>, backlog: &[BacklogSize]) {
             p_ratio(g, b),
         ]);
     }
+}
+
+/// The largest backlog with delayed items beside it against the same backlog alone: the lease
+/// path must not pay for work that is not due yet.
+fn delayed_rows(rows: &mut Vec<Row>, base: &BacklogSize, delayed: &BacklogSize) {
+    let what = format!(
+        "{} queued beside {} delayed a day",
+        thousands(delayed.size),
+        delayed
+            .fill
+            .delayed_added
+            .map_or_else(|| "n/a".to_owned(), |d| thousands(d as u64))
+    );
+    let against = format!("with {} queued alone", thousands(base.size));
+    let (bm, dm) = (&base.measured, &delayed.measured);
+    let note = trouble(&what, dm.errors, dm.ran_dry);
+    rows.push([
+        format!(
+            "delayed: lease→complete→enqueue (refill) cycles/s, {} workers, {} s, {what}{note}",
+            dm.workers,
+            text(dm.seconds)
+        ),
+        num(dm.cycles_per_s),
+        format!("{} {against}", num(bm.cycles_per_s)),
+        ratio(dm.cycles_per_s, bm.cycles_per_s),
+    ]);
+    rows.push([
+        format!("delayed: lease latency p50 / p99 ms in those cycles, {what}"),
+        pair(&dm.lease),
+        format!("{} {against}", pair(&bm.lease)),
+        p_ratio(&dm.lease, &bm.lease),
+    ]);
 }
 
 /// A short queue beside a long history against the smallest backlog (with its seeded history).

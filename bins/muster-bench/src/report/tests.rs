@@ -221,6 +221,31 @@ fn the_history_rows_name_the_finished_and_queued_items() {
 }
 
 #[test]
+fn the_delayed_rows_compare_the_backlog_with_delayed_items_beside_it_against_it_alone() {
+    let base = backlog_size(1_000_000, None, 2.0, 1000.0);
+    let mut delayed = backlog_size(1_000_000, None, 2.2, 950.0);
+    delayed.fill.delayed_added = Some(500_000);
+    let mut rows = Vec::new();
+    delayed_rows(&mut rows, &base, &delayed);
+    assert_eq!(
+        figures(&rows),
+        [
+            ["950", "1000 with 1,000,000 queued alone", "0.95×"],
+            [
+                "2.20 / 4.40",
+                "2.00 / 4.00 with 1,000,000 queued alone",
+                "1.10× / 1.10×"
+            ],
+        ]
+    );
+    assert!(
+        rows[0][0].ends_with("1,000,000 queued beside 500,000 delayed a day"),
+        "{}",
+        rows[0][0]
+    );
+}
+
+#[test]
 fn the_runtime_rows_compare_the_runner_with_the_bare_client_loop() {
     let runtime: RuntimeDoc = typed(&json!({"runs": [
         {"concurrency": 16, "runtime_items_per_s": 1419.4, "bare_items_per_s": 1329.0,
