@@ -8,8 +8,8 @@ mod tests;
 use serde::Serialize;
 
 use crate::results::{
-    BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FeedMemory, FloorResult,
-    Percentiles, Pickup, RuntimeDoc, ServerMemory, Spam,
+    BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FeedMemory,
+    FloorResult, Percentiles, Pickup, RuntimeDoc, ServerMemory, Spam,
 };
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
@@ -516,23 +516,39 @@ fn delayed_rows(rows: &mut Vec<Row>, base: &BacklogSize, delayed: &BacklogSize) 
             .map_or_else(|| "n/a".to_owned(), |d| thousands(d as u64))
     );
     let against = format!("with {} queued alone", thousands(base.size));
-    let (bm, dm) = (&base.measured, &delayed.measured);
-    let note = trouble(&what, dm.errors, dm.ran_dry);
+    refill_rows(
+        rows,
+        "delayed",
+        &what,
+        &against,
+        (&delayed.measured, &base.measured),
+    );
+}
+
+/// A scenario's refill cycles/s and lease latency against its baseline's (`label: …` rows).
+fn refill_rows(
+    rows: &mut Vec<Row>,
+    label: &str,
+    what: &str,
+    against: &str,
+    (m, b): (&BacklogMeasured, &BacklogMeasured),
+) {
+    let note = trouble(what, m.errors, m.ran_dry);
     rows.push([
         format!(
-            "delayed: lease→complete→enqueue (refill) cycles/s, {} workers, {} s, {what}{note}",
-            dm.workers,
-            text(dm.seconds)
+            "{label}: lease→complete→enqueue (refill) cycles/s, {} workers, {} s, {what}{note}",
+            m.workers,
+            text(m.seconds)
         ),
-        num(dm.cycles_per_s),
-        format!("{} {against}", num(bm.cycles_per_s)),
-        ratio(dm.cycles_per_s, bm.cycles_per_s),
+        num(m.cycles_per_s),
+        format!("{} {against}", num(b.cycles_per_s)),
+        ratio(m.cycles_per_s, b.cycles_per_s),
     ]);
     rows.push([
-        format!("delayed: lease latency p50 / p99 ms in those cycles, {what}"),
-        pair(&dm.lease),
-        format!("{} {against}", pair(&bm.lease)),
-        p_ratio(&dm.lease, &bm.lease),
+        format!("{label}: lease latency p50 / p99 ms in those cycles, {what}"),
+        pair(&m.lease),
+        format!("{} {against}", pair(&b.lease)),
+        p_ratio(&m.lease, &b.lease),
     ]);
 }
 
@@ -568,23 +584,7 @@ fn history_rows(rows: &mut Vec<Row>, base: &BacklogSize, history: &BacklogSize) 
             p_ratio(h, b),
         ]);
     }
-    let note = trouble(&what, hm.errors, hm.ran_dry);
-    rows.push([
-        format!(
-            "history: lease→complete→enqueue (refill) cycles/s, {} workers, {} s, {what}{note}",
-            hm.workers,
-            text(hm.seconds)
-        ),
-        num(hm.cycles_per_s),
-        format!("{} {against}", num(bm.cycles_per_s)),
-        ratio(hm.cycles_per_s, bm.cycles_per_s),
-    ]);
-    rows.push([
-        format!("history: lease latency p50 / p99 ms in those cycles, {what}"),
-        pair(&hm.lease),
-        format!("{} {against}", pair(&bm.lease)),
-        p_ratio(&hm.lease, &bm.lease),
-    ]);
+    refill_rows(rows, "history", &what, &against, (hm, bm));
 }
 
 fn bloat_rows(rows: &mut Vec<Row>, bloat: &Bloat) {

@@ -182,6 +182,14 @@ fn a_worker_of_another_kind_may_not_lease_the_item() {
     assert_eq!(r, Err(SEXTANT_ON_TRAWL));
 }
 
+/// The state a transition was refused in, when it was refused as invalid from it.
+fn refused_from<T>(r: Result<T, TransitionError>) -> Option<ItemState> {
+    match r {
+        Err(TransitionError::InvalidTransition { from, .. }) => Some(from),
+        _ => None,
+    }
+}
+
 /// A sextant worker acting on a trawl item.
 const SEXTANT_ON_TRAWL: TransitionError = TransitionError::Forbidden {
     principal: Principal::Worker(Kind::Sextant),
@@ -469,13 +477,10 @@ fn parking_is_not_charged_as_an_attempt() {
 #[test]
 fn only_failed_and_parked_items_can_be_retried_and_retry_resets_attempts() {
     let mut item = queued();
-    assert!(matches!(
-        item.retry(Principal::Operator, T0),
-        Err(TransitionError::InvalidTransition {
-            from: ItemState::Queued,
-            ..
-        })
-    ));
+    assert_eq!(
+        refused_from(item.retry(Principal::Operator, T0)),
+        Some(ItemState::Queued)
+    );
     let rec = lease(&mut item, 1, T0);
     fail_as_trawl(&mut item, &rec, &json!({}), false, T0).unwrap();
     item.retry(Principal::Operator, T0).unwrap();
@@ -555,13 +560,10 @@ fn a_done_item_cannot_be_cancelled() {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
     item.complete(&rec, TRAWL, &json!({}), &[], T0).unwrap();
-    assert!(matches!(
-        item.cancel(Principal::Operator, "late", T0),
-        Err(TransitionError::InvalidTransition {
-            from: ItemState::Done,
-            ..
-        })
-    ));
+    assert_eq!(
+        refused_from(item.cancel(Principal::Operator, "late", T0)),
+        Some(ItemState::Done)
+    );
 }
 
 #[test]
@@ -703,13 +705,10 @@ fn replay_requeues_a_parked_item_keeping_priority_and_attempts() {
 #[test]
 fn only_parked_items_can_be_replayed() {
     let mut item = queued();
-    assert!(matches!(
-        item.replay(Principal::Shipkeeper, "sha256:x", T0),
-        Err(TransitionError::InvalidTransition {
-            from: ItemState::Queued,
-            ..
-        })
-    ));
+    assert_eq!(
+        refused_from(item.replay(Principal::Shipkeeper, "sha256:x", T0)),
+        Some(ItemState::Queued)
+    );
 }
 
 #[test]
