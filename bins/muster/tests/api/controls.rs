@@ -198,23 +198,29 @@ async fn a_cancel_racing_a_completion_lets_exactly_one_win() {
 async fn only_an_operator_cancels_and_a_reason_is_required() {
     let app = TestApp::spawn().await;
     let id = app.enqueue("trawl", "normal", json!({})).await;
-    app.post(
-        &format!("/v1/items/{id}/cancel"),
-        "conn",
-        json!({"reason": "r"}),
-    )
-    .await
-    .assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
-    app.post(&format!("/v1/items/{id}/cancel"), "operator", json!({}))
-        .await
-        .assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
-    app.post(
-        &format!("/v1/items/{id}/cancel"),
-        "operator",
-        json!({"reason": "  "}),
-    )
-    .await
-    .assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
+    let path = format!("/v1/items/{id}/cancel");
+    for (who, body, status, code) in [
+        (
+            "conn",
+            json!({"reason": "r"}),
+            StatusCode::FORBIDDEN,
+            "E_FORBIDDEN",
+        ),
+        (
+            "operator",
+            json!({}),
+            StatusCode::BAD_REQUEST,
+            "E_BAD_REQUEST",
+        ),
+        (
+            "operator",
+            json!({"reason": "  "}),
+            StatusCode::BAD_REQUEST,
+            "E_BAD_REQUEST",
+        ),
+    ] {
+        app.post(&path, who, body).await.assert_error(status, code);
+    }
     assert_eq!(app.item(&id).await["state"], "queued");
 }
 

@@ -16,6 +16,11 @@ fn lid(n: u128) -> LeaseId {
 }
 
 fn queued() -> Item {
+    enqueued(None).0
+}
+
+/// A trawl item enqueued at `T0` (with `not_before` if given): the item and its entry.
+fn enqueued(not_before: Option<OffsetDateTime>) -> (Item, SealedEntry) {
     Item::enqueue(
         id(1),
         Kind::Trawl,
@@ -23,9 +28,8 @@ fn queued() -> Item {
         Principal::Operator,
         T0,
         None,
-        None,
+        not_before,
     )
-    .0
 }
 
 /// Leases `item` and returns the lease record as Logbook would keep it.
@@ -741,23 +745,10 @@ fn park_and_replay_charges_the_attempt_and_requeues() {
     assert_eq!(events(&entries), ["parked", "replayed"]);
 }
 
-/// A trawl item enqueued at `T0` with `not_before`: the item and its entry.
-fn enqueued_with_not_before(not_before: OffsetDateTime) -> (Item, SealedEntry) {
-    Item::enqueue(
-        id(1),
-        Kind::Trawl,
-        Priority::Normal,
-        Principal::Operator,
-        T0,
-        None,
-        Some(not_before),
-    )
-}
-
 #[test]
 fn a_delayed_item_is_not_leasable_before_its_not_before() {
     let later = T0 + Duration::seconds(60);
-    let (item, _) = enqueued_with_not_before(later);
+    let (item, _) = enqueued(Some(later));
     assert!(!item.is_leasable(later - Duration::seconds(1)));
     assert!(item.is_leasable(later));
 }
@@ -765,13 +756,13 @@ fn a_delayed_item_is_not_leasable_before_its_not_before() {
 #[test]
 fn a_delayed_item_takes_its_place_in_line_at_its_not_before() {
     let later = T0 + Duration::seconds(60);
-    let (item, _) = enqueued_with_not_before(later);
+    let (item, _) = enqueued(Some(later));
     assert_eq!(item.place_in_line(T0), later);
 }
 
 #[test]
 fn a_not_before_in_the_past_is_no_delay_and_no_place_ahead_in_line() {
-    let (item, entry) = enqueued_with_not_before(T0 - Duration::hours(1));
+    let (item, entry) = enqueued(Some(T0 - Duration::hours(1)));
     assert_eq!(item.not_before, None);
     assert_eq!(item.place_in_line(T0), T0);
     assert!(!entry.entry.data.contains("not_before"));
@@ -780,7 +771,7 @@ fn a_not_before_in_the_past_is_no_delay_and_no_place_ahead_in_line() {
 #[test]
 fn a_delayed_items_enqueue_entry_records_its_not_before() {
     let later = T0 + Duration::seconds(60);
-    let (_, entry) = enqueued_with_not_before(later);
+    let (_, entry) = enqueued(Some(later));
     let data: Value = serde_json::from_str(&entry.entry.data).unwrap();
     assert_eq!(
         data["not_before"],
