@@ -7,10 +7,30 @@ use muster_app::views::EditView;
 use muster_domain::edit::{Edit, EditId, EditState};
 use muster_ledger::ChainHead;
 use time::OffsetDateTime;
+use tokio_postgres::types::ToSql;
 
 use super::PgLogbook;
 use super::rows::internal;
 use super::tx::PgTx;
+
+impl PgTx {
+    /// Writes an edit's state and chain head (`$1` id, `$2` state, `$3` time, `$4` chain length,
+    /// `$5` chain head), then `extra` as `$6`….
+    async fn write_edit(
+        &mut self,
+        sql: &str,
+        edit: &Edit,
+        at: OffsetDateTime,
+        extra: &[&(dyn ToSql + Sync)],
+    ) -> Result<(), StoreError> {
+        let state = edit.state.as_str();
+        let len = edit.chain.len as i64;
+        let head = edit.chain.hash.as_slice();
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&edit.id.0, &state, &at, &len, &head];
+        params.extend_from_slice(extra);
+        self.execute(sql, &params).await
+    }
+}
 
 #[async_trait]
 impl IntakeStore for PgTx {
@@ -70,21 +90,9 @@ impl IntakeStore for PgTx {
         body: &str,
         at: OffsetDateTime,
     ) -> Result<(), StoreError> {
-        self.execute(
-            include_str!("sql/insert_edit.sql"),
-            &[
-                &edit.id.0,
-                &edit.target,
-                &edit.owner,
-                &body,
-                &edit.state.as_str(),
-                &at,
-                &(edit.chain.len as i64),
-                &edit.chain.hash.as_slice(),
-            ],
-        )
-        .await?;
-        Ok(())
+        let extra: [&(dyn ToSql + Sync); 3] = [&edit.target, &edit.owner, &body];
+        self.write_edit(include_str!("sql/insert_edit.sql"), edit, at, &extra)
+            .await
     }
 
     async fn lock_edit(&mut self, id: EditId) -> Result<Option<Edit>, StoreError> {
@@ -111,18 +119,8 @@ impl IntakeStore for PgTx {
     }
 
     async fn save_edit(&mut self, edit: &Edit, at: OffsetDateTime) -> Result<(), StoreError> {
-        self.execute(
-            include_str!("sql/save_edit.sql"),
-            &[
-                &edit.id.0,
-                &edit.state.as_str(),
-                &at,
-                &(edit.chain.len as i64),
-                &edit.chain.hash.as_slice(),
-            ],
-        )
-        .await?;
-        Ok(())
+        self.write_edit(include_str!("sql/save_edit.sql"), edit, at, &[])
+            .await
     }
 }
 

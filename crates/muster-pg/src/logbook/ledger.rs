@@ -16,9 +16,7 @@ impl LedgerAppend for PgTx {
         }
         let params = ledger_params(entries);
         let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p.as_ref() as _).collect();
-        let rows = self
-            .query(include_str!("sql/ledger_append.sql"), &refs)
-            .await?;
+        let rows = self.query(LEDGER_APPEND, &refs).await?;
         let seqs: std::collections::HashMap<(&str, &str, i64), i64> = rows
             .iter()
             .map(|r| ((r.get(1), r.get(2), r.get(3)), r.get(0)))
@@ -40,10 +38,16 @@ impl LedgerAppend for PgTx {
 }
 
 /// Inserts the rows of [`ledger_params`] in their order, with each item's kind and priority for
-/// the live feed (`sql/ledger_append.sql` is the same, answering their sequence numbers).
+/// the live feed.
 pub(super) const LEDGER_INSERT: &str = include_str!("sql/ledger_insert.sql");
 
-/// The thirteen column arrays of [`LEDGER_INSERT`] and `sql/ledger_append.sql`.
+/// [`LEDGER_INSERT`], answering each entry's sequence number.
+const LEDGER_APPEND: &str = concat!(
+    include_str!("sql/ledger_insert.sql"),
+    "RETURNING seq, subject_type, subject_id, subject_seq\n"
+);
+
+/// The thirteen column arrays of [`LEDGER_INSERT`] and [`LEDGER_APPEND`].
 pub(super) fn ledger_params(entries: &[SealedEntry]) -> Vec<Param> {
     let column = |f: &dyn Fn(&SealedEntry) -> Option<String>| -> Param {
         Box::new(entries.iter().map(f).collect::<Vec<Option<String>>>())
