@@ -172,6 +172,18 @@ pub enum ChainError {
     },
     #[error("subject {subject}: the stored text is not the one its `submitted` entry records")]
     BodyChanged { subject: String },
+    #[error(
+        "checkpoint {to}: entry {seq} is out of sequence for the entries after checkpoint {from} up to {to}"
+    )]
+    CheckpointOrder { seq: u64, from: u64, to: u64 },
+    #[error(
+        "checkpoint {seq} no longer matches the ledger: its digest is {recorded} but the entries up to it fold to {found} (entries up to {seq} were changed, removed or added)"
+    )]
+    CheckpointMismatch {
+        seq: u64,
+        recorded: String,
+        found: String,
+    },
     #[error("subject {subject}: no ledger chain at all")]
     NoChain { subject: String },
     #[error(
@@ -195,8 +207,97 @@ impl ChainError {
             ChainError::HeadMismatch { .. } => "E_LEDGER_HEAD",
             ChainError::BodyChanged { .. } => "E_LEDGER_BODY",
             ChainError::NoChain { .. } => "E_LEDGER_NO_CHAIN",
+            ChainError::CheckpointOrder { .. } => "E_LEDGER_CHECKPOINT_ORDER",
+            ChainError::CheckpointMismatch { .. } => "E_LEDGER_CHECKPOINT",
             ChainError::DigestMismatch { .. } => "E_LEDGER_DIGEST",
         }
+    }
+}
+
+/// One subject's chain checked entry by entry as the entries arrive, from its start or from
+/// a known head part way along it: only the head is held, whatever the chain's length.
+#[derive(Debug, Clone)]
+pub struct ChainWalk {
+    subject_type: String,
+    subject_id: String,
+    head: ChainHead,
+}
+
+impl ChainWalk {
+    /// A walk from the chain's first entry.
+    pub fn from_start(subject_type: &str, subject_id: &str) -> Self {
+        Self::after(subject_type, subject_id, ChainHead::genesis())
+    }
+
+    /// A walk whose next entry must follow `head` (an entry already trusted, e.g. one a
+    /// checkpoint covers).
+    pub fn after(subject_type: &str, subject_id: &str, head: ChainHead) -> Self {
+        Self {
+            subject_type: subject_type.to_owned(),
+            subject_id: subject_id.to_owned(),
+            head,
+        }
+    }
+
+    /// `type:id`.
+    pub fn subject(&self) -> String {
+        format!("{}:{}", self.subject_type, self.subject_id)
+    }
+
+    /// Whether `entry` belongs to this walk's subject.
+    pub fn is_of(&self, subject_type: &str, subject_id: &str) -> bool {
+        self.subject_type == subject_type && self.subject_id == subject_id
+    }
+
+    /// The head after the entries pushed so far.
+    pub fn head(&self) -> ChainHead {
+        self.head
+    }
+
+    /// Checks that `e` is the next entry of the chain and moves the head to it.
+    pub fn push(&mut self, e: &SealedEntry) -> Result<(), ChainError> {
+        if !self.is_of(&e.entry.subject_type, &e.entry.subject_id) {
+            return Err(ChainError::ForeignEntry {
+                subject: self.subject(),
+                seq: e.subject_seq,
+            });
+        }
+        if e.subject_seq != self.head.len + 1 {
+            return Err(ChainError::Sequence {
+                subject: self.subject(),
+                expected_prev: self.head.len,
+                found: e.subject_seq,
+            });
+        }
+        if e.prev_hash != self.head.hash {
+            return Err(ChainError::Link {
+                subject: self.subject(),
+                seq: e.subject_seq,
+            });
+        }
+        if entry_hash(&e.prev_hash, e.subject_seq, &e.entry) != e.hash {
+            return Err(ChainError::Tampered {
+                subject: self.subject(),
+                seq: e.subject_seq,
+            });
+        }
+        self.head = ChainHead {
+            len: e.subject_seq,
+            hash: e.hash,
+        };
+        Ok(())
+    }
+
+    /// Checks that the chain ends where the subject's row says it does.
+    pub fn finish_against(&self, recorded: ChainHead) -> Result<(), ChainError> {
+        if self.head != recorded {
+            return Err(ChainError::HeadMismatch {
+                subject: self.subject(),
+                expected: recorded.len,
+                found: self.head.len,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -206,40 +307,11 @@ pub fn verify_chain<'a>(
     subject_id: &str,
     entries: impl IntoIterator<Item = &'a SealedEntry>,
 ) -> Result<ChainHead, ChainError> {
-    let subject = format!("{subject_type}:{subject_id}");
-    let mut head = ChainHead::genesis();
+    let mut walk = ChainWalk::from_start(subject_type, subject_id);
     for e in entries {
-        if e.entry.subject_type != subject_type || e.entry.subject_id != subject_id {
-            return Err(ChainError::ForeignEntry {
-                subject,
-                seq: e.subject_seq,
-            });
-        }
-        if e.subject_seq != head.len + 1 {
-            return Err(ChainError::Sequence {
-                subject,
-                expected_prev: head.len,
-                found: e.subject_seq,
-            });
-        }
-        if e.prev_hash != head.hash {
-            return Err(ChainError::Link {
-                subject,
-                seq: e.subject_seq,
-            });
-        }
-        if entry_hash(&e.prev_hash, e.subject_seq, &e.entry) != e.hash {
-            return Err(ChainError::Tampered {
-                subject,
-                seq: e.subject_seq,
-            });
-        }
-        head = ChainHead {
-            len: e.subject_seq,
-            hash: e.hash,
-        };
+        walk.push(e)?;
     }
-    Ok(head)
+    Ok(walk.head())
 }
 
 /// Verifies a chain and that it ends where the subject says it does.
@@ -249,15 +321,11 @@ pub fn verify_against_head<'a>(
     entries: impl IntoIterator<Item = &'a SealedEntry>,
     recorded: ChainHead,
 ) -> Result<(), ChainError> {
-    let found = verify_chain(subject_type, subject_id, entries)?;
-    if found != recorded {
-        return Err(ChainError::HeadMismatch {
-            subject: format!("{subject_type}:{subject_id}"),
-            expected: recorded.len,
-            found: found.len,
-        });
+    let mut walk = ChainWalk::from_start(subject_type, subject_id);
+    for e in entries {
+        walk.push(e)?;
     }
-    Ok(())
+    walk.finish_against(recorded)
 }
 
 /// Domain separation for [`heads_digest`].
@@ -276,17 +344,118 @@ pub fn heads_digest<'a>(
     heads.sort_unstable_by(|a, b| {
         (a.0.as_bytes(), a.1.as_bytes()).cmp(&(b.0.as_bytes(), b.1.as_bytes()))
     });
-    let mut h = blake3::Hasher::new();
-    put_bytes(&mut h, HEADS_TAG);
-    h.update(&at.to_be_bytes());
-    h.update(&(heads.len() as u64).to_be_bytes());
+    let mut digest = HeadsDigest::new(at, heads.len() as u64);
     for (subject_type, subject_id, head) in heads {
-        put_bytes(&mut h, subject_type.as_bytes());
-        put_bytes(&mut h, subject_id.as_bytes());
-        h.update(&head.len.to_be_bytes());
-        h.update(&head.hash);
+        digest.push(subject_type, subject_id, head);
     }
-    *h.finalize().as_bytes()
+    digest.finish()
+}
+
+/// [`heads_digest`] taken as the heads arrive, for a caller that streams them already in
+/// byte order of (type, id) and knows their number beforehand: memory stays constant.
+pub struct HeadsDigest {
+    hasher: blake3::Hasher,
+}
+
+impl HeadsDigest {
+    pub fn new(at: u64, subjects: u64) -> Self {
+        let mut hasher = blake3::Hasher::new();
+        put_bytes(&mut hasher, HEADS_TAG);
+        hasher.update(&at.to_be_bytes());
+        hasher.update(&subjects.to_be_bytes());
+        Self { hasher }
+    }
+
+    pub fn push(&mut self, subject_type: &str, subject_id: &str, head: ChainHead) {
+        put_bytes(&mut self.hasher, subject_type.as_bytes());
+        put_bytes(&mut self.hasher, subject_id.as_bytes());
+        self.hasher.update(&head.len.to_be_bytes());
+        self.hasher.update(&head.hash);
+    }
+
+    pub fn finish(&self) -> Hash {
+        *self.hasher.finalize().as_bytes()
+    }
+}
+
+/// Domain separation for checkpoint digests.
+const CHECKPOINT_TAG: &[u8] = b"muster-ledger-checkpoint-v1";
+
+/// A point of the whole ledger: its sequence `seq` and a digest that commits to every entry
+/// at or below it. Checkpoints form a chain of their own: each digest folds the previous
+/// checkpoint's digest with the entries after it (see [`CheckpointFold`]), so one checkpoint
+/// commits to the whole ledger up to it, and the entries after it verify from it alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub seq: u64,
+    pub digest: Hash,
+}
+
+impl Checkpoint {
+    /// Where the first checkpoint folds from: before entry 1, digest all zeros.
+    pub const ORIGIN: Checkpoint = Checkpoint {
+        seq: 0,
+        digest: [0u8; 32],
+    };
+}
+
+/// The next checkpoint's digest, folded from the previous checkpoint and every ledger entry
+/// after it up to the new sequence, in sequence order:
+/// `BLAKE3(tag, prev.digest, prev.seq, seq, then for each entry its seq and its hash)`.
+/// An entry's own hash already commits to its subject, position in its chain and contents;
+/// its ledger sequence pins its place in the whole ledger.
+pub struct CheckpointFold {
+    hasher: blake3::Hasher,
+    prev: Checkpoint,
+    seq: u64,
+    last: u64,
+    entries: u64,
+}
+
+impl CheckpointFold {
+    pub fn new(prev: Checkpoint, seq: u64) -> Self {
+        let mut hasher = blake3::Hasher::new();
+        put_bytes(&mut hasher, CHECKPOINT_TAG);
+        hasher.update(&prev.digest);
+        hasher.update(&prev.seq.to_be_bytes());
+        hasher.update(&seq.to_be_bytes());
+        Self {
+            hasher,
+            prev,
+            seq,
+            last: prev.seq,
+            entries: 0,
+        }
+    }
+
+    /// Folds in the entry at ledger sequence `seq` with hash `hash`; entries come in
+    /// ascending sequence, each after the previous checkpoint and at most the new one.
+    pub fn push(&mut self, seq: u64, hash: &Hash) -> Result<(), ChainError> {
+        if seq <= self.last || seq > self.seq {
+            return Err(ChainError::CheckpointOrder {
+                seq,
+                from: self.prev.seq,
+                to: self.seq,
+            });
+        }
+        self.hasher.update(&seq.to_be_bytes());
+        self.hasher.update(hash);
+        self.last = seq;
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// Entries folded so far.
+    pub fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    pub fn finish(&self) -> Checkpoint {
+        Checkpoint {
+            seq: self.seq,
+            digest: *self.hasher.finalize().as_bytes(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -177,3 +177,90 @@ fn the_sequence_the_digest_is_taken_at_is_part_of_it() {
         heads_digest(8, [("item", "a", head(2, 1))])
     );
 }
+
+#[test]
+fn a_walk_from_a_trusted_head_verifies_the_rest_of_the_chain() {
+    let chain = chain_of(4);
+    let mut walk = ChainWalk::after(
+        "item",
+        ID,
+        ChainHead {
+            len: 2,
+            hash: chain[1].hash,
+        },
+    );
+    for e in &chain[2..] {
+        walk.push(e).expect("links");
+    }
+    assert_eq!(walk.head().len, 4);
+}
+
+#[test]
+fn a_walk_from_a_head_the_next_entry_does_not_link_to_is_refused() {
+    let chain = chain_of(3);
+    let mut walk = ChainWalk::after(
+        "item",
+        ID,
+        ChainHead {
+            len: 1,
+            hash: [9; 32],
+        },
+    );
+    assert_eq!(
+        walk.push(&chain[1]),
+        Err(ChainError::Link {
+            subject: format!("item:{ID}"),
+            seq: 2
+        })
+    );
+}
+
+fn fold(prev: Checkpoint, seq: u64, entries: &[(u64, Hash)]) -> Checkpoint {
+    let mut fold = CheckpointFold::new(prev, seq);
+    for (s, h) in entries {
+        fold.push(*s, h).expect("in order");
+    }
+    fold.finish()
+}
+
+#[test]
+fn a_checkpoint_commits_to_every_entry_it_folds() {
+    let entries = [(1, [1; 32]), (2, [2; 32]), (4, [4; 32])];
+    let whole = fold(Checkpoint::ORIGIN, 4, &entries);
+    let altered = fold(
+        Checkpoint::ORIGIN,
+        4,
+        &[(1, [1; 32]), (2, [7; 32]), (4, [4; 32])],
+    );
+    let removed = fold(Checkpoint::ORIGIN, 4, &[(1, [1; 32]), (4, [4; 32])]);
+    assert_ne!(whole.digest, altered.digest);
+    assert_ne!(whole.digest, removed.digest);
+    assert_eq!(whole, fold(Checkpoint::ORIGIN, 4, &entries));
+}
+
+#[test]
+fn a_checkpoint_commits_to_the_one_before_it() {
+    let first = fold(Checkpoint::ORIGIN, 2, &[(1, [1; 32]), (2, [2; 32])]);
+    let forged_first = fold(Checkpoint::ORIGIN, 2, &[(1, [1; 32]), (2, [3; 32])]);
+    assert_ne!(
+        fold(first, 3, &[(3, [3; 32])]).digest,
+        fold(forged_first, 3, &[(3, [3; 32])]).digest
+    );
+}
+
+#[test]
+fn a_checkpoint_refuses_entries_outside_its_range_or_order() {
+    let prev = Checkpoint {
+        seq: 10,
+        digest: [0; 32],
+    };
+    let mut fold = CheckpointFold::new(prev, 20);
+    assert_eq!(
+        fold.push(10, &[0; 32]).map_err(|e| e.code()),
+        Err("E_LEDGER_CHECKPOINT_ORDER")
+    );
+    assert!(fold.push(12, &[0; 32]).is_ok());
+    assert!(fold.push(12, &[0; 32]).is_err());
+    assert!(fold.push(21, &[0; 32]).is_err());
+    assert_eq!(fold.entries(), 1);
+}
