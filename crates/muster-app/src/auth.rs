@@ -6,6 +6,7 @@
 //! ServiceAccount tokens through another implementation of [`Authenticator`].
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 
 use async_trait::async_trait;
 use muster_domain::Principal;
@@ -71,6 +72,38 @@ pub enum AuthError {
 #[async_trait]
 pub trait Authenticator: Send + Sync {
     async fn authenticate(&self, token: &str) -> Result<Option<Principal>, AuthError>;
+
+    /// [`authenticate`](Self::authenticate) for a call from `peer` (the connection's remote
+    /// address; `None` when unknown), so that an authenticator can ration its work per peer.
+    async fn authenticate_from(
+        &self,
+        token: &str,
+        _peer: Option<IpAddr>,
+    ) -> Result<Option<Principal>, AuthError> {
+        self.authenticate(token).await
+    }
+
+    /// The figures of an authenticator that asks a remote authority, for the metrics.
+    fn figures(&self) -> Option<ReviewFigures> {
+        None
+    }
+}
+
+/// What an authenticator that asks a remote authority (TokenReview) has done so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReviewFigures {
+    /// Reviews sent, by class (`known`: a token with a positive answer, re-reviewed;
+    /// `unknown`) and outcome (`positive`, `negative`, `unavailable`).
+    pub reviews: Vec<(&'static str, &'static str, u64)>,
+    /// Reviews of unknown tokens refused unsent, by reason (`peer_rate`, `global_rate`,
+    /// `queue`).
+    pub rejected: Vec<(&'static str, u64)>,
+    /// Calls let in on a positive answer past its time to live (the authority slow or down).
+    pub served_stale: u64,
+    /// Reviews of known tokens started ahead of their answer's expiry.
+    pub refreshes: u64,
+    /// Reviews under way now.
+    pub in_flight: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

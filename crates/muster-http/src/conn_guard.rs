@@ -7,6 +7,7 @@
 use std::convert::Infallible;
 use std::fmt::Display;
 use std::future::Future;
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
@@ -19,6 +20,7 @@ use hyper::body::Incoming;
 use tokio::time::Instant;
 use tower_service::Service;
 
+use crate::extract::Peer;
 use crate::watched_body::{Watch, watched};
 
 /// How long a connection may go without a request.
@@ -96,11 +98,17 @@ impl Drop for Open {
 pub(crate) struct Tracked {
     router: Router,
     activity: Arc<Activity>,
+    /// The connection's remote address, handed to each request as [`Peer`].
+    peer: IpAddr,
 }
 
 impl Tracked {
-    pub(crate) fn new(router: Router, activity: Arc<Activity>) -> Self {
-        Tracked { router, activity }
+    pub(crate) fn new(router: Router, activity: Arc<Activity>, peer: IpAddr) -> Self {
+        Tracked {
+            router,
+            activity,
+            peer,
+        }
     }
 }
 
@@ -113,7 +121,8 @@ impl Service<Request<Incoming>> for Tracked {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<Incoming>) -> Self::Future {
+    fn call(&mut self, mut req: Request<Incoming>) -> Self::Future {
+        req.extensions_mut().insert(Peer(self.peer));
         let open = self.activity.open();
         let answer = self.router.call(req);
         Box::pin(async move {

@@ -33,13 +33,19 @@ impl FromRequestParts<AppState> for Caller {
             return Ok(Caller(*p));
         }
         let token = bearer(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
-        match state.auth.authenticate(token).await {
+        let peer = parts.extensions.get::<Peer>().map(|p| p.0);
+        match state.auth.authenticate_from(token, peer).await {
             Ok(Some(p)) => Ok(Caller(p)),
             Ok(None) => Err(ApiError::unauthenticated()),
             Err(AuthError::Unavailable) => Err(ApiError::unavailable()),
         }
     }
 }
+
+/// The remote address of the request's connection (set by the server on every request); for
+/// admission only, never logged.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Peer(pub(crate) std::net::IpAddr);
 
 /// The bearer token of `Authorization`, if there is one.
 pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {

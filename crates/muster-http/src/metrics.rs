@@ -14,6 +14,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use muster_app::auth::ReviewFigures;
 use muster_app::feed::Depth;
 use muster_app::ports::PoolStatus;
 use muster_domain::Kind;
@@ -301,6 +302,8 @@ pub(crate) struct Snapshot {
     /// TokenReviews sent, and those that got no answer from the API server (0 with a token
     /// file).
     pub(crate) tokenreviews: (u64, u64),
+    /// The TokenReview admission's figures (`None` with a token file).
+    pub(crate) review_figures: Option<ReviewFigures>,
 }
 
 fn kind_label(k: Kind) -> Labels {
@@ -429,6 +432,9 @@ impl Collector for Snapshot {
             let m = ConstCounter::new(value);
             m.encode(encoder.encode_descriptor(name, help, None, m.metric_type())?)?;
         }
+        if let Some(figures) = &self.review_figures {
+            encode_review_figures(&mut encoder, figures)?;
+        }
         let gauges: [(&str, &str, i64); 7] = [
             (
                 "muster_ready",
@@ -472,6 +478,63 @@ impl Collector for Snapshot {
         }
         Ok(())
     }
+}
+
+/// The TokenReview admission's counters and in-flight gauge.
+fn encode_review_figures(
+    encoder: &mut DescriptorEncoder,
+    f: &ReviewFigures,
+) -> Result<(), std::fmt::Error> {
+    use prometheus_client::metrics::MetricType::{Counter, Gauge};
+    let reviews = f.reviews.iter().map(|&(class, outcome, n)| {
+        let labels = vec![("class", class.to_owned()), ("outcome", outcome.to_owned())];
+        (labels, ConstCounter::new(n))
+    });
+    family(
+        encoder,
+        "muster_tokenreview_answers",
+        "TokenReviews sent, by class (known: a token with a positive answer, re-reviewed; unknown) and outcome (positive, negative, unavailable)",
+        Counter,
+        reviews,
+    )?;
+    let rejected = f
+        .rejected
+        .iter()
+        .map(|&(reason, n)| (vec![("reason", reason.to_owned())], ConstCounter::new(n)));
+    family(
+        encoder,
+        "muster_tokenreview_rejected",
+        "Reviews of unknown tokens refused unsent with 503, by reason (peer_rate, global_rate, queue)",
+        Counter,
+        rejected,
+    )?;
+    for (name, help, n) in [
+        (
+            "muster_tokenreview_served_stale",
+            "Calls let in on a positive answer past its time to live while the API server was slow or down",
+            f.served_stale,
+        ),
+        (
+            "muster_tokenreview_refreshes",
+            "Reviews of known tokens started ahead of their answer's expiry",
+            f.refreshes,
+        ),
+    ] {
+        family(
+            encoder,
+            name,
+            help,
+            Counter,
+            [(Labels::new(), ConstCounter::new(n))],
+        )?;
+    }
+    family(
+        encoder,
+        "muster_tokenreview_in_flight",
+        "TokenReviews under way now",
+        Gauge,
+        [(Labels::new(), ConstGauge::new(f.in_flight as i64))],
+    )
 }
 
 /// The exposition of one scrape: the transport's own metrics and the figures in `snapshot`.

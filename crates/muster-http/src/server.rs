@@ -159,7 +159,7 @@ pub async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let (stream, _peer) = match accepted {
+                let (stream, peer) = match accepted {
                     Ok(a) => a,
                     Err(e) => {
                         // Out of file descriptors and the like: back off instead of spinning.
@@ -176,7 +176,7 @@ pub async fn serve(
                 };
                 let _ = stream.set_nodelay(true);
                 let activity = Activity::new();
-                let svc = TowerToHyperService::new(Tracked::new(router.clone(), activity.clone()));
+                let svc = TowerToHyperService::new(Tracked::new(router.clone(), activity.clone(), peer.ip()));
                 let conn = builder.serve_connection_with_upgrades(
                     TokioIo::new(WriteStall::new(stream, settings.write_stall)),
                     svc,

@@ -215,6 +215,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
             .as_ref()
             .map(|api| api.state() == DependencyState::Reachable),
         tokenreviews: s.tokenreviews.get(),
+        review_figures: s.auth.figures(),
     };
     metrics::exposition(&s.http_metrics, &s.body_budget.refused, snapshot)
 }
