@@ -18,7 +18,7 @@ use muster_domain::feed::{Cursor, Depths, FeedRow};
 use muster_domain::{ItemState, Kind, Priority};
 use serde::Serialize;
 use time::OffsetDateTime;
-use tokio::sync::broadcast;
+use tokio::sync::{Semaphore, broadcast};
 
 use crate::AppError;
 use crate::ports::{Clock, FeedSource, HealthLog, Jitter, LedgerEvent};
@@ -29,6 +29,7 @@ mod frame;
 mod subscription;
 
 pub use frame::Frame;
+use subscription::Replay;
 pub use subscription::{End, Subscription};
 
 /// Tuning of the feed.
@@ -54,6 +55,14 @@ pub struct FeedSettings {
     pub coalesce_wait: Duration,
     /// Most bytes a subscriber gathers into one write (a single larger event still goes whole).
     pub coalesce_bytes: usize,
+    /// Subscribers at once; one more is refused `Unavailable` (the memory budget's share for
+    /// subscribers, see docs/operations.md "Memory").
+    pub max_subscribers: usize,
+    /// Resumes (Last-Event-ID replays) in progress at once; one more is refused `Unavailable`.
+    pub max_replays: usize,
+    /// A replay is read and sent this many ledger sequences at a time: a subscriber holds at
+    /// most one page of its replay.
+    pub replay_page: i64,
 }
 
 impl Default for FeedSettings {
@@ -67,6 +76,9 @@ impl Default for FeedSettings {
             read_spacing: Duration::from_millis(5),
             coalesce_wait: Duration::from_millis(100),
             coalesce_bytes: 32 * 1024,
+            max_subscribers: 1024,
+            max_replays: 16,
+            replay_page: 256,
         }
     }
 }
@@ -176,6 +188,10 @@ pub struct FeedParts {
 
 struct Inner {
     parts: FeedParts,
+    /// One permit per subscriber ([`FeedSettings::max_subscribers`]).
+    subscribers: Arc<Semaphore>,
+    /// One permit per replay in progress ([`FeedSettings::max_replays`]).
+    replays: Arc<Semaphore>,
     tx: broadcast::Sender<Frame>,
     state: Mutex<State>,
     started: tokio::sync::watch::Sender<bool>,
@@ -206,8 +222,12 @@ fn read_backoff(poll: Duration, failures: u32) -> Duration {
 impl Feed {
     pub fn new(parts: FeedParts) -> Self {
         let (tx, _) = broadcast::channel(parts.settings.buffer.max(1));
+        let subscribers = Arc::new(Semaphore::new(parts.settings.max_subscribers));
+        let replays = Arc::new(Semaphore::new(parts.settings.max_replays));
         Feed {
             inner: Arc::new(Inner {
+                subscribers,
+                replays,
                 parts,
                 tx,
                 state: Mutex::new(State {
@@ -447,9 +467,18 @@ impl Feed {
         }
     }
 
-    /// Subscribes; with `last_event_id`, first replays every transition after it.
+    /// Subscribes; with `last_event_id`, first replays every transition after it, one page
+    /// ([`FeedSettings::replay_page`]) at a time as the subscriber takes them. Over the
+    /// subscriber cap, or over the replay cap with a replay to send: `Unavailable`.
     pub async fn subscribe(&self, last_event_id: Option<i64>) -> Result<Subscription, AppError> {
         self.wait_started().await?;
+        let Ok(admitted) = Arc::clone(&self.inner.subscribers).try_acquire_owned() else {
+            tracing::info!(
+                max_subscribers = self.inner.parts.settings.max_subscribers,
+                "live feed subscriber refused: the subscriber cap is reached"
+            );
+            return Err(AppError::Unavailable);
+        };
         let rx = self.inner.tx.subscribe();
         let (position, queues) = {
             let st = self.state();
@@ -466,6 +495,7 @@ impl Feed {
         };
         first.extend(health.into_iter().map(FeedEvent::Health));
         let mut skip_through = position;
+        let mut replay = None;
         if let Some(last) = last_event_id {
             let newest = self.inner.parts.source.newest_seq().await?;
             if last > newest || last < 0 {
@@ -479,11 +509,18 @@ impl Feed {
                     ),
                 });
             } else if last < position {
-                let backlog = self.inner.parts.source.backlog(last, position).await?;
-                first.extend(backlog.into_iter().map(|e| match kind_event(&e) {
-                    Some(k) => FeedEvent::Kind(k),
-                    None => FeedEvent::Transition(transition(e)),
-                }));
+                let Ok(permit) = Arc::clone(&self.inner.replays).try_acquire_owned() else {
+                    tracing::info!(
+                        max_replays = self.inner.parts.settings.max_replays,
+                        "live feed resume refused: the replay cap is reached"
+                    );
+                    return Err(AppError::Unavailable);
+                };
+                replay = Some(Replay {
+                    after: last,
+                    through: position,
+                    _permit: permit,
+                });
             } else {
                 // This replica has not published `last` yet: skip up to it.
                 skip_through = last;
@@ -492,6 +529,7 @@ impl Feed {
         first.reverse();
         Ok(Subscription {
             first,
+            replay,
             rx,
             skip_through,
             feed: self.clone(),
@@ -502,7 +540,20 @@ impl Feed {
             retry_ms: self.retry_ms(),
             ended: None,
             last_write: None,
+            _admitted: admitted,
         })
+    }
+
+    /// The events of the replay page after `after`, through `through` at most.
+    async fn replay_page(&self, after: i64, through: i64) -> Result<Vec<FeedEvent>, AppError> {
+        let page = self.inner.parts.source.backlog(after, through).await?;
+        Ok(page
+            .into_iter()
+            .map(|e| match kind_event(&e) {
+                Some(k) => FeedEvent::Kind(k),
+                None => FeedEvent::Transition(transition(e)),
+            })
+            .collect())
     }
 }
 

@@ -1,9 +1,9 @@
-//! One subscriber's stream: the events of its connect (encoded for it alone), then the shared
-//! frames of the broadcast, written in coalesced chunks.
+//! One subscriber's stream: the events of its connect (encoded for it alone), its replay read
+//! one page at a time, then the shared frames of the broadcast, written in coalesced chunks.
 
 use bytes::{Bytes, BytesMut};
-use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::sync::{OwnedSemaphorePermit, broadcast};
 
 use super::{Feed, FeedEvent, Frame};
 
@@ -15,12 +15,24 @@ pub enum End {
     TooSlow,
     /// The server is shutting down; the final event (`shutdown`) was sent.
     Shutdown,
+    /// A page of the replay could not be read: the subscriber resumes with Last-Event-ID.
+    Unavailable,
+}
+
+/// The part of a replay not read yet: the ledger sequences after `after`, through `through`.
+pub(super) struct Replay {
+    pub(super) after: i64,
+    pub(super) through: i64,
+    /// The replay's place under the feed's replay cap, given back when the replay is sent.
+    pub(super) _permit: OwnedSemaphorePermit,
 }
 
 /// One subscriber's stream of events.
 pub struct Subscription {
-    /// Events of the connect (snapshot, replay, reset), last first.
+    /// Events of the connect (snapshot, reset) or of the current replay page, last first.
     pub(super) first: Vec<FeedEvent>,
+    /// The replay still to read, page by page, once `first` is sent.
+    pub(super) replay: Option<Replay>,
     pub(super) rx: broadcast::Receiver<Frame>,
     pub(super) skip_through: i64,
     pub(super) feed: Feed,
@@ -32,6 +44,8 @@ pub struct Subscription {
     /// read more than `coalesce_bytes` per `coalesce_wait`, and a fast reader of a busy feed
     /// would fall behind the buffer and be cut loose).
     pub(super) last_write: Option<tokio::time::Instant>,
+    /// The subscriber's place under the feed's subscriber cap.
+    pub(super) _admitted: OwnedSemaphorePermit,
 }
 
 debug_showing!(Subscription, skip_through = skip_through);
@@ -54,6 +68,12 @@ impl Subscription {
         }
         if let Some(e) = self.first.pop() {
             return Ok(Frame::encode(e));
+        }
+        while self.first.is_empty() && self.replay.is_some() {
+            self.read_replay_page().await?;
+            if let Some(e) = self.first.pop() {
+                return Ok(Frame::encode(e));
+            }
         }
         let signal = self.feed.inner.parts.signal.clone();
         loop {
@@ -86,6 +106,10 @@ impl Subscription {
         }
         if let Some(e) = self.first.pop() {
             return Some(Frame::encode(e));
+        }
+        // The next replay page is read by the next wait, before any live frame.
+        if self.replay.is_some() {
+            return None;
         }
         if self.feed.inner.parts.signal.is_shut_down() {
             return Some(self.shutdown());
@@ -123,7 +147,8 @@ impl Subscription {
     async fn gather(&mut self) -> Result<Bytes, End> {
         let settings = &self.feed.inner.parts.settings;
         let (max, wait) = (settings.coalesce_bytes, settings.coalesce_wait);
-        if let (true, Some(last)) = (self.first.is_empty(), self.last_write) {
+        let replaying = !self.first.is_empty() || self.replay.is_some();
+        if let (false, Some(last)) = (replaying, self.last_write) {
             let signal = self.feed.inner.parts.signal.clone();
             tokio::select! {
                 () = tokio::time::sleep_until(last + wait) => {}
@@ -147,6 +172,31 @@ impl Subscription {
             }
         }
         Ok(buf.freeze())
+    }
+
+    /// Reads the next page of the replay into `first`; the replay ends with its last page.
+    async fn read_replay_page(&mut self) -> Result<(), End> {
+        let Some(replay) = &mut self.replay else {
+            return Ok(());
+        };
+        let page = self.feed.inner.parts.settings.replay_page.max(1);
+        let until = replay.through.min(replay.after.saturating_add(page));
+        match self.feed.replay_page(replay.after, until).await {
+            Ok(mut events) => {
+                replay.after = until;
+                if until >= replay.through {
+                    self.replay = None;
+                }
+                events.reverse();
+                self.first = events;
+                Ok(())
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "a live feed replay page could not be read; the subscriber is cut loose to resume");
+                self.replay = None;
+                Err(*self.ended.insert(End::Unavailable))
+            }
+        }
     }
 
     /// A ledger event (transition or kind) this subscriber already has (replayed on connect,

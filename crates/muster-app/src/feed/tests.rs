@@ -430,3 +430,84 @@ async fn a_kind_row_is_a_kind_event_and_moves_the_paused_kinds_unless_the_start_
     assert_eq!(feed.current_queues().paused, []);
     assert_eq!(feed.position(), 3);
 }
+
+#[tokio::test]
+async fn a_resume_is_read_one_page_at_a_time_in_order() {
+    let mut source = MockFeedSource::new();
+    source.expect_newest_seq().returning(|| Ok(7));
+    let mut pages = mockall::Sequence::new();
+    for (after, through) in [(2, 4), (4, 6), (6, 7)] {
+        source
+            .expect_backlog()
+            .withf(move |a, t| (*a, *t) == (after, through))
+            .times(1)
+            .in_sequence(&mut pages)
+            .returning(|a, t| Ok((a + 1..=t).map(event).collect()));
+    }
+    let settings = FeedSettings {
+        replay_page: 2,
+        ..FeedSettings::default()
+    };
+    let (feed, _) = feed_with(source, settings);
+    for s in 1..=7 {
+        feed.deliver(event(s));
+    }
+    let mut sub = feed.subscribe(Some(2)).await.unwrap();
+    sub.next().await.unwrap(); // queues
+    feed.deliver(event(8));
+    let mut seqs = Vec::new();
+    for _ in 0..6 {
+        seqs.push(seq_of(&sub.next().await.unwrap()));
+    }
+    assert_eq!(seqs, [3, 4, 5, 6, 7, 8]);
+}
+
+#[tokio::test]
+async fn a_subscriber_over_the_subscriber_cap_is_refused_unavailable() {
+    let settings = FeedSettings {
+        max_subscribers: 2,
+        ..FeedSettings::default()
+    };
+    let (feed, _) = feed_with(MockFeedSource::new(), settings);
+    let _one = feed.subscribe(None).await.unwrap();
+    let _two = feed.subscribe(None).await.unwrap();
+    assert_eq!(
+        feed.subscribe(None).await.unwrap_err(),
+        AppError::Unavailable
+    );
+}
+
+#[tokio::test]
+async fn a_subscriber_gone_gives_its_place_under_the_cap_to_the_next() {
+    let settings = FeedSettings {
+        max_subscribers: 1,
+        ..FeedSettings::default()
+    };
+    let (feed, _) = feed_with(MockFeedSource::new(), settings);
+    drop(feed.subscribe(None).await.unwrap());
+    assert!(feed.subscribe(None).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_resume_over_the_replay_cap_is_refused_and_a_finished_replay_frees_its_place() {
+    let mut source = MockFeedSource::new();
+    source.expect_newest_seq().returning(|| Ok(3));
+    source
+        .expect_backlog()
+        .returning(|a, t| Ok((a + 1..=t).map(event).collect()));
+    let settings = FeedSettings {
+        max_replays: 1,
+        ..FeedSettings::default()
+    };
+    let (feed, _) = feed_with(source, settings);
+    for s in 1..=3 {
+        feed.deliver(event(s));
+    }
+    let mut replaying = feed.subscribe(Some(1)).await.unwrap();
+    let refused = feed.subscribe(Some(1)).await.unwrap_err();
+    for _ in 0..3 {
+        replaying.next().await.unwrap(); // queues, 2, 3: the replay's only page is read
+    }
+    let admitted = feed.subscribe(Some(1)).await.map(|_| ());
+    assert_eq!((refused, admitted), (AppError::Unavailable, Ok(())));
+}
