@@ -194,7 +194,8 @@ mod tests {
     const T: OffsetDateTime = datetime!(2026-12-02 12:00:00 UTC);
     const CS: Principal = Principal::Worker(crate::Kind::Countersign);
 
-    fn pending() -> Edit {
+    /// Alice's edit of `docs/intro`, submitted at `T`, and its entry.
+    fn submitted() -> (Edit, SealedEntry) {
         Edit::submit(
             EditId(Uuid::from_u128(1)),
             "docs/intro",
@@ -203,32 +204,21 @@ mod tests {
             Principal::Conn,
             T,
         )
-        .0
+    }
+
+    fn pending() -> Edit {
+        submitted().0
     }
 
     #[test]
     fn a_submitted_edit_waits_for_review() {
-        let (edit, _) = Edit::submit(
-            EditId(Uuid::from_u128(1)),
-            "docs/intro",
-            "alice",
-            "better wording",
-            Principal::Conn,
-            T,
-        );
+        let (edit, _) = submitted();
         assert_eq!(edit.state, EditState::PendingApproval);
     }
 
     #[test]
     fn the_submitted_entry_commits_to_the_bodys_blake3() {
-        let (_, entry) = Edit::submit(
-            EditId(Uuid::from_u128(1)),
-            "docs/intro",
-            "alice",
-            "better wording",
-            Principal::Conn,
-            T,
-        );
+        let (_, entry) = submitted();
         assert_eq!(
             entry.entry.data,
             format!(

@@ -254,24 +254,16 @@ fn an_expired_lease_that_nobody_superseded_can_still_complete() {
 
 #[test]
 fn a_heartbeat_revives_an_expired_lease_that_was_not_superseded() {
-    let mut item = queued();
-    let rec = lease(&mut item, 1, T0);
     let later = T0 + Duration::minutes(1);
-    assert_eq!(
-        item.heartbeat(&rec, TRAWL, "trawl-1", TTL, MAX_RUN, later),
-        Ok(later + TTL)
-    );
+    let (item, _, r) = heartbeated("trawl-1", MAX_RUN, later);
+    assert_eq!(r, Ok(later + TTL));
     assert!(!item.is_leasable(later));
 }
 
 #[test]
 fn a_heartbeat_from_another_worker_is_refused() {
-    let mut item = queued();
-    let rec = lease(&mut item, 1, T0);
-    assert_eq!(
-        item.heartbeat(&rec, TRAWL, "trawl-9", TTL, MAX_RUN, T0),
-        Err(TransitionError::WrongWorker)
-    );
+    let (_, _, r) = heartbeated("trawl-9", MAX_RUN, T0);
+    assert_eq!(r, Err(TransitionError::WrongWorker));
 }
 
 #[test]
@@ -418,46 +410,41 @@ fn an_expired_lease_with_no_attempts_left_fails_the_item_instead_of_leasing_it()
     assert_eq!((item.state, item.fence), (ItemState::Failed, Fence(1)));
 }
 
-#[test]
-fn a_last_attempt_lease_past_its_final_grace_fails_the_item_without_a_lease_request() {
-    let policy = allowing(1);
-    let grace = TTL * 3;
+/// A trawl item leased once at `T0` under a policy of `max_attempts`, its lease checked at
+/// `now` against a final grace of `grace`: the item and the entry written, if any.
+fn expired_past_grace(
+    max_attempts: u32,
+    grace: Duration,
+    now: OffsetDateTime,
+) -> (Item, Option<SealedEntry>) {
+    let policy = allowing(max_attempts);
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
     let entry = item
-        .expire_past_grace(&rec, TRAWL, &policy, grace, T0 + TTL + grace)
+        .expire_past_grace(&rec, TRAWL, &policy, grace, now)
         .unwrap();
+    (item, entry)
+}
+
+#[test]
+fn a_last_attempt_lease_past_its_final_grace_fails_the_item_without_a_lease_request() {
+    let grace = TTL * 3;
+    let (item, entry) = expired_past_grace(1, grace, T0 + TTL + grace);
     assert_eq!(entry.map(|e| e.entry.event), Some("expired".to_owned()));
     assert_eq!((item.state, item.lease), (ItemState::Failed, None));
 }
 
 #[test]
 fn a_last_attempt_lease_inside_its_final_grace_is_left_alone() {
-    let policy = allowing(1);
     let grace = TTL * 3;
-    let mut item = queued();
-    let rec = lease(&mut item, 1, T0);
-    let entry = item
-        .expire_past_grace(
-            &rec,
-            TRAWL,
-            &policy,
-            grace,
-            T0 + TTL + grace - Duration::milliseconds(1),
-        )
-        .unwrap();
+    let (item, entry) = expired_past_grace(1, grace, T0 + TTL + grace - Duration::milliseconds(1));
     assert!(entry.is_none());
     assert_eq!(item.state, ItemState::Leased);
 }
 
 #[test]
 fn an_expired_lease_with_attempts_left_is_not_failed_by_the_final_grace() {
-    let policy = allowing(2);
-    let mut item = queued();
-    let rec = lease(&mut item, 1, T0);
-    let entry = item
-        .expire_past_grace(&rec, TRAWL, &policy, TTL, T0 + TTL * 10)
-        .unwrap();
+    let (item, entry) = expired_past_grace(2, TTL, T0 + TTL * 10);
     assert!(entry.is_none());
     assert_eq!(item.state, ItemState::Leased);
 }
@@ -782,18 +769,22 @@ fn a_delayed_items_enqueue_entry_records_its_not_before() {
 /// The default maximum run time in these tests.
 const MAX_RUN: Duration = Duration::hours(1);
 
-#[test]
-fn a_heartbeat_at_the_maximum_run_time_is_refused_naming_the_limit() {
+/// A trawl item leased by `trawl-1` at `T0`, then heartbeated by `worker` at `at` under a
+/// maximum run time of `max_run`: the item, its lease and the heartbeat's answer.
+fn heartbeated(
+    worker: &str,
+    max_run: Duration,
+    at: OffsetDateTime,
+) -> (Item, LeaseRecord, Result<OffsetDateTime, TransitionError>) {
     let mut item = queued();
     let rec = lease(&mut item, 1, T0);
-    let r = item.heartbeat(
-        &rec,
-        TRAWL,
-        "trawl-1",
-        TTL,
-        Duration::minutes(5),
-        T0 + Duration::minutes(5),
-    );
+    let r = item.heartbeat(&rec, TRAWL, worker, TTL, max_run, at);
+    (item, rec, r)
+}
+
+#[test]
+fn a_heartbeat_at_the_maximum_run_time_is_refused_naming_the_limit() {
+    let (_, _, r) = heartbeated("trawl-1", Duration::minutes(5), T0 + Duration::minutes(5));
     assert_eq!(
         r,
         Err(TransitionError::TimedOut {
@@ -808,23 +799,16 @@ fn a_heartbeat_at_the_maximum_run_time_is_refused_naming_the_limit() {
 
 #[test]
 fn a_heartbeat_before_the_maximum_run_time_extends_the_lease() {
-    let mut item = queued();
-    let rec = lease(&mut item, 1, T0);
     let at = T0 + Duration::minutes(4);
-    assert_eq!(
-        item.heartbeat(&rec, TRAWL, "trawl-1", TTL, Duration::minutes(5), at),
-        Ok(at + TTL)
-    );
+    let (_, _, r) = heartbeated("trawl-1", Duration::minutes(5), at);
+    assert_eq!(r, Ok(at + TTL));
 }
 
 /// An item leased at `T0` whose worker heartbeated at 4:59, so that its lease runs on past a
 /// five-minute maximum run time: the item and its lease.
 fn kept_alive_past_five_minutes() -> (Item, LeaseRecord) {
-    let mut item = queued();
-    let rec = lease(&mut item, 1, T0);
-    let at = T0 + Duration::seconds(299);
-    item.heartbeat(&rec, TRAWL, "trawl-1", TTL, Duration::minutes(5), at)
-        .unwrap();
+    let (item, rec, r) = heartbeated("trawl-1", Duration::minutes(5), T0 + Duration::seconds(299));
+    r.unwrap();
     (item, rec)
 }
 
