@@ -14,6 +14,7 @@ pub struct Metrics {
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) leased: AtomicU64,
+    pub(crate) leased_with_completion: AtomicU64,
     pub(crate) done: AtomicU64,
     pub(crate) retried: AtomicU64,
     pub(crate) failed: AtomicU64,
@@ -32,6 +33,9 @@ pub(crate) struct Counters {
 pub struct MetricsSnapshot {
     /// Leases taken.
     pub leased: u64,
+    /// Of `leased`, those that came in a completion's answer (`lease_next`) rather than from
+    /// a lease call.
+    pub leased_with_completion: u64,
     /// Items completed (acknowledged `complete`, replays included).
     pub done: u64,
     /// Retryable failures acknowledged with a re-queue (panics included); one answered
@@ -80,6 +84,7 @@ impl Metrics {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         MetricsSnapshot {
             leased: get(&c.leased),
+            leased_with_completion: get(&c.leased_with_completion),
             done: get(&c.done),
             retried: get(&c.retried),
             failed: get(&c.failed),

@@ -1,6 +1,6 @@
 //! The worker runtime: an author writes one async function from a leased item to an [`Outcome`]
-//! (a [`Worker`]); a [`Runner`] does the rest — leases up to its free capacity, keeps every
-//! lease alive, cancels the work of a lost lease, spools and delivers every outcome, redelivers
+//! (a [`Worker`]); a [`Runner`] does the rest — leases up to its free capacity (and takes each
+//! slot's next lease with its completion, `lease_next`), keeps every lease alive, cancels the work of a lost lease, spools and delivers every outcome, redelivers
 //! the spool on start, holds an exclusive lock on the spool directory, turns a panic into a
 //! retryable failure and stops gracefully on SIGTERM or [`ShutdownHandle::shutdown`].
 //! docs/writing-a-worker.md is the author's guide.
@@ -184,6 +184,7 @@ pub struct RunnerBuilder {
     request_timeout: Option<Duration>,
     failover: Vec<String>,
     answer_hook: Option<AnswerHook>,
+    lease_next: bool,
 }
 
 impl std::fmt::Debug for RunnerBuilder {
@@ -198,6 +199,7 @@ impl std::fmt::Debug for RunnerBuilder {
             .field("grace", &self.grace)
             .field("wait_ms", &self.wait_ms)
             .field("failover", &self.failover)
+            .field("lease_next", &self.lease_next)
             .finish_non_exhaustive()
     }
 }
@@ -293,6 +295,16 @@ impl RunnerBuilder {
         self
     }
 
+    /// Whether a completion also asks for the next lease in its answer (`"lease_next": true`,
+    /// one round trip per item instead of two; default true). Off, every lease is a lease
+    /// call of its own. Either way a plain lease call takes the first lease, and the next one
+    /// after a failure, a lost lease, a completion answered without a next lease, or a
+    /// completion sent after shutdown was asked (which never asks for one).
+    pub fn lease_next(mut self, on: bool) -> Self {
+        self.lease_next = on;
+        self
+    }
+
     /// The per-request timeout of the client.
     pub fn request_timeout(mut self, timeout: Duration) -> Self {
         self.request_timeout = Some(timeout);
@@ -343,6 +355,7 @@ pub struct Runner {
     grace: Duration,
     wait_ms: u64,
     retry: RetryPolicy,
+    lease_next: bool,
     metrics: Metrics,
     shutdown: ShutdownHandle,
 }
@@ -364,6 +377,7 @@ impl Runner {
             request_timeout: None,
             failover: Vec::new(),
             answer_hook: None,
+            lease_next: true,
         }
     }
 
@@ -377,6 +391,7 @@ impl Runner {
             grace: b.grace,
             wait_ms: b.wait_ms,
             retry: b.retry,
+            lease_next: b.lease_next,
             metrics,
             shutdown: ShutdownHandle::new(),
         }

@@ -1,5 +1,6 @@
 //! The runner's loop: redeliver the spool (at start, then every few seconds), lease up to the
-//! free capacity, run each item under its keep-alive, deliver its outcome; stop gracefully.
+//! free capacity, run each item under its keep-alive, deliver its outcome (a completion asking
+//! for the slot's next lease, worked by the same task); stop gracefully.
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -69,6 +70,10 @@ struct Shared<W> {
     client: WorkerClient,
     metrics: Metrics,
     image_digest: Option<ImageDigest>,
+    /// Whether completions ask for the next lease ([`RunnerBuilder::lease_next`](super::RunnerBuilder::lease_next)).
+    lease_next: bool,
+    /// Set once shutdown is asked for: from then on no completion asks for a next lease.
+    shutdown: ShutdownHandle,
     /// lease id → item id of every item in flight.
     running: Mutex<BTreeMap<String, String>>,
 }
@@ -82,6 +87,8 @@ impl Runner {
             client: self.client.clone(),
             metrics: self.metrics.clone(),
             image_digest: self.image_digest.clone(),
+            lease_next: self.lease_next,
+            shutdown: self.shutdown.clone(),
             running: Mutex::new(BTreeMap::new()),
         });
         let mut stop = self.shutdown.tx.subscribe();
@@ -347,8 +354,28 @@ impl<T> Drop for AbortOnDrop<T> {
     }
 }
 
-/// One item: work under the keep-alive, then deliver.
+/// One slot of the capacity: the leased item, then each next lease its completion brought,
+/// until a delivery brings none; then the slot is free for the lease loop.
 async fn item_task<W: Worker>(shared: Arc<Shared<W>>, lease: Lease, permit: OwnedSemaphorePermit) {
+    let mut next = Some(lease);
+    while let Some(lease) = next.take() {
+        next = one_item(&shared, lease).await;
+        if next.is_some() {
+            let counters = shared.metrics.counters();
+            Counters::add(&counters.leased);
+            Counters::add(&counters.leased_with_completion);
+            if shared.shutdown.is_shutdown() {
+                tracing::info!(
+                    "stopping: the completion in flight was granted the next lease; it runs within the grace"
+                );
+            }
+        }
+    }
+    drop(permit);
+}
+
+/// One item: work under the keep-alive, then deliver; the next lease the completion brought.
+async fn one_item<W: Worker>(shared: &Arc<Shared<W>>, lease: Lease) -> Option<Lease> {
     let span = tracing::info_span!(
         "item",
         item_id = %lease.item.id,
@@ -364,10 +391,10 @@ async fn item_task<W: Worker>(shared: Arc<Shared<W>>, lease: Lease, permit: Owne
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(lease.lease_id.clone(), lease.item.id.clone());
-        let _done = InFlight(&shared, lease.lease_id.clone());
+        let _done = InFlight(shared, lease.lease_id.clone());
         let heartbeat = lease.keepalive(&shared.client);
         let work = {
-            let shared = Arc::clone(&shared);
+            let shared = Arc::clone(shared);
             let lease = lease.clone();
             AbortOnDrop(tokio::spawn(
                 async move { shared.worker.perform(lease).await }.in_current_span(),
@@ -388,16 +415,15 @@ async fn item_task<W: Worker>(shared: Arc<Shared<W>>, lease: Lease, permit: Owne
                 Counters::add(&counters.lost_leases);
                 Counters::add(&counters.cancelled);
                 tracing::warn!("lease lost: work cancelled");
-                return;
+                return None;
             }
         };
-        let delivered = deliver(&shared, &lease, outcome).await;
+        let delivered = deliver(shared, &lease, outcome).await;
         drop(heartbeat);
-        record(counters, delivered);
-        drop(permit);
+        record(counters, delivered)
     }
     .instrument(span)
-    .await;
+    .await
 }
 
 /// Removes an item from the running set however its task ends (finished or aborted).
@@ -420,7 +446,8 @@ impl<W> Drop for InFlight<'_, W> {
 
 /// What was delivered, and the server's answer.
 enum Delivered {
-    Done,
+    /// With the next lease when the completion asked for one and got it.
+    Done(Option<Lease>),
     Retried,
     Failed,
     Parked,
@@ -434,10 +461,17 @@ async fn deliver<W>(
 ) -> Result<Delivered, ClientError> {
     let client = &shared.client;
     let ack: Result<(Delivered, Ack), ClientError> = match outcome {
+        // After shutdown was asked a completion asks for no lease it would not work on.
+        Outcome::Done { result, next } if shared.lease_next && !shared.shutdown.is_shutdown() => {
+            client
+                .complete_and_lease(lease, result, next)
+                .await
+                .map(|mut a| (Delivered::Done(a.next_lease.take()), a))
+        }
         Outcome::Done { result, next } => client
             .complete(lease, result, next)
             .await
-            .map(|a| (Delivered::Done, a)),
+            .map(|a| (Delivered::Done(None), a)),
         Outcome::Retry { code, message } => client
             .fail(lease, &code, &message, true)
             .await
@@ -500,9 +534,13 @@ async fn deliver<W>(
     })
 }
 
-fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) {
+/// Counts what was delivered; the next lease it brought.
+fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) -> Option<Lease> {
     match delivered {
-        Ok(Delivered::Done) => Counters::add(&counters.done),
+        Ok(Delivered::Done(next)) => {
+            Counters::add(&counters.done);
+            return next;
+        }
         Ok(Delivered::Retried) => Counters::add(&counters.retried),
         Ok(Delivered::Failed) => Counters::add(&counters.failed),
         Ok(Delivered::Parked) => Counters::add(&counters.parked),
@@ -524,6 +562,7 @@ fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) {
             }
         }
     }
+    None
 }
 
 /// The text of a panic, or what the join error says.

@@ -1,7 +1,7 @@
 //! Test fixtures on top of `muster_testkit::TestApp` (a real `muster` server on port 0 against a
 //! fresh database): worker clients on it or on a server that is down, a TCP proxy that loses
-//! answers, a fake server that answers nonsense, and what the runtime tests ask of the ledger
-//! and of worker processes.
+//! answers, an HTTP proxy that records every call, a fake server that answers nonsense, and
+//! what the runtime tests ask of the ledger and of worker processes.
 
 #![allow(dead_code)]
 
@@ -21,8 +21,11 @@ use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 
+mod counting;
 mod gate;
 
+#[allow(unused_imports)]
+pub use counting::CountingProxy;
 #[allow(unused_imports)]
 pub use gate::Gate;
 #[allow(unused_imports)]

@@ -1,0 +1,169 @@
+//! The runner takes each slot's next lease with its completion (`"lease_next": true`): one
+//! round trip per item while work is queued, a plain lease call whenever it has nothing to
+//! complete, and none after shutdown was asked. Every call is counted by a proxy in front of a
+//! real Muster server.
+
+mod support;
+
+use std::sync::Arc;
+
+use muster_worker::runtime::MetricsSnapshot;
+use muster_worker::{Lease, Outcome, Runner};
+use serde_json::json;
+use support::{CountingProxy, GENEROUS, TempDir, TestApp, eventually, token};
+use tokio::sync::{Notify, mpsc};
+
+/// A runner of `trawl`, one item at a time, on `proxy`, spooling to `spool`.
+fn runner(proxy: &CountingProxy, spool: &TempDir, lease_next: bool) -> Runner {
+    Runner::builder(&proxy.url(), &token("worker:trawl"), "trawl")
+        .worker_id("trawl-lease-next")
+        .spool_dir(&spool.0)
+        .wait_ms(200)
+        .lease_next(lease_next)
+        .build()
+        .unwrap()
+}
+
+/// `n` queued trawl items `{"n": 0}` … `{"n": n-1}`, in lease order.
+async fn queued(app: &TestApp, n: u64) -> Vec<String> {
+    let mut ids = Vec::new();
+    for i in 0..n {
+        ids.push(app.enqueue("trawl", "normal", json!({"n": i})).await);
+    }
+    ids
+}
+
+/// Every call a runner that completes every item made on `proxy` until `done` items were
+/// done, answered 200, and its counters then.
+async fn calls_until_done(
+    proxy: &CountingProxy,
+    spool: &TempDir,
+    lease_next: bool,
+    done: u64,
+) -> (Vec<String>, MetricsSnapshot) {
+    let runner = runner(proxy, spool, lease_next);
+    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
+    let run = tokio::spawn(runner.run(|_lease: Lease| async { Outcome::done(json!({})) }));
+    eventually(GENEROUS, "every item done", || async {
+        metrics.snapshot().done == done
+    })
+    .await;
+    stop.shutdown();
+    run.await.unwrap().unwrap();
+    (proxy.answered_200(), metrics.snapshot())
+}
+
+#[tokio::test]
+async fn with_work_queued_each_item_costs_one_round_trip_its_completion_bringing_the_next_lease() {
+    let app = TestApp::spawn().await;
+    let proxy = CountingProxy::start(app.addr).await;
+    let spool = TempDir::new("spool");
+    queued(&app, 20).await;
+
+    let (calls, s) = calls_until_done(&proxy, &spool, true, 20).await;
+
+    let mut expected = vec!["lease"];
+    expected.extend(std::iter::repeat_n("complete+lease_next", 20));
+    assert_eq!(calls, expected);
+    assert_eq!((s.leased, s.leased_with_completion), (20, 19));
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'done'")
+            .await,
+        20
+    );
+}
+
+#[tokio::test]
+async fn with_lease_next_off_each_item_costs_a_lease_call_and_a_completion() {
+    let app = TestApp::spawn().await;
+    let proxy = CountingProxy::start(app.addr).await;
+    let spool = TempDir::new("spool");
+    queued(&app, 5).await;
+
+    let (calls, s) = calls_until_done(&proxy, &spool, false, 5).await;
+
+    assert_eq!(calls, ["lease", "complete"].repeat(5));
+    assert_eq!((s.leased, s.leased_with_completion), (5, 0));
+}
+
+#[tokio::test]
+async fn a_failure_and_a_completion_answered_without_a_next_lease_fall_back_to_a_lease_call() {
+    let app = TestApp::spawn().await;
+    let proxy = CountingProxy::start(app.addr).await;
+    let spool = TempDir::new("spool");
+    let ids = queued(&app, 3).await;
+    let runner = runner(&proxy, &spool, true);
+    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
+    let run = tokio::spawn(runner.run(|lease: Lease| async move {
+        if lease.item.payload["n"] == 1 {
+            Outcome::fail("E_BAD", "not this one")
+        } else {
+            Outcome::done(json!({}))
+        }
+    }));
+    eventually(GENEROUS, "two done, one failed", || async {
+        let s = metrics.snapshot();
+        (s.done, s.failed) == (2, 1)
+    })
+    .await;
+    // The last completion found nothing to lease: the next call is a plain (long-poll) lease.
+    eventually(
+        GENEROUS,
+        "a lease call after the last completion",
+        || async { proxy.calls().len() >= 6 },
+    )
+    .await;
+    stop.shutdown();
+    run.await.unwrap().unwrap();
+
+    assert_eq!(
+        proxy.calls()[..6],
+        [
+            "lease 200",
+            "complete+lease_next 200",
+            "fail 200",
+            "lease 200",
+            "complete+lease_next 200",
+            "lease 204",
+        ]
+    );
+    assert_eq!(metrics.snapshot().leased_with_completion, 1);
+    assert_eq!(app.item(&ids[1]).await["state"], "failed");
+    assert_eq!(app.item(&ids[2]).await["state"], "done");
+}
+
+#[tokio::test]
+async fn an_item_finished_after_shutdown_was_asked_completes_without_taking_a_next_lease() {
+    let app = TestApp::spawn().await;
+    let proxy = CountingProxy::start(app.addr).await;
+    let spool = TempDir::new("spool");
+    let ids = queued(&app, 2).await;
+    let runner = runner(&proxy, &spool, true);
+    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let release = Arc::new(Notify::new());
+    let gate = release.clone();
+    let run = tokio::spawn(runner.run(move |_lease: Lease| {
+        let (started_tx, gate) = (started_tx.clone(), gate.clone());
+        async move {
+            started_tx.send(()).unwrap();
+            gate.notified().await;
+            Outcome::done(json!({}))
+        }
+    }));
+    tokio::time::timeout(GENEROUS, started.recv())
+        .await
+        .expect("the first item started")
+        .unwrap();
+    stop.shutdown();
+    release.notify_one();
+    let report = run.await.unwrap().unwrap();
+
+    assert_eq!(report.abandoned, Vec::<String>::new());
+    assert_eq!(proxy.calls(), ["lease 200", "complete 200"]);
+    assert_eq!(app.item(&ids[0]).await["state"], "done");
+    assert_eq!(app.item(&ids[1]).await["state"], "queued");
+    let s = metrics.snapshot();
+    assert_eq!((s.leased, s.leased_with_completion, s.done), (1, 0, 1));
+    assert!(started.try_recv().is_err(), "a second item was started");
+}
