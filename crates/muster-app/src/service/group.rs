@@ -37,14 +37,21 @@ impl Muster {
             worker_id: worker_id.to_owned(),
             max,
         };
-        let drain = || {
-            let this = self.clone();
-            tokio::spawn(async move { this.drain_leases(actor).await });
-        };
-        self.leases
-            .call(actor, want, drain)
-            .await
-            .unwrap_or_else(|| Err(AppError::Internal("a lease request went unanswered".into())))
+        let drain = self.drainer(Self::drain_leases, actor);
+        answered(
+            self.leases.call(actor, want, drain).await,
+            "a lease request",
+        )
+    }
+
+    /// What starts a drainer of `actor`'s lane: `drain` on a clone of the service, spawned.
+    fn drainer<F>(&self, drain: fn(Self, Principal) -> F, actor: Principal) -> impl FnOnce()
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        move || {
+            tokio::spawn(drain(self.clone(), actor));
+        }
     }
 
     /// A drainer of `actor`'s lease lane: batches of queued lease requests, at most
@@ -111,14 +118,11 @@ impl Muster {
             req,
             lease_next,
         };
-        let drain = || {
-            let this = self.clone();
-            tokio::spawn(async move { this.drain_completions(actor).await });
-        };
-        self.completions
-            .call(actor, completion, drain)
-            .await
-            .unwrap_or_else(|| Err(AppError::Internal("a completion went unanswered".into())))
+        let drain = self.drainer(Self::drain_completions, actor);
+        answered(
+            self.completions.call(actor, completion, drain).await,
+            "a completion",
+        )
     }
 
     /// A drainer of `actor`'s completion lane: batches of queued completions, no lease twice
@@ -240,4 +244,9 @@ impl Muster {
             _ => Err(AppError::Internal("a completion went unanswered".into())),
         }
     }
+}
+
+/// A lane's answer to `what`; none (its drainer ended without answering) is an internal error.
+fn answered<A>(answer: Option<Result<A, AppError>>, what: &str) -> Result<A, AppError> {
+    answer.unwrap_or_else(|| Err(AppError::Internal(format!("{what} went unanswered"))))
 }

@@ -87,6 +87,14 @@ fn tx_at_now() -> MockLogbookTx {
     tx
 }
 
+/// A transaction at `NOW` whose lock of the lease finds `rec` and `item`.
+fn tx_locking(rec: LeaseRecord, item: Item) -> MockLogbookTx {
+    let mut tx = tx_at_now();
+    tx.expect_lock_leases()
+        .return_once(move |_| Ok(vec![(rec, item)]));
+    tx
+}
+
 fn complete_req(next: Vec<NextStep>) -> CompleteRequest {
     CompleteRequest {
         worker_id: None,
@@ -97,9 +105,7 @@ fn complete_req(next: Vec<NextStep>) -> CompleteRequest {
 
 #[tokio::test]
 async fn complete_on_a_superseded_lease_records_the_late_result_and_answers_lease_lost() {
-    let mut tx = tx_at_now();
-    tx.expect_lock_leases()
-        .returning(|_| Ok(vec![(record(1), leased_item(2))]));
+    let mut tx = tx_locking(record(1), leased_item(2));
     tx.expect_save_items()
         .withf(|i| i.len() == 1 && i[0].1.is_none())
         .times(1)
@@ -122,9 +128,7 @@ async fn complete_on_a_superseded_lease_records_the_late_result_and_answers_leas
 
 #[tokio::test]
 async fn complete_with_a_next_step_outside_the_routes_is_refused_and_commits_nothing() {
-    let mut tx = tx_at_now();
-    tx.expect_lock_leases()
-        .returning(|_| Ok(vec![(record(1), leased_item(1))]));
+    let mut tx = tx_locking(record(1), leased_item(1));
     tx.expect_commit().never();
     let m = muster_with(logbook_with(tx));
     let next = vec![NextStep {
@@ -138,9 +142,7 @@ async fn complete_with_a_next_step_outside_the_routes_is_refused_and_commits_not
 
 #[tokio::test]
 async fn complete_writes_the_item_the_next_items_and_their_ledger_rows_in_one_transaction() {
-    let mut tx = tx_at_now();
-    tx.expect_lock_leases()
-        .returning(|_| Ok(vec![(record(1), leased_item(1))]));
+    let mut tx = tx_locking(record(1), leased_item(1));
     tx.expect_save_items()
         .withf(|i| {
             i.len() == 1 && i[0].0.state == ItemState::Done && i[0].1 == Some(json!({"pages": 3}))
@@ -204,9 +206,7 @@ async fn an_identical_retried_completion_answers_the_stored_response_as_replayed
     });
     let mut item = leased_item(1);
     item.state = ItemState::Done;
-    let mut tx = tx_at_now();
-    tx.expect_lock_leases()
-        .return_once(move |_| Ok(vec![(rec, item)]));
+    let mut tx = tx_locking(rec, item);
     tx.expect_append().never();
     tx.expect_commit().never();
     let m = muster_with(logbook_with(tx));
@@ -314,6 +314,30 @@ fn queued_item(n: u128) -> Item {
     item
 }
 
+/// Expects one transaction to save the items `ids` (their ids are `queued_item`'s), leased,
+/// with a lease and a `leased` entry each, and to commit.
+fn expect_leased(tx: &mut MockLogbookTx, ids: &'static [u128]) {
+    let n = ids.len();
+    tx.expect_save_items()
+        .withf(move |items| {
+            items
+                .iter()
+                .map(|(i, _)| i.id)
+                .eq(ids.iter().map(|&n| ItemId(Uuid::from_u128(n))))
+                && items.iter().all(|(i, _)| i.state == ItemState::Leased)
+        })
+        .times(1)
+        .returning(|_| Ok(()));
+    tx.expect_insert_leases()
+        .withf(move |l, _, _| l.len() == n)
+        .times(1)
+        .returning(|_, _, _| Ok(()));
+    tx.expect_append_and_commit()
+        .withf(move |e| e.len() == n && e.iter().all(|e| e.entry.event == "leased"))
+        .times(1)
+        .returning(|_| Ok(()));
+}
+
 #[tokio::test]
 async fn a_lease_request_with_max_leases_every_offered_item_in_one_transaction() {
     let mut tx = tx_at_now();
@@ -326,18 +350,7 @@ async fn a_lease_request_with_max_leases_every_offered_item_in_one_transaction()
                 (queued_item(2), Some(json!({"n": 2}))),
             ])
         });
-    tx.expect_save_items()
-        .withf(|i| i.len() == 2 && i.iter().all(|(i, _)| i.state == ItemState::Leased))
-        .times(1)
-        .returning(|_| Ok(()));
-    tx.expect_insert_leases()
-        .withf(|l, _, _| l.len() == 2)
-        .times(1)
-        .returning(|_, _, _| Ok(()));
-    tx.expect_append_and_commit()
-        .withf(|e| e.len() == 2 && e.iter().all(|e| e.entry.event == "leased"))
-        .times(1)
-        .returning(|_| Ok(()));
+    expect_leased(&mut tx, &[1, 2]);
     let m = muster_with(logbook_with(tx));
     let granted = m.lease_many(TRAWL, "w", 0, 3).await.unwrap();
     assert_eq!(
@@ -358,27 +371,11 @@ async fn a_lease_leaves_the_items_offered_past_the_payload_budget() {
             (queued_item(2), None),
         ])
     });
-    tx.expect_save_items()
-        .withf(|i| i.len() == 1 && i[0].0.id == ItemId(Uuid::from_u128(1)))
-        .times(1)
-        .returning(|_| Ok(()));
-    tx.expect_insert_leases()
-        .withf(|l, _, _| l.len() == 1)
-        .times(1)
-        .returning(|_, _, _| Ok(()));
-    tx.expect_append_and_commit()
-        .withf(|e| e.len() == 1)
-        .times(1)
-        .returning(|_| Ok(()));
+    expect_leased(&mut tx, &[1]);
     let m = muster_with(logbook_with(tx));
     let granted = m.lease_many(TRAWL, "w", 0, 2).await.unwrap();
-    assert_eq!(
-        granted
-            .iter()
-            .map(|g| g.item.id.clone())
-            .collect::<Vec<_>>(),
-        [Uuid::from_u128(1).to_string()]
-    );
+    assert_eq!(granted.len(), 1);
+    assert_eq!(granted[0].item.id, Uuid::from_u128(1).to_string());
 }
 
 #[tokio::test]
