@@ -147,6 +147,21 @@ pub enum KindsCommand {
     },
 }
 
+/// Prints a server's answer: as sent with `--json`, else as `text` renders it.
+fn print_answer(
+    out: &mut dyn Write,
+    json: bool,
+    answer: &Value,
+    text: impl FnOnce(&Value) -> String,
+) -> Result<(), OpsError> {
+    if json {
+        writeln!(out, "{answer}")?;
+    } else {
+        out.write_all(text(answer).as_bytes())?;
+    }
+    Ok(())
+}
+
 /// A value of a closed vocabulary (state, kind, priority), by its wire name.
 fn named<T: FromStr>(raw: &str) -> Result<T, String>
 where
@@ -193,12 +208,7 @@ pub async fn run_to(
             } => list(client, state, kind, priority, json, out).await,
             ItemsCommand::Show { id } => {
                 let item = client.get(&format!("/v1/items/{}", item_id(&id)?)).await?;
-                if json {
-                    writeln!(out, "{item}")?;
-                } else {
-                    out.write_all(show(&item).as_bytes())?;
-                }
-                Ok(())
+                print_answer(out, json, &item, show)
             }
             ItemsCommand::Retry {
                 id,
@@ -219,12 +229,7 @@ pub async fn run_to(
                     }
                     (None, None) => return Err(OpsError::Usage("an id or --kind".into())),
                 };
-                if json {
-                    writeln!(out, "{answer}")?;
-                } else {
-                    out.write_all(changed(&answer, "retried").as_bytes())?;
-                }
-                Ok(())
+                print_answer(out, json, &answer, |a| changed(a, "retried"))
             }
             ItemsCommand::Cancel {
                 id,
@@ -246,12 +251,7 @@ pub async fn run_to(
                     }
                     _ => return Err(OpsError::Usage("an id or --kind and --state".into())),
                 };
-                if json {
-                    writeln!(out, "{answer}")?;
-                } else {
-                    out.write_all(changed(&answer, "cancelled").as_bytes())?;
-                }
-                Ok(())
+                print_answer(out, json, &answer, |a| changed(a, "cancelled"))
             }
         },
         OpsCommand::Kinds { command } => {
@@ -270,30 +270,15 @@ pub async fn run_to(
             let answer = client
                 .put(&format!("/v1/kinds/{}/paused", kind.as_str()), &body)
                 .await?;
-            if json {
-                writeln!(out, "{answer}")?;
-            } else {
-                out.write_all(kind_state(&answer).as_bytes())?;
-            }
-            Ok(())
+            print_answer(out, json, &answer, kind_state)
         }
         OpsCommand::Queues => {
             let body = client.get("/v1/queues").await?;
-            if json {
-                writeln!(out, "{body}")?;
-            } else {
-                out.write_all(queues(&body).as_bytes())?;
-            }
-            Ok(())
+            print_answer(out, json, &body, queues)
         }
         OpsCommand::Health => {
             let body = client.get("/v1/health").await?;
-            if json {
-                writeln!(out, "{body}")?;
-            } else {
-                out.write_all(health(&body).as_bytes())?;
-            }
-            Ok(())
+            print_answer(out, json, &body, health)
         }
         OpsCommand::Watch => Err(OpsError::Usage("watch draws on a terminal".into())),
     }
@@ -384,21 +369,23 @@ fn cell(v: &Value) -> String {
     }
 }
 
+/// The `fields` of `v`, a cell each.
+fn cells(v: &Value, fields: &[&str]) -> Vec<String> {
+    fields.iter().map(|f| cell(&v[f])).collect()
+}
+
 fn list_row(item: &Value) -> Vec<String> {
     let error = &item["last_error"];
-    vec![
-        cell(&item["id"]),
-        cell(&item["kind"]),
-        cell(&item["priority"]),
-        cell(&item["state"]),
-        cell(&item["attempt"]),
-        cell(&item["updated_at"]),
-        if error.is_null() {
-            String::new()
-        } else {
-            format!("{}: {}", cell(&error["code"]), cell(&error["message"]))
-        },
-    ]
+    let mut row = cells(
+        item,
+        &["id", "kind", "priority", "state", "attempt", "updated_at"],
+    );
+    row.push(if error.is_null() {
+        String::new()
+    } else {
+        format!("{}: {}", cell(&error["code"]), cell(&error["message"]))
+    });
+    row
 }
 
 /// `items show`: the item's fields, one a line, then its history.
@@ -423,12 +410,7 @@ pub fn show(item: &Value) -> String {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|h| {
-            ["seq", "at", "event", "from", "to", "actor", "fence"]
-                .iter()
-                .map(|f| cell(&h[*f]))
-                .collect()
-        })
+        .map(|h| cells(h, &["seq", "at", "event", "from", "to", "actor", "fence"]))
         .collect();
     out.push_str(&table::render(
         &[
@@ -559,16 +541,7 @@ pub fn health(body: &Value) -> String {
     let kinds = body["kinds"].as_array().cloned().unwrap_or_default();
     let rows: Vec<Vec<String>> = kinds
         .iter()
-        .map(|k| {
-            vec![
-                cell(&k["kind"]),
-                cell(&k["ready"]),
-                cell(&k["phase"]),
-                cell(&k["restarts"]),
-                cell(&k["digest"]),
-                cell(&k["at"]),
-            ]
-        })
+        .map(|k| cells(k, &["kind", "ready", "phase", "restarts", "digest", "at"]))
         .collect();
     let mut out = table::render(
         &[

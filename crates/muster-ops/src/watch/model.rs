@@ -274,7 +274,7 @@ fn gauge_per_kind(text: &str, name: &str) -> BTreeMap<String, f64> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     pub(crate) fn ev(event: &str, id: Option<&str>, data: &str) -> SseEvent {
@@ -283,6 +283,13 @@ mod tests {
             event: event.into(),
             data: data.into(),
         }
+    }
+
+    /// A model of the feed at `url`, connected at `t0`.
+    pub(crate) fn connected(url: &str, t0: Instant) -> Model {
+        let mut m = Model::new(url, t0);
+        m.connected(url, t0);
+        m
     }
 
     fn transition(kind: &str, seq: u64) -> SseEvent {
@@ -377,8 +384,7 @@ mod tests {
     #[test]
     fn a_shutdown_event_drops_the_link_with_the_servers_retry_delay() {
         let t0 = Instant::now();
-        let mut m = Model::new("http://m", t0);
-        m.connected("http://m", t0);
+        let mut m = connected("http://m", t0);
         m.apply(
             &ev(
                 "shutdown",
@@ -418,8 +424,7 @@ mod tests {
     #[test]
     fn a_live_stream_quiet_for_more_than_fifteen_seconds_is_stalled() {
         let t0 = Instant::now();
-        let mut m = Model::new("http://m", t0);
-        m.connected("http://m", t0);
+        let mut m = connected("http://m", t0);
         m.apply(&ev("heartbeat", None, r#"{"seq": 1}"#), t0);
         assert!(!m.stalled(t0 + Duration::from_secs(15)));
         assert!(m.stalled(t0 + Duration::from_millis(15_001)));

@@ -6,16 +6,8 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 use super::model::Model;
+use super::model::tests::{connected, ev};
 use super::view;
-use crate::sse::SseEvent;
-
-fn ev(event: &str, id: Option<&str>, data: &str) -> SseEvent {
-    SseEvent {
-        id: id.map(str::to_owned),
-        event: event.into(),
-        data: data.into(),
-    }
-}
 
 /// The screen as lines, trailing blanks cut.
 fn screen(model: &Model, now: Instant) -> Vec<String> {
@@ -36,8 +28,7 @@ fn screen(model: &Model, now: Instant) -> Vec<String> {
 
 /// A model that has seen a snapshot, health, and 20 trawl transitions in its first 2 s.
 fn watched(t0: Instant) -> Model {
-    let mut m = Model::new("http://127.0.0.1:8080", t0);
-    m.connected("http://127.0.0.1:8080", t0);
+    let mut m = connected("http://127.0.0.1:8080", t0);
     m.apply(
         &ev(
             "queues",
@@ -84,12 +75,19 @@ fn watched(t0: Instant) -> Model {
     m
 }
 
-#[test]
-fn a_kinds_oldest_lease_age_is_shown_from_the_metrics() {
+/// The screen `at` after the start of a [`watched`] model that `change` altered first.
+fn screen_at(at: Duration, change: impl FnOnce(&mut Model)) -> Vec<String> {
     let t0 = Instant::now();
     let mut m = watched(t0);
-    m.apply_metrics("muster_oldest_lease_age_seconds{kind=\"trawl\"} 125\n");
-    let lines = screen(&m, t0 + Duration::from_millis(2_500));
+    change(&mut m);
+    screen(&m, t0 + at)
+}
+
+#[test]
+fn a_kinds_oldest_lease_age_is_shown_from_the_metrics() {
+    let lines = screen_at(Duration::from_millis(2_500), |m| {
+        m.apply_metrics("muster_oldest_lease_age_seconds{kind=\"trawl\"} 125\n");
+    });
     assert_eq!(
         lines[3],
         "trawl            15       2       0       0        0         0    8.0     2m05s yes   Running                 0"
@@ -98,8 +96,7 @@ fn a_kinds_oldest_lease_age_is_shown_from_the_metrics() {
 
 #[test]
 fn the_header_shows_the_link_the_streams_age_the_sequence_and_the_rate() {
-    let t0 = Instant::now();
-    let lines = screen(&watched(t0), t0 + Duration::from_millis(2_500));
+    let lines = screen_at(Duration::from_millis(2_500), |_| {});
     assert_eq!(lines[0], "Muster live feed from http://127.0.0.1:8080");
     assert_eq!(
         lines[1],
@@ -109,8 +106,7 @@ fn the_header_shows_the_link_the_streams_age_the_sequence_and_the_rate() {
 
 #[test]
 fn a_row_per_kind_shows_its_depths_rate_and_health() {
-    let t0 = Instant::now();
-    let lines = screen(&watched(t0), t0 + Duration::from_millis(2_500));
+    let lines = screen_at(Duration::from_millis(2_500), |_| {});
     assert_eq!(
         lines[2],
         "KIND         QUEUED  LEASED  PARKED  FAILED     DONE CANCELLED   TR/S LEASE AGE READY PHASE            RESTARTS NEWEST HEALTH EVENT"
@@ -131,8 +127,7 @@ fn a_row_per_kind_shows_its_depths_rate_and_health() {
 
 #[test]
 fn the_footer_counts_finished_items_and_says_when_the_depths_are_from() {
-    let t0 = Instant::now();
-    let lines = screen(&watched(t0), t0 + Duration::from_millis(2_500));
+    let lines = screen_at(Duration::from_millis(2_500), |_| {});
     assert_eq!(
         lines[15],
         "1204/1222 items finished · depths at 2026-12-04T10:00:00Z · q quits"
@@ -141,10 +136,9 @@ fn the_footer_counts_finished_items_and_says_when_the_depths_are_from() {
 
 #[test]
 fn a_lost_stream_shows_that_it_is_reconnecting_and_why() {
-    let t0 = Instant::now();
-    let mut m = watched(t0);
-    m.disconnected("the stream ended");
-    let lines = screen(&m, t0 + Duration::from_secs(3));
+    let lines = screen_at(Duration::from_secs(3), |m| {
+        m.disconnected("the stream ended")
+    });
     assert_eq!(
         lines[1],
         "reconnecting (the stream ended) · not connected · last event 1.1 s ago · ledger seq 20 · 6.7 transitions/s · 1 reconnects"
@@ -153,8 +147,7 @@ fn a_lost_stream_shows_that_it_is_reconnecting_and_why() {
 
 #[test]
 fn a_stream_quiet_for_twenty_seconds_is_shown_stalled() {
-    let t0 = Instant::now();
-    let lines = screen(&watched(t0), t0 + Duration::from_secs(22));
+    let lines = screen_at(Duration::from_secs(22), |_| {});
     assert!(
         lines[1].starts_with("STALLED · connected 22.0 s · last event 20.1 s ago"),
         "{}",

@@ -121,21 +121,11 @@ pub fn draw(frame: &mut Frame, model: &Model, now: Instant) {
     heading.extend(["READY", "PHASE"].map(Cell::from));
     heading.push(right("RESTARTS".into()));
     heading.push(Cell::from("NEWEST HEALTH EVENT"));
-    let widths = [
-        Constraint::Length(11),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(8),
-        Constraint::Length(9),
-        Constraint::Length(6),
-        Constraint::Length(9),
-        Constraint::Length(5),
-        Constraint::Length(16),
-        Constraint::Length(8),
-        Constraint::Fill(1),
-    ];
+    // A width for each heading above; the newest health event takes the rest of the line.
+    let widths = [11, 7, 7, 7, 7, 8, 9, 6, 9, 5, 16, 8]
+        .map(Constraint::Length)
+        .into_iter()
+        .chain([Constraint::Fill(1)]);
     frame.render_widget(
         Table::new(rows, widths)
             .header(Row::new(heading).style(bold))
