@@ -1,3 +1,9 @@
+//! The memory budget ([`MemoryBudget`]): one figure (`--memory-budget`) split into the shares
+//! of every place a client can make the server hold bytes — request bodies, connections (their
+//! buffers and HTTP/2 receive windows), live-feed subscribers and their replay pages, and
+//! token reviews — each admitted against its share, refused with 503 (or, for a connection,
+//! closed at accept) over it. The split is the table in docs/operations.md, "Memory".
+//!
 //! The body budget: how many bytes of large request bodies the server holds at once.
 //!
 //! A request body costs the server several times its size while it is handled: the raw bytes,
@@ -22,6 +28,7 @@
 //! The edit intake routes are not counted: their bodies are cut at 4 KiB.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::{Body, HttpBody};
@@ -115,5 +122,265 @@ impl BodyBudget {
                 ))
             }
         }
+    }
+}
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// The default memory budget: the pod's memory request (deploy/k8s/deployment.yaml; the
+/// Deployment's limit, 128 MiB, is the hard ceiling the budget stays under).
+pub const DEFAULT_MEMORY_BUDGET: u64 = 48 * MIB;
+/// The smallest budget: the baseline and one of everything.
+pub const MIN_MEMORY_BUDGET: u64 = 24 * MIB;
+/// What the server holds whatever its clients do — code, runtime, the Logbook pool, the
+/// feed's shared buffer, metrics — not admitted, set aside first (an idle server is 9–11 MiB).
+pub const BASELINE: u64 = 12 * MIB;
+/// Handling a request body costs several times its size (raw bytes, parsed JSON, canonical
+/// form, ledger entry, statement parameters; docs/operations.md measures it): the bodies'
+/// share is charged at its size divided by this.
+pub const BODY_HANDLING_FACTOR: u64 = 6;
+/// A connection, charged at accept: hyper's read and write buffers (8 KiB each at
+/// `MAX_REQUEST_HEAD`) and its task (measured 17.6 KiB for an HTTP/1 subscriber).
+pub const CONNECTION_COST: u64 = 18 * KIB;
+/// An HTTP/2 connection, charged on top when its preface arrives: the receive window its peer
+/// may fill before any body is admitted (the connection window, 64 KiB) and the stream and
+/// header-table state.
+pub const HTTP2_COST: u64 = 72 * KIB;
+/// A live-feed subscriber: its stream's state and one write (at most the feed's 32 KiB) that
+/// its peer has not taken, waiting in the socket or in the peer's flow-control window.
+pub const SUBSCRIBER_COST: u64 = 40 * KIB;
+/// A resume in progress: one page of its replay (256 ledger events, each at most ~512 bytes
+/// with its encoding).
+pub const REPLAY_PAGE_COST: u64 = 128 * KIB;
+
+/// The split of a memory budget: after the [`BASELINE`], eighteenths of the rest — request
+/// bodies 6, connections 7, subscribers 3, replay pages 1, token reviews 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// The whole budget, in bytes.
+    pub total: u64,
+    /// Bytes of large request bodies in flight, as the body budget counts them (before the
+    /// [`BODY_HANDLING_FACTOR`]).
+    pub body_bytes: u64,
+    /// Bytes of connection state: [`CONNECTION_COST`] each, [`HTTP2_COST`] more for HTTP/2.
+    pub connection_bytes: u64,
+    /// Live-feed subscribers at once.
+    pub subscribers: usize,
+    /// Live-feed resumes in progress at once.
+    pub replays: usize,
+    /// Bytes the token-review admission may hold (its cache and queues).
+    pub token_review_bytes: u64,
+}
+
+impl MemoryPlan {
+    /// The split of `total` bytes (at least [`MIN_MEMORY_BUDGET`]).
+    pub fn of(total: u64) -> Self {
+        let total = total.max(MIN_MEMORY_BUDGET);
+        let eighteenth = (total - BASELINE) / 18;
+        let count = |bytes: u64, each: u64| usize::try_from(bytes / each).unwrap_or(usize::MAX);
+        MemoryPlan {
+            total,
+            body_bytes: 6 * eighteenth / BODY_HANDLING_FACTOR,
+            connection_bytes: 7 * eighteenth,
+            subscribers: count(3 * eighteenth, SUBSCRIBER_COST),
+            replays: count(eighteenth, REPLAY_PAGE_COST),
+            token_review_bytes: eighteenth,
+        }
+    }
+
+    /// HTTP/1 connections the connection share holds.
+    pub fn connections(&self) -> usize {
+        usize::try_from(self.connection_bytes / CONNECTION_COST).unwrap_or(usize::MAX)
+    }
+}
+
+/// Connections refused, by why.
+#[derive(Debug, Default)]
+pub(crate) struct Refusals {
+    /// The connection share (or `--max-connections`) was full.
+    pub(crate) full: AtomicU64,
+    /// The peer already had its most connections open.
+    pub(crate) peer: AtomicU64,
+    /// An HTTP/2 preface found no room for an HTTP/2 connection's share.
+    pub(crate) http2: AtomicU64,
+    /// A connection let in on the authenticated callers' reserve did not authenticate.
+    pub(crate) unauthenticated: AtomicU64,
+}
+
+/// One memory budget for the process: its [`MemoryPlan`] and the connection share's room (the
+/// other shares are admitted where they are held: the body budget, the feed's caps, the
+/// token-review admission). Cloned, it is the same budget.
+#[derive(Debug, Clone)]
+pub struct MemoryBudget {
+    plan: MemoryPlan,
+    /// The connection share, in KiB.
+    connections: Arc<Semaphore>,
+    connection_kib: u32,
+    pub(crate) refusals: Arc<Refusals>,
+}
+
+impl Default for MemoryBudget {
+    fn default() -> Self {
+        MemoryBudget::new(DEFAULT_MEMORY_BUDGET)
+    }
+}
+
+/// A connection's place in the connection share, given back when it is dropped.
+#[derive(Debug)]
+pub(crate) struct ConnectionRoom(#[allow(dead_code)] OwnedSemaphorePermit);
+
+fn kib(bytes: u64) -> u32 {
+    u32::try_from(bytes.div_ceil(KIB)).unwrap_or(u32::MAX)
+}
+
+impl MemoryBudget {
+    pub fn new(total: u64) -> Self {
+        let plan = MemoryPlan::of(total);
+        let connection_kib = kib(plan.connection_bytes).min(Semaphore::MAX_PERMITS as u32);
+        MemoryBudget {
+            plan,
+            connections: Arc::new(Semaphore::new(connection_kib as usize)),
+            connection_kib,
+            refusals: Arc::default(),
+        }
+    }
+
+    pub fn plan(&self) -> MemoryPlan {
+        self.plan
+    }
+
+    /// Bytes of the connection share held now.
+    pub fn connection_bytes_used(&self) -> u64 {
+        let free = self.connections.available_permits() as u64;
+        u64::from(self.connection_kib).saturating_sub(free) * KIB
+    }
+
+    /// Room for one connection ([`CONNECTION_COST`]), if the share has it with `keep` bytes
+    /// left over for others.
+    pub(crate) fn admit_connection(&self, keep: u64) -> Option<ConnectionRoom> {
+        let cost = kib(CONNECTION_COST);
+        let free = self.connections.available_permits() as u64;
+        if free < u64::from(cost) + u64::from(kib(keep)) {
+            return None;
+        }
+        Arc::clone(&self.connections)
+            .try_acquire_many_owned(cost)
+            .ok()
+            .map(ConnectionRoom)
+    }
+
+    /// Room for an HTTP/2 connection's extra state ([`HTTP2_COST`]).
+    pub(crate) fn admit_http2(&self) -> Option<ConnectionRoom> {
+        Arc::clone(&self.connections)
+            .try_acquire_many_owned(kib(HTTP2_COST))
+            .ok()
+            .map(ConnectionRoom)
+    }
+
+    /// Bytes of the connection share only authenticated connections may use: a quarter.
+    pub(crate) fn authenticated_reserve(&self) -> u64 {
+        self.plan.connection_bytes / 4
+    }
+}
+
+/// `/metrics`: the budget, its connection share and what it refused.
+impl prometheus_client::collector::Collector for MemoryBudget {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric;
+        use prometheus_client::metrics::counter::ConstCounter;
+        use prometheus_client::metrics::gauge::ConstGauge;
+        let gauges = [
+            (
+                "muster_memory_budget_bytes",
+                "The memory budget (--memory-budget)",
+                self.plan.total,
+            ),
+            (
+                "muster_memory_connection_share_bytes",
+                "The memory budget's share for connections",
+                self.plan.connection_bytes,
+            ),
+            (
+                "muster_memory_connection_used_bytes",
+                "Bytes of the connection share held by open connections",
+                self.connection_bytes_used(),
+            ),
+        ];
+        for (name, help, v) in gauges {
+            let m = ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX));
+            m.encode(encoder.encode_descriptor(name, help, None, m.metric_type())?)?;
+        }
+        let r = &self.refusals;
+        let mut fam = encoder.encode_descriptor(
+            "muster_http_connections_refused",
+            "Connections closed at accept or after their first answer, by reason: full (the connection cap or share), peer (the peer's limit), http2 (no room for an HTTP/2 connection), unauthenticated (let in on the authenticated reserve, did not authenticate)",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for (reason, n) in [
+            ("full", &r.full),
+            ("peer", &r.peer),
+            ("http2", &r.http2),
+            ("unauthenticated", &r.unauthenticated),
+        ] {
+            let labels = [("reason", reason)];
+            ConstCounter::new(n.load(Ordering::Relaxed)).encode(fam.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_budget_is_split_into_the_documented_shares() {
+        let plan = MemoryPlan::of(DEFAULT_MEMORY_BUDGET);
+        assert_eq!(
+            (
+                plan.body_bytes,
+                plan.connection_bytes,
+                plan.connections(),
+                plan.subscribers,
+                plan.replays,
+                plan.token_review_bytes
+            ),
+            (2 * MIB, 14 * MIB, 796, 153, 16, 2 * MIB)
+        );
+    }
+
+    #[test]
+    fn every_share_together_with_the_baseline_stays_within_the_budget() {
+        for mib in [24, 48, 64, 128, 1024] {
+            let p = MemoryPlan::of(mib * MIB);
+            let held = BASELINE
+                + p.body_bytes * BODY_HANDLING_FACTOR
+                + p.connection_bytes
+                + p.subscribers as u64 * SUBSCRIBER_COST
+                + p.replays as u64 * REPLAY_PAGE_COST
+                + p.token_review_bytes;
+            assert!(held <= mib * MIB, "{mib} MiB: {held} bytes held");
+        }
+    }
+
+    #[test]
+    fn a_connection_is_refused_when_its_room_would_eat_into_the_reserve() {
+        let budget = MemoryBudget::new(DEFAULT_MEMORY_BUDGET);
+        let all = budget.plan().connection_bytes;
+        // Everything but one connection's room and the reserve is taken.
+        let _taken = Arc::clone(&budget.connections)
+            .try_acquire_many_owned(kib(all - CONNECTION_COST - 4 * MIB))
+            .unwrap();
+        let public = budget.admit_connection(4 * MIB);
+        let past_the_reserve = budget.admit_connection(4 * MIB);
+        assert_eq!(
+            (public.is_some(), past_the_reserve.is_some()),
+            (true, false)
+        );
     }
 }

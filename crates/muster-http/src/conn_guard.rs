@@ -2,34 +2,47 @@
 //! a live feed included, still open) and since when none is, so that a connection that sends
 //! no request head within the header-read timeout of connect (whatever the protocol: the
 //! protocol detection of HTTP/1 versus HTTP/2 has no timer of its own) and one idle for the
-//! idle timeout are closed; and the count of connections refused over the cap.
+//! idle timeout are closed; the live-feed streams whose last write its peer has not taken
+//! (closed with the connection after the write-stall limit, flow control included: an HTTP/2
+//! stream with no window is never polled, so nothing else would see it); whether a connection
+//! let in on the authenticated callers' reserve authenticated; the connections of each peer;
+//! an HTTP/2 connection's share of the memory budget; and the count of connections refused.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::fmt::Display;
 use std::future::Future;
+use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::Request;
+use axum::http::{HeaderValue, Request, StatusCode, header};
 use axum::response::Response;
 use hyper::body::Incoming;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tower_service::Service;
 
+use crate::budget::{ConnectionRoom, MemoryBudget, Refusals};
 use crate::extract::Peer;
 use crate::watched_body::{Watch, watched};
 
-/// How long a connection may go without a request.
+/// How long a connection may go without a request, and a feed stream without its peer taking
+/// its last write.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IdleLimits {
     /// From connect to the first request head.
     pub first_request: Duration,
     /// From the end of the last answer to the next request.
     pub idle: Duration,
+    /// From a feed stream's write to the peer's taking it (socket and flow control).
+    pub write_stall: Duration,
 }
 
 #[derive(Debug)]
@@ -37,23 +50,50 @@ struct State {
     in_flight: u32,
     served: bool,
     since: Instant,
+    /// Feed streams whose last write the peer has not taken, and since when.
+    waiting: Vec<(u64, Instant)>,
+    subscribers: u32,
+    next_stream: u64,
+    /// Let in on the authenticated callers' reserve: closed after its first answer to a
+    /// request that did not authenticate, unless one did.
+    probation: bool,
+    authenticated: bool,
+    evict: bool,
 }
 
-/// Requests in flight on one connection and since when it has been idle.
+/// Requests in flight on one connection, since when it has been idle, and its feed streams.
 #[derive(Debug)]
-pub(crate) struct Activity(Mutex<State>);
+pub(crate) struct Activity {
+    state: Mutex<State>,
+    /// Wakes the guard when a deadline may have come nearer.
+    wake: Notify,
+    /// On probation: where an eviction is counted.
+    probation: Option<Arc<Refusals>>,
+}
 
 impl Activity {
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(Activity(Mutex::new(State {
-            in_flight: 0,
-            served: false,
-            since: Instant::now(),
-        })))
+    /// A connection's activity; `probation` (where an eviction is counted) for one let in on
+    /// the authenticated callers' reserve.
+    pub(crate) fn new(probation: Option<Arc<Refusals>>) -> Arc<Self> {
+        Arc::new(Activity {
+            state: Mutex::new(State {
+                in_flight: 0,
+                served: false,
+                since: Instant::now(),
+                waiting: Vec::new(),
+                subscribers: 0,
+                next_stream: 0,
+                probation: probation.is_some(),
+                authenticated: false,
+                evict: false,
+            }),
+            wake: Notify::new(),
+            probation,
+        })
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
-        f(&mut self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn open(self: &Arc<Self>) -> Open {
@@ -64,18 +104,54 @@ impl Activity {
         Open(Arc::clone(self))
     }
 
-    /// When the connection is due to be closed if nothing happens; `None` while a request is
-    /// in flight.
-    fn deadline(&self, limits: IdleLimits) -> Option<Instant> {
+    /// An answer is ready: on probation, whether its request authenticated decides whether
+    /// the connection stays. True when the answer must close the connection.
+    fn answered(&self, authenticated: bool) -> bool {
+        let evict = self.with(|s| {
+            if !s.probation || s.authenticated {
+                return false;
+            }
+            if authenticated {
+                s.authenticated = true;
+                false
+            } else {
+                s.evict = true;
+                true
+            }
+        });
+        if let (true, Some(refusals)) = (evict, &self.probation) {
+            refusals.unauthenticated.fetch_add(1, Ordering::Relaxed);
+            self.wake.notify_one();
+        }
+        evict
+    }
+
+    /// When the connection is due to be closed if nothing happens, and why; `None` while a
+    /// request is in flight and no feed stream waits on its peer.
+    fn deadline(&self, limits: IdleLimits) -> Option<(Instant, &'static str)> {
         self.with(|s| {
-            (s.in_flight == 0).then(|| {
-                s.since
-                    + if s.served {
-                        limits.idle
-                    } else {
-                        limits.first_request
-                    }
-            })
+            let idle = (s.in_flight == 0).then(|| {
+                if s.evict {
+                    (
+                        s.since,
+                        "a connection on the authenticated reserve did not authenticate",
+                    )
+                } else if s.served {
+                    (s.since + limits.idle, "idle")
+                } else {
+                    (s.since + limits.first_request, "no request in time")
+                }
+            });
+            let stalled = s.waiting.iter().map(|&(_, at)| at).min().map(|at| {
+                (
+                    at + limits.write_stall,
+                    "a live-feed stream's peer took no byte for the write-stall limit",
+                )
+            });
+            match (idle, stalled) {
+                (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
+                (a, b) => a.or(b),
+            }
         })
     }
 }
@@ -86,9 +162,86 @@ struct Open(Arc<Activity>);
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.with(|s| {
+        let evict = self.0.with(|s| {
             s.in_flight = s.in_flight.saturating_sub(1);
             s.since = Instant::now();
+            s.evict
+        });
+        if evict {
+            self.0.wake.notify_one();
+        }
+    }
+}
+
+/// The connection a request came on, in the request's extensions (the live feed counts its
+/// streams and watches their writes with it).
+#[derive(Debug, Clone)]
+pub(crate) struct ConnHandle(Arc<Activity>);
+
+impl ConnHandle {
+    /// A feed stream's place on this connection, if it has fewer than `max`. The stream
+    /// counts as waiting on its peer until its body is first asked for: an HTTP/2 stream
+    /// opened without window never is.
+    pub(crate) fn admit_stream(&self, max: u32) -> Option<FeedStream> {
+        let now = Instant::now();
+        let stream = self
+            .0
+            .with(|s| {
+                (s.subscribers < max).then(|| {
+                    s.subscribers += 1;
+                    s.next_stream += 1;
+                    s.waiting.push((s.next_stream, now));
+                    s.next_stream
+                })
+            })
+            .map(|id| FeedStream {
+                conn: Arc::clone(&self.0),
+                id,
+            });
+        self.0.wake.notify_one();
+        stream
+    }
+}
+
+/// A live-feed stream on its connection: beside the answer's body, it notes each write until
+/// the body is asked for the next one (the peer took the last: socket and flow control).
+#[derive(Debug)]
+pub(crate) struct FeedStream {
+    conn: Arc<Activity>,
+    id: u64,
+}
+
+impl FeedStream {
+    fn taken(&self) {
+        let id = self.id;
+        self.conn.with(|s| s.waiting.retain(|&(w, _)| w != id));
+    }
+}
+
+impl Watch for FeedStream {
+    fn ends_body(&mut self, _cx: &mut Context<'_>) -> bool {
+        self.taken();
+        false
+    }
+
+    fn sent(&mut self) {
+        let id = self.id;
+        let first = self.conn.with(|s| {
+            s.waiting.push((id, Instant::now()));
+            s.waiting.len() == 1
+        });
+        if first {
+            self.conn.wake.notify_one();
+        }
+    }
+}
+
+impl Drop for FeedStream {
+    fn drop(&mut self) {
+        let id = self.id;
+        self.conn.with(|s| {
+            s.waiting.retain(|&(w, _)| w != id);
+            s.subscribers = s.subscribers.saturating_sub(1);
         });
     }
 }
@@ -124,9 +277,23 @@ impl Service<Request<Incoming>> for Tracked {
     fn call(&mut self, mut req: Request<Incoming>) -> Self::Future {
         req.extensions_mut().insert(Peer(self.peer));
         let open = self.activity.open();
+        let bearer = crate::extract::bearer(req.headers()).is_some();
+        req.extensions_mut()
+            .insert(ConnHandle(Arc::clone(&self.activity)));
+        let activity = Arc::clone(&self.activity);
         let answer = self.router.call(req);
         Box::pin(async move {
-            let res = answer.await?;
+            let mut res = answer.await?;
+            // A token the server did not refuse (401), nor could not check (503).
+            let authenticated = bearer
+                && !matches!(
+                    res.status(),
+                    StatusCode::UNAUTHORIZED | StatusCode::SERVICE_UNAVAILABLE
+                );
+            if activity.answered(authenticated) {
+                res.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             Ok(res.map(|inner| watched(inner, open)))
         })
     }
@@ -140,7 +307,8 @@ impl Watch for Open {
 }
 
 /// Drives `conn` until it ends, or drops it (closing the socket) when it has had no request
-/// in flight for as long as `limits` allow.
+/// in flight for as long as `limits` allow, a feed stream's peer took no byte of its last
+/// write within the write-stall limit, or it is on probation and did not authenticate.
 pub(crate) async fn guard<E: Display>(
     conn: impl Future<Output = Result<(), E>>,
     activity: &Activity,
@@ -158,22 +326,145 @@ pub(crate) async fn guard<E: Display>(
                 }
                 return;
             }
-            () = &mut timer => {
-                let now = Instant::now();
-                match activity.deadline(limits) {
-                    Some(due) if due <= now => {
-                        tracing::debug!("closing a connection that sent no request in time");
-                        return;
-                    }
-                    Some(due) => timer.as_mut().reset(due),
-                    None => timer.as_mut().reset(now + limits.idle),
-                }
+            () = &mut timer => {}
+            () = activity.wake.notified() => {}
+        }
+        let now = Instant::now();
+        match activity.deadline(limits) {
+            Some((due, why)) if due <= now => {
+                tracing::debug!(why, "closing a connection");
+                return;
+            }
+            Some((due, _)) => timer.as_mut().reset(due),
+            None => timer.as_mut().reset(now + limits.idle),
+        }
+    }
+}
+
+/// The connections open from each peer (per replica: these are this process's sockets).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Peers(Arc<Mutex<HashMap<IpAddr, u32>>>);
+
+/// One connection of a peer, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct PeerSlot {
+    peers: Peers,
+    ip: IpAddr,
+}
+
+impl Peers {
+    /// A place for one more connection of `ip`, if it has fewer than `max`.
+    pub(crate) fn admit(&self, ip: IpAddr, max: u32) -> Option<PeerSlot> {
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let open = map.entry(ip).or_insert(0);
+        if *open >= max {
+            return None;
+        }
+        *open += 1;
+        Some(PeerSlot {
+            peers: self.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut map = self.peers.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(open) = map.get_mut(&self.ip) {
+            *open -= 1;
+            if *open == 0 {
+                map.remove(&self.ip);
             }
         }
     }
 }
 
-/// Connections closed at accept because the cap was reached; logged at most every 10 s.
+/// The bytes of the HTTP/2 connection preface ("PRI * HTTP/2.0").
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// A connection's socket that, when its first bytes are (the start of) the HTTP/2 preface,
+/// takes an HTTP/2 connection's share of the memory budget ([`crate::budget::HTTP2_COST`]) or
+/// fails the read, closing the connection.
+#[derive(Debug)]
+pub(crate) struct Admitted<T> {
+    inner: T,
+    budget: Option<MemoryBudget>,
+    _http2: Option<ConnectionRoom>,
+}
+
+impl<T> Admitted<T> {
+    pub(crate) fn new(inner: T, budget: MemoryBudget) -> Self {
+        Admitted {
+            inner,
+            budget: Some(budget),
+            _http2: None,
+        }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Admitted<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let read = &buf.filled()[before..];
+        if r.is_ready()
+            && !read.is_empty()
+            && let Some(budget) = self.budget.take()
+        {
+            let n = read.len().min(HTTP2_PREFACE.len());
+            if read[..n] == HTTP2_PREFACE[..n] {
+                match budget.admit_http2() {
+                    Some(room) => self._http2 = Some(room),
+                    None => {
+                        budget.refusals.http2.fetch_add(1, Ordering::Relaxed);
+                        return Poll::Ready(Err(io::Error::other(
+                            "no room in the memory budget for an HTTP/2 connection",
+                        )));
+                    }
+                }
+            }
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Admitted<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Connections closed at accept (over the cap, the memory budget's connection share or the
+/// peer's limit); logged at most every 10 s.
 #[derive(Debug, Default)]
 pub(crate) struct RefusedConnections {
     unreported: u64,
@@ -181,7 +472,7 @@ pub(crate) struct RefusedConnections {
 }
 
 impl RefusedConnections {
-    pub(crate) fn count(&mut self, cap: usize) {
+    pub(crate) fn count(&mut self, why: &'static str) {
         self.unreported += 1;
         let due = self
             .reported_at
@@ -189,8 +480,8 @@ impl RefusedConnections {
         if due {
             tracing::warn!(
                 refused = self.unreported,
-                max_connections = cap,
-                "connections over the cap were closed at once"
+                why,
+                "connections were closed at accept"
             );
             self.unreported = 0;
             self.reported_at = Some(Instant::now());

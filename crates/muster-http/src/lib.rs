@@ -8,9 +8,9 @@
 //! what: it asks the use cases.
 //!
 //! Module graph (who uses whom inside the crate; no circle): `routes` (the router) →
-//! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `reauth`, `sse`, `metrics`,
-//! `state`, `error`; `extract` → `state`, `budget`, `screen`, `error`; `state` → `budget`, `metrics`;
-//! `budget` → `error`; `metrics` → `refreshed`, `error`; `refreshed` → nothing; `server` → `conn_guard`, `stall`, `dev_web`, `screen`, `error`; `stall` → nothing; `screen` → `error`; `dev_web` →
+//! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `reauth`, `sse`, `conn_guard`, `server`, `metrics`,
+//! `state`, `error`; `extract` → `state`, `budget`, `screen`, `error`; `state` → `budget`, `metrics`; `conn_guard` → `budget`, `extract`, `watched_body`;
+//! `budget` → `error`; `metrics` → `refreshed`, `budget`, `error`; `refreshed` → nothing; `server` → `budget`, `conn_guard`, `stall`, `dev_web`, `screen`, `error`; `stall` → nothing; `screen` → `error`; `dev_web` →
 //! `error`; `sse` and `error` → nothing.
 
 pub mod budget;
@@ -30,7 +30,7 @@ mod stall;
 mod state;
 mod watched_body;
 
-pub use budget::BodyBudget;
+pub use budget::{BodyBudget, MemoryBudget, MemoryPlan};
 pub use routes::router;
 pub use server::{ServerSettings, serve};
 pub use state::{AppParts, AppState};

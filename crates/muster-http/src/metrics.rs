@@ -42,6 +42,28 @@ pub struct HttpMetrics {
     latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
     /// What the probes and the scrape read from Logbook, refreshed at most once per interval.
     pub(crate) db: std::sync::Arc<DbGauges>,
+    /// The memory budget's figures (its shares and refusals), reported at every scrape.
+    memory: Option<std::sync::Arc<dyn Collector>>,
+}
+
+impl HttpMetrics {
+    /// Metrics that report `memory`'s figures at every scrape (the server's budget).
+    pub fn with_memory(self, memory: impl Collector) -> Self {
+        HttpMetrics {
+            memory: Some(std::sync::Arc::new(memory)),
+            ..self
+        }
+    }
+}
+
+/// A collector kept across scrapes, registered for one.
+#[derive(Debug)]
+struct Shared(std::sync::Arc<dyn Collector>);
+
+impl Collector for Shared {
+    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
 }
 
 pub(crate) use muster_app::service::OldestAges;
@@ -74,6 +96,7 @@ impl Default for HttpMetrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
             db: Default::default(),
+            memory: None,
         }
     }
 }
@@ -561,6 +584,9 @@ pub(crate) fn exposition(
         body_budget_refused.clone(),
     );
     registry.register_collector(Box::new(snapshot));
+    if let Some(memory) = &http.memory {
+        registry.register_collector(Box::new(Shared(memory.clone())));
+    }
     let mut body = String::new();
     if prometheus_client::encoding::text::encode(&mut body, &registry).is_err() {
         return (StatusCode::INTERNAL_SERVER_ERROR, "metrics encoding failed").into_response();

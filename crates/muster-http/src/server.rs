@@ -1,8 +1,11 @@
-//! The server loop: hyper 1 connections (HTTP/1 or HTTP/2) with a connection cap, a request
-//! head within the header-read timeout of connect whatever the protocol, HTTP/2 keep-alive pings
-//! and an idle timeout ([`crate::conn_guard`]), a write-stall limit ([`crate::stall`]), a
-//! per-request timeout, and graceful shutdown that
-//! drains requests in flight.
+//! The server loop: hyper 1 connections (HTTP/1 or HTTP/2) admitted against a connection cap,
+//! the memory budget's connection share ([`crate::budget::MemoryBudget`]) with a reserve only
+//! authenticated connections may use, and a per-peer limit; a request head within the
+//! header-read timeout of connect whatever the protocol, HTTP/2 keep-alive pings, an idle
+//! timeout and a write-stall limit on feed streams ([`crate::conn_guard`]), a write-stall limit
+//! on the socket ([`crate::stall`]); HTTP/2 with few streams and small windows (their cost is
+//! charged to the budget); a per-request timeout, and graceful shutdown that drains requests in
+//! flight.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -20,14 +23,36 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use crate::conn_guard::{Activity, IdleLimits, RefusedConnections, Tracked, guard};
+use crate::budget::MemoryBudget;
+use crate::conn_guard::{
+    Activity, Admitted, IdleLimits, Peers, RefusedConnections, Tracked, guard,
+};
 use crate::error::ApiError;
 use crate::stall::WriteStall;
 
-/// The default connection cap: sized so that every connection at its measured idle cost fits
-/// the pod's 128 MiB memory limit beside the server's own baseline and the body budget
-/// (docs/security.md, "Connections"; the figure is `cargo xtask bench`'s `edge` row).
+/// The default connection cap. The memory budget's connection share binds first (796
+/// connections at the default budget); this is the count no budget raises it past.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// The default limit of connections open from one peer (one IP address): a peer cannot hold
+/// the connection share alone.
+pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: u32 = 64;
+
+/// HTTP/2: streams one connection may have open at once.
+pub const HTTP2_MAX_STREAMS: u32 = 32;
+/// HTTP/2: the receive window of a new stream: what a client may send of a body before the
+/// server reads it (a body is read once the body budget admitted it). At most
+/// [`crate::budget::SMALL_BODY`], the size the body budget does not count.
+pub const HTTP2_STREAM_WINDOW: u32 = 16 * 1024;
+/// HTTP/2: the connection's receive window, the protocol's initial (and least) one: the most
+/// a connection's streams hold together before their bodies are read, charged to the memory
+/// budget with the connection ([`crate::budget::HTTP2_COST`]).
+pub const HTTP2_CONNECTION_WINDOW: u32 = 65_535;
+/// HTTP/2: the bytes of answers a stream buffers beyond its peer's window before the server
+/// stops producing more for it (the feed's largest write).
+pub const HTTP2_SEND_BUFFER: usize = 32 * 1024;
+/// Live-feed streams one connection may have open at once.
+pub const MAX_FEED_STREAMS_PER_CONNECTION: u32 = 16;
 
 /// The largest request head (request line and headers) the server reads: beyond it HTTP/1 is
 /// answered `431` and closed, HTTP/2 refuses the stream. Muster's callers send a few hundred
@@ -52,6 +77,11 @@ pub struct ServerSettings {
     pub http2_keep_alive: Duration,
     /// Open connections at most (`--max-connections`); one over the cap is closed at once.
     pub max_connections: usize,
+    /// Open connections of one peer at most (`--max-connections-per-peer`); one more is closed
+    /// at once.
+    pub max_connections_per_peer: u32,
+    /// The memory budget: connections are admitted against its connection share.
+    pub memory: MemoryBudget,
     /// A request must be answered within this time (long polls wait at most 30 s).
     pub request_timeout: Duration,
     /// After shutdown is requested, requests in flight get this long to finish.
@@ -67,7 +97,9 @@ pub struct ServerSettings {
     pub body_read_deadline: Duration,
     /// A connection whose peer takes no byte of a waiting write for this long is closed
     /// ([`crate::stall`]): a live-feed subscriber that stopped reading altogether, whose stream
-    /// is never written again, so the slow-subscriber rule would never cut it loose.
+    /// is never written again, so the slow-subscriber rule would never cut it loose. So is a
+    /// connection with a feed stream whose last write its peer has not taken for this long
+    /// (an HTTP/2 stream without window: [`crate::conn_guard`]).
     pub write_stall: Duration,
     /// Development only: a directory served under `/dev/web/` ([`crate::dev_web`]); `None`
     /// (the default) means no such route.
@@ -81,6 +113,8 @@ impl Default for ServerSettings {
             idle_timeout: Duration::from_secs(60),
             http2_keep_alive: Duration::from_secs(20),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            memory: MemoryBudget::default(),
             request_timeout: Duration::from_secs(45),
             drain_timeout: Duration::from_secs(25),
             lame_duck: Duration::from_secs(1),
@@ -147,13 +181,22 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .keep_alive_interval(settings.http2_keep_alive)
         .keep_alive_timeout(settings.http2_keep_alive)
-        .max_header_list_size(MAX_REQUEST_HEAD as u32);
+        .max_header_list_size(MAX_REQUEST_HEAD as u32)
+        .max_concurrent_streams(HTTP2_MAX_STREAMS)
+        .initial_stream_window_size(HTTP2_STREAM_WINDOW)
+        .initial_connection_window_size(HTTP2_CONNECTION_WINDOW)
+        .adaptive_window(false)
+        .max_send_buf_size(HTTP2_SEND_BUFFER);
     let graceful = GracefulShutdown::new();
     let slots = Arc::new(Semaphore::new(settings.max_connections.max(1)));
     let mut refused = RefusedConnections::default();
+    let peers = Peers::default();
+    let memory = settings.memory.clone();
+    let reserve = memory.authenticated_reserve();
     let limits = IdleLimits {
         first_request: settings.header_read_timeout,
         idle: settings.idle_timeout,
+        write_stall: settings.write_stall,
     };
     tokio::pin!(shutdown);
     loop {
@@ -168,23 +211,44 @@ pub async fn serve(
                         continue;
                     }
                 };
-                // Over the cap: closed at once, not left to wait in the accept queue.
-                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                // Refused ones are closed at once, not left to wait in the accept queue.
+                let Some(peer_slot) = peers.admit(peer.ip(), settings.max_connections_per_peer) else {
                     drop(stream);
-                    refused.count(settings.max_connections);
+                    memory.refusals.peer.fetch_add(1, Ordering::Relaxed);
+                    refused.count("the peer's connection limit");
                     continue;
                 };
+                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    drop(stream);
+                    memory.refusals.full.fetch_add(1, Ordering::Relaxed);
+                    refused.count("the connection cap");
+                    continue;
+                };
+                // Past the public part of the connection share, a connection is let in on
+                // probation: it stays only if it authenticates.
+                let (room, probation) = match memory.admit_connection(reserve) {
+                    Some(room) => (room, false),
+                    None => match memory.admit_connection(0) {
+                        Some(room) => (room, true),
+                        None => {
+                            drop(stream);
+                            memory.refusals.full.fetch_add(1, Ordering::Relaxed);
+                            refused.count("the memory budget's connection share");
+                            continue;
+                        }
+                    },
+                };
                 let _ = stream.set_nodelay(true);
-                let activity = Activity::new();
+                let activity = Activity::new(probation.then(|| Arc::clone(&memory.refusals)));
                 let svc = TowerToHyperService::new(Tracked::new(router.clone(), activity.clone(), peer.ip()));
                 let conn = builder.serve_connection_with_upgrades(
-                    TokioIo::new(WriteStall::new(stream, settings.write_stall)),
+                    TokioIo::new(WriteStall::new(Admitted::new(stream, memory.clone()), settings.write_stall)),
                     svc,
                 );
                 let conn = graceful.watch(conn.into_owned());
                 tokio::spawn(async move {
                     guard(conn, &activity, limits).await;
-                    drop(slot);
+                    drop((slot, room, peer_slot));
                 });
             }
             () = &mut shutdown => break,

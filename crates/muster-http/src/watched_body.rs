@@ -1,7 +1,7 @@
 //! An answer's body with a watcher beside it: [`Watched`] hands every poll to its [`Watch`]
 //! first, which may end the body early, and otherwise is the inner body. The connection guard
 //! keeps a request counted as in flight this way; the live feed's token recheck ends a feed
-//! whose token was revoked.
+//! whose token was revoked; a feed stream notes each write its peer has yet to take.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -13,6 +13,9 @@ use hyper::body::{Body as HttpBody, Bytes, Frame, SizeHint};
 pub(crate) trait Watch: Send + Unpin + 'static {
     /// Asked before each poll of the inner body: true ends the body there.
     fn ends_body(&mut self, cx: &mut Context<'_>) -> bool;
+
+    /// Told after the inner body handed out a frame.
+    fn sent(&mut self) {}
 }
 
 /// `inner` with `watch` beside it, as long as the body lives.
@@ -37,7 +40,11 @@ impl<W: Watch> HttpBody for Watched<W> {
         if this.watch.ends_body(cx) {
             return Poll::Ready(None);
         }
-        Pin::new(&mut this.inner).poll_frame(cx)
+        let frame = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = &frame {
+            this.watch.sent();
+        }
+        frame
     }
 
     fn is_end_stream(&self) -> bool {
