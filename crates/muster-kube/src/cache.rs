@@ -42,6 +42,18 @@ impl<V: Copy> TtlCache<V> {
         }
     }
 
+    /// Forgets the answer for `key`.
+    pub(crate) fn remove(&mut self, key: &[u8; 32]) {
+        self.entries.remove(key);
+    }
+
+    /// Changes the answer kept for `key`, if there is one, keeping when it was stored.
+    pub(crate) fn update(&mut self, key: &[u8; 32], change: impl FnOnce(&mut V)) {
+        if let Some((_, value)) = self.entries.get_mut(key) {
+            change(value);
+        }
+    }
+
     pub(crate) fn insert(&mut self, key: [u8; 32], value: V, now: Instant) {
         if self.capacity == 0 || self.ttl.is_zero() {
             return;

@@ -321,26 +321,18 @@ type Kept = (
     Driver,
 );
 
-/// Keep-alive connections for the TokenReviews: at most `size` open at once (a review waits
-/// for one), each kept for the next review while it lasts, so that a review costs a request,
-/// not a TCP and TLS handshake. One connection serves every review in turn while they come
-/// one at a time; only concurrent reviews open more.
+/// Keep-alive connections for the TokenReviews, each kept for the next review while it lasts,
+/// so that a review costs a request, not a TCP and TLS handshake. One connection serves every
+/// review in turn while they come one at a time; only concurrent reviews open more, and the
+/// caller bounds how many run at once (the admission's lanes), so at most that many are open.
+#[derive(Default)]
 pub(crate) struct ReviewPool {
     idle: Mutex<Vec<Kept>>,
-    slots: tokio::sync::Semaphore,
     /// Connections opened so far (for the tests and the logs).
     pub(crate) opened: std::sync::atomic::AtomicU64,
 }
 
 impl ReviewPool {
-    pub(crate) fn new(size: usize) -> Self {
-        ReviewPool {
-            idle: Mutex::new(Vec::new()),
-            slots: tokio::sync::Semaphore::new(size.max(1)),
-            opened: std::sync::atomic::AtomicU64::new(0),
-        }
-    }
-
     /// Sends `request` on a kept connection (or a new one) and reads the answer whole, up to
     /// `limit` bytes; the connection is kept again when the exchange went through. A kept
     /// connection the API server has closed meanwhile is replaced once, for a new one.
@@ -352,11 +344,6 @@ impl ReviewPool {
         limit: usize,
     ) -> Result<(hyper::StatusCode, hyper::body::Bytes), ApiFailure> {
         use http_body_util::BodyExt;
-        let _slot = self
-            .slots
-            .acquire()
-            .await
-            .map_err(|_| ApiFailure::Request("the connection pool is closed".into()))?;
         let mut kept = self.take();
         loop {
             let reused = kept.is_some();

@@ -12,12 +12,14 @@ use std::path::{Path, PathBuf};
 use muster_domain::Principal;
 use serde::Deserialize;
 
+mod admission;
 mod cache;
 mod client;
 pub mod nodes;
 pub mod probe;
 mod tokenreview;
 
+pub use admission::Rate;
 pub use client::api_server_url;
 use client::read;
 pub use tokenreview::{DEFAULT_AUDIENCE, TokenReviewAuthenticator, TokenReviewSettings};

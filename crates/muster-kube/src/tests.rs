@@ -142,3 +142,114 @@ fn cached_answers_expire_after_the_ttl() {
     );
     assert_eq!(cache.len(), 0);
 }
+
+mod admission {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    use std::time::{Duration, Instant};
+
+    use crate::admission::{Lane, Rate, Rates, Refusal};
+
+    const A: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)));
+    const B: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
+    const C: Option<IpAddr> = Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 3)));
+    const UNLIMITED: Rate = Rate {
+        per_second: 1e9,
+        burst: u32::MAX,
+    };
+
+    fn one_a_second(burst: u32) -> Rate {
+        Rate {
+            per_second: 1.0,
+            burst,
+        }
+    }
+
+    fn takes(
+        rates: &Rates,
+        peer: Option<IpAddr>,
+        at: Instant,
+        n: usize,
+    ) -> Vec<Result<(), Refusal>> {
+        (0..n).map(|_| rates.admit(peer, at)).collect()
+    }
+
+    #[test]
+    fn a_peer_gets_its_burst_then_its_rate() {
+        let t0 = Instant::now();
+        let rates = Rates::new(one_a_second(2), UNLIMITED, 10, t0);
+        assert_eq!(
+            takes(&rates, A, t0, 3),
+            [Ok(()), Ok(()), Err(Refusal::PeerRate)]
+        );
+        let t1 = t0 + Duration::from_secs(1);
+        assert_eq!(takes(&rates, A, t1, 2), [Ok(()), Err(Refusal::PeerRate)]);
+        assert_eq!(takes(&rates, B, t1, 1), [Ok(())]);
+    }
+
+    #[test]
+    fn the_replicas_bucket_refuses_whatever_the_peer() {
+        let t0 = Instant::now();
+        let rates = Rates::new(UNLIMITED, one_a_second(2), 10, t0);
+        let answers: Vec<_> = [A, B, C].iter().map(|p| rates.admit(*p, t0)).collect();
+        assert_eq!(answers, [Ok(()), Ok(()), Err(Refusal::GlobalRate)]);
+    }
+
+    #[test]
+    fn a_review_refused_by_one_bucket_takes_nothing_from_the_other() {
+        let t0 = Instant::now();
+        let rates = Rates::new(one_a_second(1), one_a_second(2), 10, t0);
+        assert_eq!(
+            takes(&rates, A, t0, 3),
+            [Ok(()), Err(Refusal::PeerRate), Err(Refusal::PeerRate)]
+        );
+        assert_eq!(takes(&rates, B, t0, 2), [Ok(()), Err(Refusal::PeerRate)]);
+        assert_eq!(takes(&rates, C, t0, 1), [Err(Refusal::GlobalRate)]);
+    }
+
+    #[test]
+    fn an_ipv4_mapped_address_is_the_same_peer() {
+        let t0 = Instant::now();
+        let rates = Rates::new(one_a_second(1), UNLIMITED, 10, t0);
+        let mapped = Some(IpAddr::V6(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped()));
+        assert_eq!(rates.admit(A, t0), Ok(()));
+        assert_eq!(rates.admit(mapped, t0), Err(Refusal::PeerRate));
+        assert_eq!(
+            rates.admit(Some(IpAddr::V6(Ipv6Addr::LOCALHOST)), t0),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn the_peers_tracked_stay_bounded_and_refilled_ones_are_forgotten_first() {
+        let t0 = Instant::now();
+        let rates = Rates::new(one_a_second(1), UNLIMITED, 2, t0);
+        assert_eq!(rates.admit(A, t0), Ok(()));
+        assert_eq!(rates.admit(B, t0), Ok(()));
+        assert_eq!(rates.admit(C, t0), Err(Refusal::PeerRate));
+        assert_eq!(rates.admit(C, t0 + Duration::from_secs(5)), Ok(()));
+        assert_eq!(rates.peers(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_lane_refuses_at_once_when_its_slots_and_queue_are_taken() {
+        let lane = Lane::new(1, 0, Duration::from_secs(60));
+        let _slot = lane.enter().await.unwrap();
+        let refused = tokio::time::timeout(Duration::from_secs(1), lane.enter()).await;
+        assert!(matches!(refused, Ok(Err(Refusal::Queue))));
+    }
+
+    #[tokio::test]
+    async fn a_lane_gives_a_freed_slot_to_the_one_waiting() {
+        let lane = Lane::new(1, 1, Duration::from_secs(60));
+        let slot = lane.enter().await.unwrap();
+        let waiting = lane.enter();
+        tokio::pin!(waiting);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), &mut waiting)
+                .await
+                .is_err()
+        );
+        drop(slot);
+        assert!(waiting.await.is_ok());
+    }
+}

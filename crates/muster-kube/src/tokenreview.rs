@@ -1,23 +1,41 @@
 //! TokenReview: is this bearer token a ServiceAccount's, and whose?
+//!
+//! Admission (docs/security.md, "TokenReview admission"): a token with a positive answer (a
+//! known token) is reviewed again in the background once its answer is older than
+//! `cache_ttl - refresh_ahead`, on slots of its own; past `cache_ttl` a call waits for that
+//! review, and while the API server gives no answer (slow past the timeout, unreachable,
+//! non-2xx) the last positive answer serves for at most `stale_limit` beyond its time to live.
+//! A negative answer, or a 401/403 from the API server, ends that at once. Reviews of unknown
+//! tokens take a token from their peer's bucket and from the replica's, then a slot of their
+//! own lane, waiting in a bounded queue for a bounded time; refused, the call is 503. A review
+//! under way is shared by every lookup of its token, and its entry is removed when the last of
+//! them goes away, answered or not.
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use http_body_util::Full;
 use hyper::body::Bytes;
-use muster_app::auth::{AuthError, Authenticator};
+use muster_app::auth::{AuthError, Authenticator, ReviewFigures};
 use muster_app::dependency::CallCounts;
 use muster_domain::Principal;
 use serde::Deserialize;
 
 use tokio::sync::OnceCell;
 
+use crate::admission::{Lane, Rate, Rates, Refused};
 use crate::cache::TtlCache;
 use crate::client::{ApiFailure, ApiServer, ReviewPool, api_server_url};
 use crate::{DEFAULT_CA_PATH, DEFAULT_TOKEN_PATH, KubeError, ServiceAccountMap, TOKENREVIEW_PATH};
+
+/// Most peers whose review rate is tracked at once; past it, peers whose bucket has refilled
+/// are forgotten, and a new peer is refused while none has.
+const MAX_PEERS: usize = 4096;
 
 /// Largest TokenReview answer read; a larger one counts as the API server being unavailable.
 const MAX_RESPONSE_BYTES: usize = 1 << 20;
@@ -47,8 +65,23 @@ pub struct TokenReviewSettings {
     /// ones, which a flood of unknown tokens therefore never evicts).
     pub negative_ttl: Duration,
     pub negative_capacity: usize,
-    /// Connections to the API server open at once for reviews, kept alive between them.
+    /// Reviews of unknown tokens running at once (each on a kept-alive connection).
     pub connections: usize,
+    /// Reviews of known tokens running at once, apart from those of unknown tokens.
+    pub refresh_connections: usize,
+    /// A known token is reviewed again once its answer is older than `cache_ttl` minus this
+    /// (at most half of `cache_ttl`).
+    pub refresh_ahead: Duration,
+    /// How long past `cache_ttl` a positive answer still lets its token in while the API server
+    /// gives no answer.
+    pub stale_limit: Duration,
+    /// Reviews of unknown tokens that may wait for a slot, and how long each may wait.
+    pub queue: usize,
+    pub queue_wait: Duration,
+    /// Reviews of unknown tokens one peer (the connection's remote address) may start, and
+    /// the replica as a whole.
+    pub peer_rate: Rate,
+    pub global_rate: Rate,
 }
 
 /// The audience asked for by default, and the one the manifests project into callers' tokens.
@@ -69,6 +102,19 @@ impl TokenReviewSettings {
             negative_ttl: Duration::from_secs(30),
             negative_capacity: 1_000,
             connections: 4,
+            refresh_connections: 2,
+            refresh_ahead: Duration::from_secs(10),
+            stale_limit: Duration::from_secs(300),
+            queue: 32,
+            queue_wait: Duration::from_secs(1),
+            peer_rate: Rate {
+                per_second: 5.0,
+                burst: 10,
+            },
+            global_rate: Rate {
+                per_second: 50.0,
+                burst: 100,
+            },
         }
     }
 
@@ -107,29 +153,84 @@ struct ReviewUser {
     username: String,
 }
 
-/// Checks bearer tokens with the Kubernetes TokenReview API; see the crate documentation.
+/// Checks bearer tokens with the Kubernetes TokenReview API; see the module documentation.
 pub struct TokenReviewAuthenticator {
+    inner: Arc<Inner>,
+}
+
+/// A positive answer as kept: whose token it is, and whether a review since its time to live
+/// got no answer (then calls are let in on it at once while another review is tried).
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    principal: Principal,
+    refresh_failed: bool,
+}
+
+/// Which lane a review takes.
+#[derive(Debug, Clone, Copy)]
+enum Class {
+    /// A token with a positive answer.
+    Known,
+    /// Any other, from this peer.
+    Unknown(Option<IpAddr>),
+}
+
+impl Class {
+    fn index(self) -> usize {
+        match self {
+            Class::Known => 0,
+            Class::Unknown(_) => 1,
+        }
+    }
+}
+
+const CLASSES: [&str; 2] = ["known", "unknown"];
+const OUTCOMES: [&str; 3] = ["positive", "negative", "unavailable"];
+
+/// What the admission did, for the metrics.
+#[derive(Debug, Default)]
+struct Figures {
+    reviews: [[AtomicU64; 3]; 2],
+    refused: Refused,
+    served_stale: AtomicU64,
+    refreshes: AtomicU64,
+}
+
+type Key = [u8; 32];
+type Pending = Mutex<HashMap<Key, Arc<OnceCell<Answer>>>>;
+
+struct Inner {
     api: ApiServer,
     pool: ReviewPool,
     map: ServiceAccountMap,
     audiences: Vec<String>,
     timeout: Duration,
-    /// Positive answers, and negative ones apart.
-    known: Mutex<TtlCache<Principal>>,
+    ttl: Duration,
+    /// Age of a positive answer from which its token is reviewed again.
+    refresh_from: Duration,
+    /// Positive answers, kept for `ttl + stale_limit`, and negative ones apart.
+    known: Mutex<TtlCache<Known>>,
     refused: Mutex<TtlCache<()>>,
     /// Reviews under way, by token digest: a second lookup of the same token waits for the
     /// first one's answer instead of sending its own.
-    pending: Mutex<HashMap<[u8; 32], Arc<OnceCell<Answer>>>>,
+    pending: Pending,
+    known_lane: Lane,
+    unknown_lane: Lane,
+    rates: Rates,
+    /// Cleared by a 401/403 from the API server (no stale answer serves then), set again by
+    /// the next answered review.
+    stale_allowed: AtomicBool,
     /// Reviews that got no answer (each refused a call with 503).
     counts: Arc<CallCounts>,
+    figures: Figures,
 }
 
 impl std::fmt::Debug for TokenReviewAuthenticator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenReviewAuthenticator")
-            .field("api_server", &self.api.endpoint.authority)
-            .field("serviceaccounts", &self.map.len())
-            .field("timeout", &self.timeout)
+            .field("api_server", &self.inner.api.endpoint.authority)
+            .field("serviceaccounts", &self.inner.map.len())
+            .field("timeout", &self.inner.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -143,19 +244,40 @@ impl TokenReviewAuthenticator {
             settings.token_path,
             settings.token_refresh,
         )?;
-        Ok(TokenReviewAuthenticator {
+        let now = Instant::now();
+        let inner = Inner {
             api,
-            pool: ReviewPool::new(settings.connections),
+            pool: ReviewPool::default(),
             map: settings.map,
             audiences: settings.audiences,
             timeout: settings.timeout,
-            counts: Arc::default(),
-            known: Mutex::new(TtlCache::new(settings.cache_ttl, settings.cache_capacity)),
+            ttl: settings.cache_ttl,
+            refresh_from: settings
+                .cache_ttl
+                .saturating_sub(settings.refresh_ahead)
+                .max(settings.cache_ttl / 2),
+            known: Mutex::new(TtlCache::new(
+                settings.cache_ttl + settings.stale_limit,
+                settings.cache_capacity,
+            )),
             refused: Mutex::new(TtlCache::new(
                 settings.negative_ttl,
                 settings.negative_capacity,
             )),
             pending: Mutex::new(HashMap::new()),
+            known_lane: Lane::new(
+                settings.refresh_connections,
+                settings.cache_capacity,
+                settings.queue_wait,
+            ),
+            unknown_lane: Lane::new(settings.connections, settings.queue, settings.queue_wait),
+            rates: Rates::new(settings.peer_rate, settings.global_rate, MAX_PEERS, now),
+            stale_allowed: AtomicBool::new(true),
+            counts: Arc::default(),
+            figures: Figures::default(),
+        };
+        Ok(TokenReviewAuthenticator {
+            inner: Arc::new(inner),
         })
     }
 
@@ -163,19 +285,26 @@ impl TokenReviewAuthenticator {
     /// 503) among all the reviews sent, shared so that the metrics can export them as
     /// `muster_tokenreview_reviews_total` and `muster_tokenreview_failures_total`.
     pub fn counts(&self) -> Arc<CallCounts> {
-        Arc::clone(&self.counts)
+        Arc::clone(&self.inner.counts)
     }
 
     /// Number of answers currently cached (positive and negative).
     pub fn cached(&self) -> usize {
-        lock(&self.known).len() + lock(&self.refused).len()
+        lock(&self.inner.known).len() + lock(&self.inner.refused).len()
     }
 
     /// Connections opened to the API server for reviews so far.
     pub fn connections_opened(&self) -> u64 {
-        self.pool.opened.load(std::sync::atomic::Ordering::Relaxed)
+        self.inner.pool.opened.load(Ordering::Relaxed)
     }
 
+    /// Reviews under way now (their entries in the in-flight map).
+    pub fn in_flight(&self) -> usize {
+        lock(&self.inner.pending).len()
+    }
+}
+
+impl Inner {
     async fn review(&self, token: &str) -> Result<ReviewStatus, ApiFailure> {
         match tokio::time::timeout(self.timeout, self.exchange(token)).await {
             Ok(r) => r,
@@ -211,17 +340,35 @@ impl TokenReviewAuthenticator {
         Ok(review.status)
     }
 
-    /// A cached answer for `key`, if one is fresh.
-    fn cached_answer(&self, key: &[u8; 32]) -> Option<Option<Principal>> {
-        let now = Instant::now();
-        if let Some((_, p)) = lock(&self.known).get(key, now) {
-            return Some(Some(p));
-        }
-        lock(&self.refused).get(key, now).map(|_| None)
+    fn count(&self, class: Class, outcome: usize) {
+        self.figures.reviews[class.index()][outcome].fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Reviews `token` and caches the answer (an unavailable API server is never cached).
-    async fn lookup(&self, token: &str, key: [u8; 32]) -> Answer {
+    /// Admits a review of `class`, sends it (the timeout counts the exchange alone, not the
+    /// wait for a slot) and caches the answer (an unavailable API server is never cached).
+    async fn lookup(&self, token: &str, key: Key, class: Class) -> Answer {
+        let lane = match class {
+            Class::Known => &self.known_lane,
+            Class::Unknown(peer) => {
+                if let Err(refusal) = self.rates.admit(peer, Instant::now()) {
+                    self.figures.refused.count(refusal);
+                    return Err(AuthError::Unavailable);
+                }
+                &self.unknown_lane
+            }
+        };
+        let _slot = match lane.enter().await {
+            Ok(slot) => slot,
+            Err(refusal) => {
+                if let Class::Unknown(_) = class {
+                    self.figures.refused.count(refusal);
+                } else {
+                    self.count(class, 2);
+                    lock(&self.known).update(&key, |k| k.refresh_failed = true);
+                }
+                return Err(AuthError::Unavailable);
+            }
+        };
         let review = self.review(token).await;
         self.counts.count(review.is_ok());
         let status = match review {
@@ -232,16 +379,143 @@ impl TokenReviewAuthenticator {
                     error = %failure,
                     "TokenReview failed: refusing with 503 (fail closed)"
                 );
+                self.count(class, 2);
+                let denied = matches!(
+                    failure,
+                    ApiFailure::Status(s)
+                        if s == hyper::StatusCode::UNAUTHORIZED || s == hyper::StatusCode::FORBIDDEN
+                );
+                if denied {
+                    // The API server refuses Muster itself: no answer of before serves now.
+                    self.stale_allowed.store(false, Ordering::Relaxed);
+                    lock(&self.known).remove(&key);
+                } else {
+                    lock(&self.known).update(&key, |k| k.refresh_failed = true);
+                }
                 return Err(AuthError::Unavailable);
             }
         };
+        self.stale_allowed.store(true, Ordering::Relaxed);
         let principal = self.judge(status, token);
         let now = Instant::now();
         match principal {
-            Some(p) => lock(&self.known).insert(key, p, now),
-            None => lock(&self.refused).insert(key, (), now),
+            Some(principal) => {
+                self.count(class, 0);
+                let known = Known {
+                    principal,
+                    refresh_failed: false,
+                };
+                lock(&self.known).insert(key, known, now);
+            }
+            None => {
+                self.count(class, 1);
+                lock(&self.known).remove(&key);
+                lock(&self.refused).insert(key, (), now);
+            }
         }
         Ok(principal)
+    }
+
+    /// The answer of the review of `token` under way, or of a new one.
+    async fn joined(&self, token: &str, key: Key, class: Class) -> Answer {
+        let flight = InFlight::join(&self.pending, key);
+        flight
+            .cell()
+            .get_or_init(|| self.lookup(token, key, class))
+            .await
+            .clone()
+    }
+
+    /// Starts a review of the known `token` in the background, unless one is under way.
+    fn refresh(self: &Arc<Self>, token: &str, key: Key) {
+        if lock(&self.pending).contains_key(&key) {
+            return;
+        }
+        let (inner, token) = (Arc::clone(self), token.to_owned());
+        tokio::spawn(async move {
+            // Started meanwhile by another call: that one serves.
+            let Some(flight) = InFlight::start(&inner.pending, key) else {
+                return;
+            };
+            inner.figures.refreshes.fetch_add(1, Ordering::Relaxed);
+            let _ = flight
+                .cell()
+                .get_or_init(|| inner.lookup(&token, key, Class::Known))
+                .await;
+        });
+    }
+
+    /// The answer for a token whose positive answer is `known`, stored `age` ago.
+    async fn known(self: &Arc<Self>, token: &str, key: Key, known: Known, age: Duration) -> Answer {
+        let principal = known.principal;
+        if age < self.refresh_from {
+            return Ok(Some(principal));
+        }
+        if age < self.ttl {
+            self.refresh(token, key);
+            return Ok(Some(principal));
+        }
+        if !self.stale_allowed.load(Ordering::Relaxed) {
+            return self.joined(token, key, Class::Known).await;
+        }
+        if known.refresh_failed {
+            // The API server gave no answer since: let the call in now, ask again meanwhile.
+            self.refresh(token, key);
+            return Ok(Some(self.served_stale(principal)));
+        }
+        match self.joined(token, key, Class::Known).await {
+            Err(AuthError::Unavailable) if self.may_serve_stale(&key) => {
+                Ok(Some(self.served_stale(principal)))
+            }
+            answer => answer,
+        }
+    }
+
+    /// Whether the positive answer of `key` may still let its token in: kept (within the
+    /// stale limit, not refused since) and no 401/403 from the API server since.
+    fn may_serve_stale(&self, key: &Key) -> bool {
+        self.stale_allowed.load(Ordering::Relaxed)
+            && lock(&self.known).get(key, Instant::now()).is_some()
+    }
+
+    fn served_stale(&self, principal: Principal) -> Principal {
+        self.figures.served_stale.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(principal = %principal, "TokenReview: let in on a stale positive answer");
+        principal
+    }
+
+    async fn authenticate(self: &Arc<Self>, token: &str, peer: Option<IpAddr>) -> Answer {
+        if token.is_empty() {
+            return Ok(None);
+        }
+        let key = *blake3::hash(token.as_bytes()).as_bytes();
+        let now = Instant::now();
+        let known = lock(&self.known).get(&key, now);
+        if let Some((at, known)) = known {
+            let age = now.saturating_duration_since(at);
+            return self.known(token, key, known, age).await;
+        }
+        if lock(&self.refused).get(&key, now).is_some() {
+            return Ok(None);
+        }
+        self.joined(token, key, Class::Unknown(peer)).await
+    }
+
+    fn figures(&self) -> ReviewFigures {
+        let f = &self.figures;
+        let mut reviews = Vec::with_capacity(6);
+        for (c, class) in CLASSES.iter().enumerate() {
+            for (o, outcome) in OUTCOMES.iter().enumerate() {
+                reviews.push((*class, *outcome, f.reviews[c][o].load(Ordering::Relaxed)));
+            }
+        }
+        ReviewFigures {
+            reviews,
+            rejected: f.refused.get(),
+            served_stale: f.served_stale.load(Ordering::Relaxed),
+            refreshes: f.refreshes.load(Ordering::Relaxed),
+            in_flight: lock(&self.pending).len() as u64,
+        }
     }
 
     /// The principal of an answered review: authenticated, meant for one of our audiences and
@@ -279,6 +553,64 @@ impl TokenReviewAuthenticator {
 /// What a lookup answers.
 type Answer = Result<Option<Principal>, AuthError>;
 
+/// One lookup's share of a review under way: the review's entry in the in-flight map lives
+/// while a share does, and goes with the last one, however it ends (answered, or its caller
+/// gone). Shares are made and dropped under the map's lock, so the count is exact.
+struct InFlight<'a> {
+    pending: &'a Pending,
+    key: Key,
+    cell: Option<Arc<OnceCell<Answer>>>,
+}
+
+impl<'a> InFlight<'a> {
+    /// A share of the review of `key` under way, or of a new one.
+    fn join(pending: &'a Pending, key: Key) -> Self {
+        let cell = Arc::clone(lock(pending).entry(key).or_default());
+        InFlight {
+            pending,
+            key,
+            cell: Some(cell),
+        }
+    }
+
+    /// A share of a new review of `key`; none when one is under way.
+    fn start(pending: &'a Pending, key: Key) -> Option<Self> {
+        let mut map = lock(pending);
+        if map.contains_key(&key) {
+            return None;
+        }
+        let cell = Arc::new(OnceCell::new());
+        map.insert(key, Arc::clone(&cell));
+        Some(InFlight {
+            pending,
+            key,
+            cell: Some(cell),
+        })
+    }
+
+    fn cell(&self) -> &OnceCell<Answer> {
+        self.cell
+            .as_deref()
+            .expect("a share holds its cell until dropped")
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        let mut map = lock(self.pending);
+        let Some(cell) = self.cell.take() else {
+            return;
+        };
+        // The map's reference and this one: no other share is left.
+        let ours = map.get(&self.key).is_some_and(|c| Arc::ptr_eq(c, &cell));
+        if ours && Arc::strong_count(&cell) == 2 {
+            map.remove(&self.key);
+        }
+        drop(cell);
+        drop(map);
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -286,20 +618,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[async_trait]
 impl Authenticator for TokenReviewAuthenticator {
     async fn authenticate(&self, token: &str) -> Result<Option<Principal>, AuthError> {
-        if token.is_empty() {
-            return Ok(None);
-        }
-        let key = *blake3::hash(token.as_bytes()).as_bytes();
-        if let Some(hit) = self.cached_answer(&key) {
-            return Ok(hit);
-        }
-        // One review per token at a time: later lookups wait for its answer.
-        let cell = Arc::clone(lock(&self.pending).entry(key).or_default());
-        let answer = cell.get_or_init(|| self.lookup(token, key)).await.clone();
-        let mut pending = lock(&self.pending);
-        if pending.get(&key).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-            pending.remove(&key);
-        }
-        answer
+        self.inner.authenticate(token, None).await
+    }
+
+    async fn authenticate_from(
+        &self,
+        token: &str,
+        peer: Option<IpAddr>,
+    ) -> Result<Option<Principal>, AuthError> {
+        self.inner.authenticate(token, peer).await
+    }
+
+    fn figures(&self) -> Option<ReviewFigures> {
+        Some(self.inner.figures())
     }
 }

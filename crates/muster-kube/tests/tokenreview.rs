@@ -7,53 +7,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use muster_app::auth::{AuthError, Authenticator};
-use muster_domain::{Kind, Principal};
-use muster_kube::{KubeError, TokenReviewAuthenticator, TokenReviewSettings};
-
-/// What the trawl worker's and the conn's tokens resolve to.
-const AS_TRAWL: Result<Option<Principal>, AuthError> = Ok(Some(Principal::Worker(Kind::Trawl)));
-const AS_CONN: Result<Option<Principal>, AuthError> = Ok(Some(Principal::Conn));
-const UNAVAILABLE: Result<Option<Principal>, AuthError> = Err(AuthError::Unavailable);
-
-/// An authenticator with the test's settings in front of a fake API server in one mode, and the
-/// directory of its files (kept as long as the authenticator).
-struct Reviewed {
-    server: FakeApiServer,
-    auth: TokenReviewAuthenticator,
-    _dir: TempDir,
-}
-
-impl Reviewed {
-    async fn against(mode: Mode) -> Reviewed {
-        Reviewed::with(mode, |_| {}).await
-    }
-
-    /// [`against`](Self::against), with the settings adjusted first.
-    async fn with(mode: Mode, adjust: impl FnOnce(&mut TokenReviewSettings)) -> Reviewed {
-        let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
-        let server = fake_api_server(&pki, mode).await;
-        let mut settings = settings(&dir, &server.url, &pki.ca_pem);
-        adjust(&mut settings);
-        let auth = TokenReviewAuthenticator::new(settings).unwrap();
-        Reviewed {
-            server,
-            auth,
-            _dir: dir,
-        }
-    }
-}
-
-/// What `auth` answers for each of `tokens`, asked in turn.
-async fn answers<const N: usize>(
-    auth: &TokenReviewAuthenticator,
-    tokens: [&str; N],
-) -> Vec<Result<Option<Principal>, AuthError>> {
-    let mut answers = Vec::with_capacity(N);
-    for token in tokens {
-        answers.push(auth.authenticate(token).await);
-    }
-    answers
-}
+use muster_domain::Principal;
+use muster_kube::{KubeError, TokenReviewAuthenticator};
 
 /// How many reviews a fresh authenticator in front of a server in `mode` counts as failures
 /// after asking about each of `tokens`.
@@ -244,7 +199,10 @@ async fn the_audience_asked_for_is_the_configured_one() {
 
 #[tokio::test]
 async fn reviews_one_after_another_share_one_keep_alive_connection() {
-    let Reviewed { server, auth, _dir } = Reviewed::against(Mode::Review).await;
+    let Reviewed { server, auth, _dir } = Reviewed::with(Mode::Review, |s| {
+        s.peer_rate = UNLIMITED;
+    })
+    .await;
     for i in 0..20 {
         assert_eq!(auth.authenticate(&format!("random-{i}")).await, Ok(None));
     }
@@ -267,12 +225,14 @@ async fn concurrent_lookups_of_one_token_send_one_review() {
         assert_eq!(l.await.unwrap(), AS_TRAWL);
     }
     assert_eq!(server.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(auth.in_flight(), 0);
 }
 
 #[tokio::test]
 async fn a_flood_of_random_tokens_leaves_the_good_tokens_cached_and_working() {
     let Reviewed { server, auth, _dir } = Reviewed::with(Mode::Review, |s| {
         s.negative_capacity = 100;
+        (s.peer_rate, s.global_rate) = (UNLIMITED, UNLIMITED);
     })
     .await;
     assert_eq!(

@@ -9,8 +9,10 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::{Bytes, Incoming};
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use muster_app::auth::{AuthError, Authenticator};
+use muster_domain::{Kind, Principal};
 use muster_kube::{
-    ServiceAccountMap, TOKENREVIEW_PATH, TokenReviewAuthenticator, TokenReviewSettings,
+    Rate, ServiceAccountMap, TOKENREVIEW_PATH, TokenReviewAuthenticator, TokenReviewSettings,
 };
 pub use muster_testkit::TempDir;
 use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
@@ -44,7 +46,15 @@ pub enum Mode {
     IgnoresAudiences,
     /// Answers as `Review` does, after 100 ms.
     Slow,
+    /// Answers as `Review` does, after 500 ms.
+    Sluggish,
+    /// Answers every token as not authenticated (as after its ServiceAccount was deleted).
+    Revoked,
+    /// Answers the fixtures' tokens as `Review` does and never answers any other.
+    HangsUnknown,
     Status500,
+    /// Refuses Muster's own token as Kubernetes does when its RBAC binding is gone.
+    Status403,
     Hang,
 }
 
@@ -83,10 +93,19 @@ pub fn pki() -> Pki {
 /// The fake API server: answers TokenReviews by token, counts the requests it gets.
 pub struct FakeApiServer {
     pub url: String,
+    /// How it behaves now; a test may change it.
+    pub mode: Arc<std::sync::Mutex<Mode>>,
     pub requests: Arc<AtomicUsize>,
     /// TCP connections accepted.
     pub connections: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
+}
+
+impl FakeApiServer {
+    /// Behaves as `mode` from the next request on.
+    pub fn set(&self, mode: Mode) {
+        *self.mode.lock().unwrap() = mode;
+    }
 }
 
 impl Drop for FakeApiServer {
@@ -136,8 +155,15 @@ pub async fn answer(
                 serde_json::json!({"kind": "Status", "status": "Failure", "code": 500}),
             );
         }
-        Mode::Review | Mode::IgnoresAudiences => {}
+        Mode::Status403 => {
+            return reply(
+                StatusCode::FORBIDDEN,
+                serde_json::json!({"kind": "Status", "status": "Failure", "code": 403}),
+            );
+        }
+        Mode::Review | Mode::IgnoresAudiences | Mode::Revoked | Mode::HangsUnknown => {}
         Mode::Slow => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+        Mode::Sluggish => tokio::time::sleep(std::time::Duration::from_millis(500)).await,
     }
     let authorized = request
         .headers()
@@ -158,6 +184,19 @@ pub async fn answer(
     assert_eq!(body["apiVersion"], "authentication.k8s.io/v1");
     assert_eq!(body["kind"], "TokenReview");
     let token = body["spec"]["token"].as_str().unwrap_or_default();
+    let fixture = [
+        TRAWL_TOKEN,
+        CONN_TOKEN,
+        UNMAPPED_TOKEN,
+        EXPIRED_TOKEN,
+        BOGUS_TOKEN,
+    ];
+    if mode == Mode::HangsUnknown && !fixture.contains(&token) {
+        std::future::pending::<()>().await;
+    }
+    if mode == Mode::Revoked {
+        return reply(StatusCode::CREATED, review(false, None, None));
+    }
     let (user, meant_for) = match token {
         TRAWL_TOKEN => ("system:serviceaccount:cs-workers:trawl", "muster"),
         CONN_TOKEN => ("system:serviceaccount:clearedstack:conn", "muster"),
@@ -201,10 +240,16 @@ pub async fn answer(
 pub async fn fake_api_server(pki: &Pki, mode: Mode) -> FakeApiServer {
     let requests = Arc::new(AtomicUsize::new(0));
     let counter = requests.clone();
-    let (url, connections, task) =
-        serve_tls(pki, move |req| answer(req, mode, counter.clone())).await;
+    let mode = Arc::new(std::sync::Mutex::new(mode));
+    let now = mode.clone();
+    let (url, connections, task) = serve_tls(pki, move |req| {
+        let mode = *now.lock().unwrap();
+        answer(req, mode, counter.clone())
+    })
+    .await;
     FakeApiServer {
         url,
+        mode,
         requests,
         connections,
         task,
@@ -270,4 +315,55 @@ pub async fn authenticator_for(
     dir: &TempDir,
 ) -> TokenReviewAuthenticator {
     TokenReviewAuthenticator::new(settings(dir, &server.url, &pki.ca_pem)).unwrap()
+}
+
+/// What the trawl worker's and the conn's tokens resolve to.
+pub const AS_TRAWL: Result<Option<Principal>, AuthError> = Ok(Some(Principal::Worker(Kind::Trawl)));
+pub const AS_CONN: Result<Option<Principal>, AuthError> = Ok(Some(Principal::Conn));
+pub const UNAVAILABLE: Result<Option<Principal>, AuthError> = Err(AuthError::Unavailable);
+
+/// A rate no test reaches.
+pub const UNLIMITED: Rate = Rate {
+    per_second: 1e9,
+    burst: u32::MAX,
+};
+
+/// An authenticator with the test's settings in front of a fake API server in one mode, and the
+/// directory of its files (kept as long as the authenticator).
+pub struct Reviewed {
+    pub server: FakeApiServer,
+    pub auth: TokenReviewAuthenticator,
+    pub _dir: TempDir,
+}
+
+impl Reviewed {
+    pub async fn against(mode: Mode) -> Reviewed {
+        Reviewed::with(mode, |_| {}).await
+    }
+
+    /// [`against`](Self::against), with the settings adjusted first.
+    pub async fn with(mode: Mode, adjust: impl FnOnce(&mut TokenReviewSettings)) -> Reviewed {
+        let (pki, dir) = (pki(), TempDir::new("muster-kube-test"));
+        let server = fake_api_server(&pki, mode).await;
+        let mut settings = settings(&dir, &server.url, &pki.ca_pem);
+        adjust(&mut settings);
+        let auth = TokenReviewAuthenticator::new(settings).unwrap();
+        Reviewed {
+            server,
+            auth,
+            _dir: dir,
+        }
+    }
+}
+
+/// What `auth` answers for each of `tokens`, asked in turn.
+pub async fn answers<const N: usize>(
+    auth: &TokenReviewAuthenticator,
+    tokens: [&str; N],
+) -> Vec<Result<Option<Principal>, AuthError>> {
+    let mut answers = Vec::with_capacity(N);
+    for token in tokens {
+        answers.push(auth.authenticate(token).await);
+    }
+    answers
 }
