@@ -36,15 +36,20 @@ pub enum Command {
         #[arg(long, default_value_t = muster_antispam::DEFAULT_DIFFICULTY)]
         difficulty: u8,
     },
-    /// Verify every hash chain of the ledger and exit (non-zero when one is broken).
+    /// Verify every hash chain of the ledger and every checkpoint, in one snapshot, and exit
+    /// (non-zero when one is broken); prints the latest checkpoint.
     LedgerVerify {
         /// Also print `N:DIGEST`: the newest ledger sequence N and a digest over every chain
         /// head as of N, to record outside Logbook.
-        #[arg(long, conflicts_with = "against")]
+        #[arg(long, conflicts_with_all = ["against", "since"])]
         head: bool,
         /// Also check that the ledger up to N still hashes to DIGEST (as `--head` printed it).
-        #[arg(long, value_name = "N:DIGEST")]
+        #[arg(long, value_name = "N:DIGEST", conflicts_with = "since")]
         against: Option<String>,
+        /// Verify only what came after this checkpoint (`SEQ`, or `SEQ:DIGEST` as printed, to
+        /// also confirm its digest): the later checkpoints and the entries after it.
+        #[arg(long, value_name = "CHECKPOINT")]
+        since: Option<String>,
     },
     /// Operator commands, through the HTTP API with `--api-token` / `MUSTER_API_TOKEN`.
     #[command(flatten)]
@@ -133,17 +138,15 @@ pub struct Settings {
     #[arg(long, env = "MUSTER_MAX_CONNECTIONS", default_value_t = muster_http::server::DEFAULT_MAX_CONNECTIONS, global = true,
           value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=1_000_000), |n| n as usize))]
     pub max_connections: usize,
-    /// The memory budget the server admits every client-held byte against: request bodies,
-    /// connections, live-feed subscribers and replays, token reviews (docs/operations.md,
-    /// "Memory", has the split). In MiB, or with a unit (`48Mi`, `1Gi`); at least 24 MiB.
-    /// Keep it at the pod's memory request, under its limit.
-    #[arg(long, env = "MUSTER_MEMORY_BUDGET", default_value = "48Mi", global = true,
-          value_parser = memory_size)]
-    pub memory_budget: u64,
-    /// Open connections from one peer (IP address) at most; one more is closed at once.
-    #[arg(long, env = "MUSTER_MAX_CONNECTIONS_PER_PEER", default_value_t = muster_http::server::DEFAULT_MAX_CONNECTIONS_PER_PEER, global = true,
-          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
-    pub max_connections_per_peer: u32,
+    /// A ledger checkpoint is taken once this many entries were written since the last one.
+    #[arg(long, env = "MUSTER_CHECKPOINT_EVERY_ENTRIES", default_value_t = 10_000, global = true,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub checkpoint_every_entries: u64,
+    /// A ledger checkpoint is taken this many seconds after the last one when entries were
+    /// written since.
+    #[arg(long, env = "MUSTER_CHECKPOINT_EVERY_SECS", default_value_t = 300, global = true,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub checkpoint_every_secs: u64,
     /// Log format.
     #[arg(
         long,
@@ -210,27 +213,6 @@ impl std::fmt::Debug for ClockAdapter {
     }
 }
 
-/// A memory size: MiB (`48`, `48Mi`, `48MiB`) or GiB (`1Gi`, `1GiB`), at least 24 MiB.
-fn memory_size(raw: &str) -> Result<u64, String> {
-    let raw = raw.trim();
-    let (digits, shift) = match raw.find(|c: char| !c.is_ascii_digit()) {
-        None => (raw, 20),
-        Some(at) => match &raw[at..] {
-            "Mi" | "MiB" => (&raw[..at], 20),
-            "Gi" | "GiB" => (&raw[..at], 30),
-            unit => return Err(format!("unknown unit {unit:?} (Mi or Gi)")),
-        },
-    };
-    let n: u64 = digits.parse().map_err(|e| format!("{raw}: {e}"))?;
-    let bytes = n
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("{raw} is too large"))?;
-    if bytes < muster_http::budget::MIN_MEMORY_BUDGET {
-        return Err(format!("{raw} is under the least budget, 24Mi"));
-    }
-    Ok(bytes)
-}
-
 /// A role name `migrate` accepts (checked at startup).
 fn runtime_role(raw: &str) -> Result<String, String> {
     muster_pg::validate_role(raw)
@@ -254,8 +236,6 @@ impl Settings {
         muster_http::ServerSettings {
             dev_web_dir: self.dev_web_dir.clone(),
             max_connections: self.max_connections,
-            max_connections_per_peer: self.max_connections_per_peer,
-            memory: muster_http::MemoryBudget::new(self.memory_budget),
             ..self.server.clone()
         }
     }
@@ -289,11 +269,11 @@ impl Settings {
             group_commits: 1,
             inflight_body_mib: 2,
             max_connections: muster_http::server::DEFAULT_MAX_CONNECTIONS,
-            memory_budget: muster_http::budget::DEFAULT_MEMORY_BUDGET,
-            max_connections_per_peer: muster_http::server::DEFAULT_MAX_CONNECTIONS_PER_PEER,
             log_format: LogFormat::Json,
             pipeline: None,
             feed_coalesce_ms: 100,
+            checkpoint_every_entries: muster_pg::CheckpointSettings::default().every_entries,
+            checkpoint_every_secs: muster_pg::CheckpointSettings::default().every.as_secs(),
             feed: muster_app::feed::FeedSettings::default(),
             server: muster_http::ServerSettings::default(),
             pow_difficulty: muster_antispam::DEFAULT_DIFFICULTY,

@@ -82,6 +82,8 @@ pub struct App {
     pub api_probe: Option<Box<ApiServerProbe>>,
     /// Wake-ups to and from the other replicas (LISTEN/NOTIFY), run while serving.
     pub wake: Option<muster_pg::WakeBridge>,
+    /// How often the ledger checkpoint task takes a checkpoint.
+    pub checkpoints: muster_pg::CheckpointSettings,
 }
 
 pub fn database_url(settings: &Settings) -> anyhow::Result<&str> {
@@ -225,8 +227,6 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         config,
     )
     .with_node_names(nodes.clone());
-    let server = settings.server_settings();
-    let plan = server.memory.plan();
     let feed = Feed::new(FeedParts {
         source: Arc::new(logbook.clone()),
         health: Arc::new(logbook.clone()),
@@ -235,8 +235,6 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         signal,
         settings: muster_app::feed::FeedSettings {
             coalesce_wait: std::time::Duration::from_millis(settings.feed_coalesce_ms),
-            max_subscribers: settings.feed.max_subscribers.min(plan.subscribers),
-            max_replays: settings.feed.max_replays.min(plan.replays),
             ..settings.feed.clone()
         },
     });
@@ -245,14 +243,13 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         intake,
         feed,
         logbook_metrics: Arc::new(logbook.clone()),
-        http_metrics: muster_http::metrics::HttpMetrics::default()
-            .with_memory(server.memory.clone()),
+        http_metrics: muster_http::metrics::HttpMetrics::default(),
         auth,
         tokenreviews,
         api_server: api_probe.as_ref().map(|_| Arc::default()),
         readiness: Arc::new(logbook.clone()),
         body_budget: muster_http::BodyBudget::new(
-            (u64::from(settings.inflight_body_mib) * 1024 * 1024).min(plan.body_bytes),
+            u64::from(settings.inflight_body_mib) * 1024 * 1024,
             settings.server.body_wait,
             settings.server.body_read_deadline,
         ),
@@ -260,12 +257,16 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     Ok(App {
         state,
         logbook,
-        server,
+        server: settings.server_settings(),
         ownership_file: settings.ownership_map.clone(),
         nodes,
         node_source,
         api_probe,
         wake,
+        checkpoints: muster_pg::CheckpointSettings {
+            every_entries: settings.checkpoint_every_entries,
+            every: std::time::Duration::from_secs(settings.checkpoint_every_secs),
+        },
     })
 }
 
@@ -334,6 +335,9 @@ pub async fn serve(
     }
     tasks.push(tokio::spawn(
         app.logbook.clone().check_role_when_reachable(),
+    ));
+    tasks.push(tokio::spawn(
+        muster_pg::Checkpointer::new(app.logbook.pool().clone(), app.checkpoints).run(),
     ));
     if let (Some(probe), Some(status)) = (app.api_probe, app.state.api_server.clone()) {
         tasks.push(tokio::spawn(probe.run(status)));
@@ -461,22 +465,37 @@ pub async fn migrate(settings: &Settings) -> anyhow::Result<Vec<i32>> {
 
 /// Verifies every ledger chain.
 pub async fn ledger_verify(settings: &Settings) -> anyhow::Result<muster_pg::LedgerReport> {
-    Ok(ledger_verify_with(settings, false, None).await?.0)
+    Ok(ledger_verify_with(settings, &LedgerCheck::default())
+        .await?
+        .0)
 }
 
-/// Verifies every ledger chain; with `head`, answers `N:DIGEST` too; with `against`, checks
-/// that the ledger up to N still hashes to DIGEST.
+/// What `ledger-verify` checks beyond every chain and checkpoint.
+#[derive(Debug, Clone, Default)]
+pub struct LedgerCheck {
+    /// Answer `N:DIGEST` too.
+    pub head: bool,
+    /// Check that the ledger up to N still hashes to DIGEST.
+    pub against: Option<String>,
+    /// Verify only what came after this checkpoint (`SEQ` or `SEQ:DIGEST`).
+    pub since: Option<String>,
+}
+
+/// Verifies the ledger as `check` says; with `head`, answers `N:DIGEST` too.
 pub async fn ledger_verify_with(
     settings: &Settings,
-    head: bool,
-    against: Option<&str>,
+    check: &LedgerCheck,
 ) -> anyhow::Result<(muster_pg::LedgerReport, Option<muster_pg::LedgerHead>)> {
     let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
-    if let Some(recorded) = against {
+    if let Some(since) = &check.since {
+        let (seq, digest) = muster_pg::parse_checkpoint(since)?;
+        return Ok((muster_pg::verify_since(&pool, seq, digest).await?, None));
+    }
+    if let Some(recorded) = &check.against {
         let recorded: muster_pg::LedgerHead = recorded.parse()?;
         return Ok((muster_pg::verify_against(&pool, recorded).await?, None));
     }
-    if head {
+    if check.head {
         let (report, head) = muster_pg::ledger_head(&pool).await?;
         return Ok((report, Some(head)));
     }

@@ -50,28 +50,60 @@ async fn main() -> anyhow::Result<()> {
                 .context("no nonce found")?;
             println!("{nonce}");
         }
-        Command::LedgerVerify { head, against } => {
-            let (report, head) =
-                muster::ledger_verify_with(&cli.settings, head, against.as_deref()).await?;
-            let summary = format!(
-                "ledger verified: {} subjects, {} entries, every chain intact{}",
-                report.subjects,
-                report.entries,
-                if against.is_some() {
-                    "; the ledger up to the recorded head still hashes to its digest"
-                } else {
-                    ""
+        Command::LedgerVerify {
+            head,
+            against,
+            since,
+        } => {
+            let check = muster::LedgerCheck {
+                head,
+                against,
+                since,
+            };
+            // An operator's command: its error is one line and a non-zero exit, never a
+            // backtrace, whatever RUST_BACKTRACE says.
+            match muster::ledger_verify_with(&cli.settings, &check).await {
+                Ok((report, head)) => print_ledger_report(&check, &report, head),
+                Err(e) => {
+                    eprintln!("ledger-verify: {e:#}");
+                    std::process::exit(1);
                 }
-            );
-            match head {
-                // The head alone on stdout, to be recorded elsewhere.
-                Some(head) => {
-                    eprintln!("{summary}");
-                    println!("{head}");
-                }
-                None => println!("{summary}"),
             }
         }
     }
     Ok(())
+}
+
+fn print_ledger_report(
+    check: &muster::LedgerCheck,
+    report: &muster_pg::LedgerReport,
+    head: Option<muster_pg::LedgerHead>,
+) {
+    let scope = match &check.since {
+        Some(since) => format!("since checkpoint {since}: "),
+        None => String::new(),
+    };
+    let latest = match &report.latest_checkpoint {
+        Some(c) => format!("; latest checkpoint {}", muster_pg::checkpoint_text(c)),
+        None => "; no checkpoint yet".to_owned(),
+    };
+    let summary = format!(
+        "ledger verified {scope}{} subjects, {} entries, {} checkpoints, every chain intact{}{latest}",
+        report.subjects,
+        report.entries,
+        report.checkpoints,
+        if check.against.is_some() {
+            "; the ledger up to the recorded head still hashes to its digest"
+        } else {
+            ""
+        }
+    );
+    match head {
+        // The head alone on stdout, to be recorded elsewhere.
+        Some(head) => {
+            eprintln!("{summary}");
+            println!("{head}");
+        }
+        None => println!("{summary}"),
+    }
 }

@@ -83,6 +83,8 @@ pub const RUNTIME_GRANTS: &[Grant] = &[
     ),
     table("core.pow_spent", &["SELECT", "INSERT", "DELETE"]),
     table("core.kind_pauses", &["SELECT", "INSERT", "UPDATE"]),
+    // Append-only like the ledger: checkpoints are taken and read, nothing else.
+    table("core.ledger_checkpoints", &["SELECT", "INSERT"]),
     // The ledger's identity sequence: an identity column draws its value without a privilege
     // check, so INSERT on the table is all it takes.
     Grant {

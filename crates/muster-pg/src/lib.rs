@@ -8,6 +8,7 @@
 //! reach the database surface as [`StoreError::Unavailable`] so callers answer fast; the pool
 //! replaces broken connections by itself, so service resumes when the database returns.
 
+mod checkpoint;
 mod error;
 mod feed;
 mod grants;
@@ -31,5 +32,12 @@ pub use migrate::{MIGRATIONS, Migration, SchemaStatus, migrate, schema_status};
 pub use muster_app::ports::StoreError;
 pub use pool::{PoolSettings, ROUND_TRIP_TIMEOUT, connect_pool};
 pub use tls::{DbTarget, MakeRustls, SslMode, parse_url};
-pub use verify::{LedgerHead, LedgerReport, ledger_head, verify_against, verify_ledger};
+pub use checkpoint::{
+    CheckpointSettings, Checkpointer, RecordedCheckpoint, checkpoint_text, latest_checkpoint,
+    parse_checkpoint, take_checkpoint,
+};
+pub use muster_ledger::Checkpoint;
+pub use verify::{
+    LedgerHead, LedgerReport, ledger_head, verify_against, verify_ledger, verify_since,
+};
 pub use wake::{APPLICATION_NAME as WAKE_APPLICATION_NAME, CHANNEL as WAKE_CHANNEL, WakeBridge};

@@ -1,15 +1,24 @@
 //! Ledger verification: every subject's chain recomputed from the rows and compared with the
-//! chain head its subject row records (items, edits and paused kinds), every edit's stored text with the
-//! BLAKE3 its `submitted` entry records, and, for `--head` / `--against`, one digest over
-//! every chain head as of a ledger sequence (`muster_ledger::heads_digest`).
+//! chain head its subject row records (items, edits and paused kinds), every edit's stored text
+//! with the BLAKE3 its `submitted` entry records, every checkpoint with the entries it folds,
+//! and, for `--head` / `--against`, one digest over every chain head as of a ledger sequence
+//! (`muster_ledger::heads_digest`).
+//!
+//! Every read of one verification is made in one `REPEATABLE READ READ ONLY` transaction, so
+//! the subject rows, the ledger and the checkpoints are seen as of one moment however many
+//! transactions commit meanwhile. Memory stays bounded whatever the ledger's size: the chains
+//! are read in pages in the order of the ledger's index (subject, position) with each
+//! subject's row looked up by its key as its chain begins, and only the chain being walked is
+//! held; subjects whose chain is missing entirely are found by an anti-join in the database;
+//! checkpoints are folded from pages in sequence order; the heads digest is taken as the heads
+//! stream in, sorted by the database.
 
 use deadpool_postgres::Pool;
 use futures_util::TryStreamExt;
-use muster_ledger::{ChainError, ChainHead, Entry, Hash, SealedEntry, verify_against_head};
-use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use muster_ledger::{ChainError, ChainHead, ChainWalk, Checkpoint, Entry, Hash, SealedEntry};
 
 use crate::PgError;
+use crate::checkpoint::{RecordedCheckpoint, checkpoint_at, fold, latest};
 
 /// What a verification covered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -25,6 +34,10 @@ pub struct LedgerReport {
     /// Edit texts checked against their `submitted` entry (edits submitted before the entry
     /// recorded the text's BLAKE3 have none to check).
     pub bodies: u64,
+    /// Checkpoints recomputed from the entries they fold.
+    pub checkpoints: u64,
+    /// The newest checkpoint, when any was taken.
+    pub latest_checkpoint: Option<Checkpoint>,
 }
 
 /// `N:DIGEST`: the ledger's sequence N and the digest over every chain head as of N.
@@ -68,63 +81,147 @@ struct Recorded {
     body: Option<String>,
 }
 
-async fn recorded(
-    client: &tokio_postgres::Client,
-    sql: &str,
-) -> Result<HashMap<String, Recorded>, PgError> {
-    Ok(client
-        .query(sql, &[])
-        .await?
-        .iter()
-        .map(|r| {
-            let hash: Vec<u8> = r.get(2);
-            let body: Option<String> = r.get(3);
-            let head = ChainHead {
-                len: r.get::<_, i64>(1) as u64,
-                hash: hash.try_into().unwrap_or([0xff; 32]),
-            };
-            let body = body.map(|b| muster_domain::edit::body_digest(&b));
-            (r.get::<_, String>(0), Recorded { head, body })
-        })
-        .collect())
+/// One ledger row as the chain statements answer it: the entry, its ledger sequence and, on
+/// the first row of a subject, the subject row's recorded head (columns 13 to 15).
+fn sealed(r: &tokio_postgres::Row) -> (SealedEntry, u64) {
+    let prev: Vec<u8> = r.get(10);
+    let hash: Vec<u8> = r.get(11);
+    let sealed = SealedEntry {
+        entry: Entry {
+            subject_type: r.get(0),
+            subject_id: r.get(1),
+            event: r.get(3),
+            from_state: r.get(4),
+            to_state: r.get(5),
+            actor: r.get(6),
+            fence: r.get::<_, Option<i64>>(7).map(|f| f as u64),
+            at: r.get(8),
+            data: r.get(9),
+        },
+        subject_seq: r.get::<_, i64>(2) as u64,
+        prev_hash: prev.try_into().unwrap_or([0xff; 32]),
+        hash: hash.try_into().unwrap_or([0xff; 32]),
+    };
+    (sealed, r.get::<_, i64>(12) as u64)
 }
 
-/// Verifies every chain in the ledger; the first broken chain is the error.
+fn recorded(r: &tokio_postgres::Row) -> Option<Recorded> {
+    let len: Option<i64> = r.get(13);
+    let hash: Option<Vec<u8>> = r.get(14);
+    let body: Option<String> = r.get(15);
+    Some(Recorded {
+        head: ChainHead {
+            len: len? as u64,
+            hash: hash?.try_into().unwrap_or([0xff; 32]),
+        },
+        body: body.map(|b| muster_domain::edit::body_digest(&b)),
+    })
+}
+
+/// The chain being walked: only one subject's head is held at a time.
+struct Walking {
+    walk: ChainWalk,
+    subject_type: String,
+    recorded: Option<Recorded>,
+    entries: u64,
+}
+
+/// Walks chains from rows in (subject, position) order, one subject at a time.
+#[derive(Default)]
+struct Walker {
+    current: Option<Walking>,
+    report: LedgerReport,
+}
+
+impl Walker {
+    /// Takes the next row; `start` is where a new subject's walk begins (its first entry, or
+    /// the entry before the first one read).
+    fn push(
+        &mut self,
+        e: &SealedEntry,
+        recorded: impl FnOnce() -> Option<Recorded>,
+        start: impl FnOnce(&SealedEntry) -> ChainWalk,
+    ) -> Result<(), PgError> {
+        let same = self
+            .current
+            .as_ref()
+            .is_some_and(|w| w.walk.is_of(&e.entry.subject_type, &e.entry.subject_id));
+        if !same {
+            self.finish()?;
+            self.current = Some(Walking {
+                walk: start(e),
+                subject_type: e.entry.subject_type.clone(),
+                recorded: recorded(),
+                entries: 0,
+            });
+        }
+        let Some(w) = self.current.as_mut() else {
+            return Ok(());
+        };
+        w.walk.push(e)?;
+        w.entries += 1;
+        if let Some(r) = &w.recorded
+            && w.subject_type == "edit"
+            && e.entry.event == "submitted"
+            && check_body(&w.walk.subject(), e, r)?
+        {
+            self.report.bodies += 1;
+        }
+        Ok(())
+    }
+
+    /// Ends the current subject: its chain must end where its row says.
+    fn finish(&mut self) -> Result<(), PgError> {
+        let Some(w) = self.current.take() else {
+            return Ok(());
+        };
+        if let Some(r) = &w.recorded {
+            w.walk.finish_against(r.head)?;
+            match w.subject_type.as_str() {
+                "item" => self.report.item_subjects += 1,
+                "edit" => self.report.edit_subjects += 1,
+                _ => self.report.kind_subjects += 1,
+            }
+        }
+        self.report.subjects += 1;
+        self.report.entries += w.entries;
+        Ok(())
+    }
+}
+
+/// Opens the one snapshot every read of a verification is made in.
+async fn snapshot(
+    client: &mut deadpool_postgres::Object,
+) -> Result<deadpool_postgres::Transaction<'_>, PgError> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await?;
+    tx.batch_execute(include_str!("verify/sql/long_reads.sql"))
+        .await?;
+    Ok(tx)
+}
+
+/// Verifies every chain in the ledger and every checkpoint; the first break is the error.
 pub async fn verify_ledger(pool: &Pool) -> Result<LedgerReport, PgError> {
     Ok(verify(pool, None).await?.0)
 }
 
 /// Verifies every chain and answers the newest ledger sequence N with the digest over every
-/// chain head as of N. N is taken once every transaction that was writing when it was read
-/// has ended, so no entry at or below N can still appear.
+/// chain head as of N. N is taken once no transaction can still commit an entry at or below
+/// it (as a checkpoint's sequence is).
 pub async fn ledger_head(pool: &Pool) -> Result<(LedgerReport, LedgerHead), PgError> {
-    let client = pool.get().await?;
-    let row = client
-        .query_one(include_str!("verify/sql/head_position.sql"), &[])
-        .await?;
-    let (snapshot, seq): (String, i64) = (row.get(0), row.get(1));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let settled: bool = client
-            .query_one(include_str!("verify/sql/settled.sql"), &[&snapshot])
-            .await?
-            .get(0);
-        if settled {
-            break;
-        }
-        if Instant::now() > deadline {
-            return Err(PgError::Ledger(
-                "a transaction older than 30 s is still open: the head cannot be taken yet".into(),
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    drop(client);
-    let (report, digest) = verify(pool, Some(seq as u64)).await?;
+    let seq = {
+        let client = pool.get().await?;
+        crate::checkpoint::settled_position(&client).await?
+    };
+    let (report, digest) = verify(pool, Some(seq)).await?;
     Ok((
         report,
         LedgerHead {
-            seq: seq as u64,
+            seq,
             digest: digest.unwrap_or_default(),
         },
     ))
@@ -138,188 +235,207 @@ pub async fn verify_against(pool: &Pool, expected: LedgerHead) -> Result<LedgerR
     if found != expected.digest {
         return Err(ChainError::DigestMismatch {
             seq: expected.seq,
-            expected: blake3::Hash::from(expected.digest).to_hex().to_string(),
-            found: blake3::Hash::from(found).to_hex().to_string(),
+            expected: hex(&expected.digest),
+            found: hex(&found),
         }
         .into());
     }
     Ok(report)
 }
 
-/// Heads as of a ledger sequence, gathered while the chains are verified.
-struct HeadsAt {
-    at: u64,
-    heads: Vec<(String, String, ChainHead)>,
+fn hex(h: &Hash) -> String {
+    blake3::Hash::from(*h).to_hex().to_string()
 }
 
 async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Hash>), PgError> {
-    let client = pool.get().await?;
-    let items = recorded(&client, include_str!("verify/sql/item_heads.sql")).await?;
-    let edits = recorded(&client, include_str!("verify/sql/edit_heads.sql")).await?;
-    let kinds = recorded(&client, include_str!("verify/sql/kind_heads.sql")).await?;
-    let subjects = Subjects {
-        items: &items,
-        edits: &edits,
-        kinds: &kinds,
-    };
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 0] = [];
-    let rows = client
-        .query_raw(include_str!("verify/sql/chains.sql"), params)
-        .await?;
-    futures_util::pin_mut!(rows);
-    let mut report = LedgerReport::default();
-    let mut heads = at.map(|at| HeadsAt {
-        at,
-        heads: Vec::new(),
-    });
-    let mut current: Vec<(SealedEntry, u64)> = Vec::new();
-    // `type:id` of every subject with a chain.
-    let mut chained: HashSet<String> = HashSet::new();
-    while let Some(r) = rows.try_next().await? {
-        let prev: Vec<u8> = r.get(10);
-        let hash: Vec<u8> = r.get(11);
-        let sealed = SealedEntry {
-            entry: Entry {
-                subject_type: r.get(0),
-                subject_id: r.get(1),
-                event: r.get(3),
-                from_state: r.get(4),
-                to_state: r.get(5),
-                actor: r.get(6),
-                fence: r.get::<_, Option<i64>>(7).map(|f| f as u64),
-                at: r.get(8),
-                data: r.get(9),
-            },
-            subject_seq: r.get::<_, i64>(2) as u64,
-            prev_hash: prev.try_into().unwrap_or([0xff; 32]),
-            hash: hash.try_into().unwrap_or([0xff; 32]),
-        };
-        let new_subject = current.first().is_some_and(|(first, _)| {
-            first.entry.subject_type != sealed.entry.subject_type
-                || first.entry.subject_id != sealed.entry.subject_id
-        });
-        if new_subject {
-            finish_subject(&current, &subjects, &mut report, heads.as_mut())?;
-            chained.insert(format!(
-                "{}:{}",
-                current[0].0.entry.subject_type, current[0].0.entry.subject_id
-            ));
-            current.clear();
+    let mut client = pool.get().await?;
+    let tx = snapshot(&mut client).await?;
+    let mut walker = Walker::default();
+    let mut after: (String, String, i64) = (String::new(), String::new(), 0);
+    loop {
+        let rows = tx
+            .query(
+                include_str!("verify/sql/chains_page.sql"),
+                &[&after.0, &after.1, &after.2],
+            )
+            .await?;
+        for r in &rows {
+            let (e, _) = sealed(r);
+            walker.push(
+                &e,
+                || recorded(r),
+                |e| ChainWalk::from_start(&e.entry.subject_type, &e.entry.subject_id),
+            )?;
         }
-        current.push((sealed, r.get::<_, i64>(12) as u64));
+        match rows.last() {
+            Some(last) if rows.len() == 2000 => after = (last.get(0), last.get(1), last.get(2)),
+            _ => break,
+        }
     }
-    if !current.is_empty() {
-        finish_subject(&current, &subjects, &mut report, heads.as_mut())?;
-        chained.insert(format!(
-            "{}:{}",
-            current[0].0.entry.subject_type, current[0].0.entry.subject_id
-        ));
-    }
+    walker.finish()?;
     // Every item and edit has at least its first entry, and so has every kind whose row
     // records one: a subject whose chain is missing entirely is as broken as one whose chain
     // was cut short.
-    for (t, rows) in [("item", &items), ("edit", &edits), ("kind", &kinds)] {
-        let mut missing: Vec<String> = rows
-            .iter()
-            .filter(|(_, r)| r.head.len > 0)
-            .map(|(id, _)| format!("{t}:{id}"))
-            .filter(|subject| !chained.contains(subject))
-            .collect();
-        missing.sort();
-        if let Some(subject) = missing.into_iter().next() {
-            return Err(ChainError::NoChain { subject }.into());
-        }
+    if let Some(r) = tx
+        .query_opt(include_str!("verify/sql/no_chain.sql"), &[])
+        .await?
+    {
+        return Err(ChainError::NoChain { subject: r.get(0) }.into());
     }
-    let digest = heads.map(|h| {
-        muster_ledger::heads_digest(
-            h.at,
-            h.heads
-                .iter()
-                .map(|(t, id, head)| (t.as_str(), id.as_str(), *head)),
-        )
-    });
-    Ok((report, digest))
-}
-
-/// The recorded heads of every kind of subject row.
-struct Subjects<'a> {
-    items: &'a HashMap<String, Recorded>,
-    edits: &'a HashMap<String, Recorded>,
-    kinds: &'a HashMap<String, Recorded>,
-}
-
-fn finish_subject(
-    chain: &[(SealedEntry, u64)],
-    subjects: &Subjects<'_>,
-    report: &mut LedgerReport,
-    heads: Option<&mut HeadsAt>,
-) -> Result<(), PgError> {
-    let first = &chain[0].0.entry;
-    let (t, id) = (first.subject_type.as_str(), first.subject_id.as_str());
-    let entries = chain.iter().map(|(e, _)| e);
-    let recorded = match t {
-        "item" => subjects.items.get(id),
-        "edit" => subjects.edits.get(id),
-        "kind" => subjects.kinds.get(id),
-        _ => None,
+    let (checkpoints, latest) = verify_checkpoints(&tx, Checkpoint::ORIGIN).await?;
+    walker.report.checkpoints = checkpoints;
+    walker.report.latest_checkpoint = latest.map(|l| l.checkpoint);
+    let digest = match at {
+        Some(at) => Some(heads_digest_at(&tx, at).await?),
+        None => None,
     };
-    match (t, recorded) {
-        ("item", Some(recorded)) => {
-            verify_against_head(t, id, entries, recorded.head)?;
-            report.item_subjects += 1;
+    tx.commit().await?;
+    Ok((walker.report, digest))
+}
+
+/// Recomputes every checkpoint after `from` from the entries it folds, in order; answers how
+/// many were checked and the latest one recorded.
+async fn verify_checkpoints(
+    tx: &tokio_postgres::Transaction<'_>,
+    from: Checkpoint,
+) -> Result<(u64, Option<RecordedCheckpoint>), PgError> {
+    let mut prev = from;
+    let mut checked = 0;
+    while let Some(r) = tx
+        .query_opt(
+            include_str!("checkpoint/sql/next.sql"),
+            &[&(prev.seq as i64)],
+        )
+        .await?
+    {
+        let recorded = checkpoint_at(r.get(0), r.get(2));
+        let prev_seq: i64 = r.get(1);
+        if prev_seq as u64 != prev.seq {
+            return Err(PgError::Ledger(format!(
+                "checkpoint {} follows checkpoint {prev_seq}, but the checkpoint before it is {}",
+                recorded.seq, prev.seq
+            )));
         }
-        ("kind", Some(recorded)) => {
-            verify_against_head(t, id, entries, recorded.head)?;
-            report.kind_subjects += 1;
-        }
-        ("edit", Some(recorded)) => {
-            verify_against_head(t, id, entries, recorded.head)?;
-            report.edit_subjects += 1;
-            if check_body(t, id, chain, recorded)? {
-                report.bodies += 1;
+        let (found, _) = fold(tx, prev, recorded.seq).await?;
+        if found != recorded {
+            return Err(ChainError::CheckpointMismatch {
+                seq: recorded.seq,
+                recorded: hex(&recorded.digest),
+                found: hex(&found.digest),
             }
+            .into());
         }
-        _ => {
-            muster_ledger::verify_chain(t, id, entries)?;
-        }
+        prev = recorded;
+        checked += 1;
     }
-    if let Some(h) = heads {
-        // The newest entry at or below the sequence: chains are appended in sequence order.
-        if let Some((e, _)) = chain.iter().rev().find(|(_, seq)| *seq <= h.at) {
-            h.heads.push((
-                t.to_owned(),
-                id.to_owned(),
-                ChainHead {
-                    len: e.subject_seq,
-                    hash: e.hash,
-                },
-            ));
-        }
+    Ok((checked, latest(tx).await?))
+}
+
+/// The digest over every chain head as of `at`, streamed in byte order of (type, id).
+async fn heads_digest_at(tx: &tokio_postgres::Transaction<'_>, at: u64) -> Result<Hash, PgError> {
+    let at_param = at as i64;
+    let subjects: i64 = tx
+        .query_one(include_str!("verify/sql/heads_count.sql"), &[&at_param])
+        .await?
+        .get(0);
+    let mut digest = muster_ledger::HeadsDigest::new(at, subjects as u64);
+    let rows = tx
+        .query_raw(include_str!("verify/sql/heads_at.sql"), [&at_param])
+        .await?;
+    futures_util::pin_mut!(rows);
+    while let Some(r) = rows.try_next().await? {
+        let hash: Vec<u8> = r.get(3);
+        digest.push(
+            r.get(0),
+            r.get(1),
+            ChainHead {
+                len: r.get::<_, i64>(2) as u64,
+                hash: hash.try_into().unwrap_or([0xff; 32]),
+            },
+        );
     }
-    report.subjects += 1;
-    report.entries += chain.len() as u64;
-    Ok(())
+    Ok(digest.finish())
+}
+
+/// Verifies what came after checkpoint `seq` (confirming its digest when given): the later
+/// checkpoints, and the chains of the entries after it, each continued from the entry before
+/// its first one read and compared with its subject's row. Entries at or below the checkpoint
+/// are not read, beyond that one entry per subject touched; they are what the checkpoint
+/// commits to, and a full verification checks them.
+pub async fn verify_since(
+    pool: &Pool,
+    seq: u64,
+    digest: Option<Hash>,
+) -> Result<LedgerReport, PgError> {
+    let mut client = pool.get().await?;
+    let tx = snapshot(&mut client).await?;
+    let from = tx
+        .query_opt(include_str!("checkpoint/sql/one.sql"), &[&(seq as i64)])
+        .await?
+        .map(|r| checkpoint_at(r.get(0), r.get(1)))
+        .ok_or_else(|| {
+            PgError::Ledger(format!(
+                "there is no checkpoint {seq} (`muster ledger-verify` prints the latest)"
+            ))
+        })?;
+    if let Some(expected) = digest
+        && expected != from.digest
+    {
+        return Err(ChainError::CheckpointMismatch {
+            seq,
+            recorded: hex(&from.digest),
+            found: hex(&expected),
+        }
+        .into());
+    }
+    let (checkpoints, latest) = verify_checkpoints(&tx, from).await?;
+    let mut walker = Walker::default();
+    let rows = tx
+        .query_raw(include_str!("verify/sql/since_chains.sql"), [&(seq as i64)])
+        .await?;
+    futures_util::pin_mut!(rows);
+    while let Some(r) = rows.try_next().await? {
+        let (e, _) = sealed(&r);
+        walker.push(
+            &e,
+            || recorded(&r),
+            |e| {
+                let before: Option<Vec<u8>> = r.get(16);
+                let head = match before {
+                    Some(hash) => ChainHead {
+                        len: e.subject_seq - 1,
+                        hash: hash.try_into().unwrap_or([0xff; 32]),
+                    },
+                    // The entry before is missing (or there is none): the walk begins at the
+                    // start, and an entry that is not the first is a gap.
+                    None => ChainHead::genesis(),
+                };
+                ChainWalk::after(&e.entry.subject_type, &e.entry.subject_id, head)
+            },
+        )?;
+    }
+    walker.finish()?;
+    tx.commit().await?;
+    walker.report.checkpoints = checkpoints;
+    walker.report.latest_checkpoint = latest.map(|l| l.checkpoint);
+    Ok(walker.report)
 }
 
 /// Whether the edit's `submitted` entry records a text digest, and (if so) that it is the
 /// stored text's.
 fn check_body(
-    t: &str,
-    id: &str,
-    chain: &[(SealedEntry, u64)],
+    subject: &str,
+    submitted: &SealedEntry,
     recorded: &Recorded,
 ) -> Result<bool, PgError> {
-    let Some((submitted, _)) = chain.iter().find(|(e, _)| e.entry.event == "submitted") else {
-        return Ok(false);
-    };
     let data: serde_json::Value = serde_json::from_str(&submitted.entry.data)
-        .map_err(|e| PgError::Ledger(format!("{t}:{id}: entry data is not JSON: {e}")))?;
+        .map_err(|e| PgError::Ledger(format!("{subject}: entry data is not JSON: {e}")))?;
     let Some(committed) = data.get("body_blake3").and_then(|v| v.as_str()) else {
         return Ok(false);
     };
     if recorded.body.as_deref() != Some(committed) {
         return Err(ChainError::BodyChanged {
-            subject: format!("{t}:{id}"),
+            subject: subject.to_owned(),
         }
         .into());
     }
@@ -327,4 +443,4 @@ fn check_body(
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

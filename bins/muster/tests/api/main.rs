@@ -16,6 +16,7 @@ mod health;
 mod health_reads;
 mod leases;
 mod ledger;
+mod ledger_checkpoints;
 mod listing;
 mod max_run;
 mod metrics;

@@ -79,7 +79,7 @@ async fn serve_as_the_superuser_still_serves() {
 }
 
 /// `muster ledger-verify ARGS` against the app's database: (exit success, stdout, stderr).
-fn ledger_verify(app: &TestApp, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn ledger_verify(app: &TestApp, args: &[&str]) -> (bool, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_muster"))
         .arg("ledger-verify")
         .args(args)

@@ -172,26 +172,49 @@ fn a_head_without_a_digest_is_refused() {
 /// A database where `trawl` was paused and resumed by the runtime role.
 async fn a_kind_paused_and_resumed() -> TestDb {
     let db = fresh_db().await;
+    for paused in [true, false] {
+        pause_or_resume(&db, paused).await;
+    }
+    db
+}
+
+/// Pauses (or resumes) `trawl` as the runtime role.
+async fn pause_or_resume(db: &TestDb, paused: bool) {
     let logbook = PgLogbook::new(
         crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool"),
     );
     let now = muster_ledger::truncate_to_micros(time::OffsetDateTime::now_utc());
-    for paused in [true, false] {
-        let mut tx = logbook.begin().await.expect("begin");
-        let mut pause = tx
-            .lock_kind(muster_domain::Kind::Trawl)
-            .await
-            .expect("lock");
-        let entry = if paused {
-            pause.pause("a bad image", Principal::Operator, now)
-        } else {
-            pause.resume(None, Principal::Operator, now)
-        }
-        .expect("a change");
-        tx.save_kind(&pause).await.expect("save");
-        tx.append_and_commit(&[entry]).await.expect("commit");
+    let mut tx = logbook.begin().await.expect("begin");
+    let mut pause = tx
+        .lock_kind(muster_domain::Kind::Trawl)
+        .await
+        .expect("lock");
+    let entry = if paused {
+        pause.pause("a bad image", Principal::Operator, now)
+    } else {
+        pause.resume(None, Principal::Operator, now)
     }
-    db
+    .expect("a change");
+    tx.save_kind(&pause).await.expect("save");
+    tx.append_and_commit(&[entry]).await.expect("commit");
+}
+
+#[tokio::test]
+async fn a_chain_continued_after_a_checkpoint_verifies_from_the_entry_before_it() {
+    let db = fresh_db().await;
+    pause_or_resume(&db, true).await;
+    let checkpoint = crate::take_checkpoint(&db.pool(), None)
+        .await
+        .expect("taken")
+        .expect("a checkpoint");
+    pause_or_resume(&db, false).await;
+    let report = verify_since(&db.pool(), checkpoint.seq, None)
+        .await
+        .expect("verifies");
+    assert_eq!(
+        (report.kind_subjects, report.subjects, report.entries),
+        (1, 1, 1)
+    );
 }
 
 #[tokio::test]
@@ -213,4 +236,190 @@ async fn a_kinds_pause_chain_cut_short_fails_verification() {
     )
     .await;
     assert_eq!(error_code(&db).await, "E_LEDGER_HEAD");
+}
+
+/// Submits one edit as the runtime role, holding its transaction open `hold` after the entry
+/// is written (so that entries commit out of their sequence order), then approves it.
+pub(crate) async fn submit_and_approve(logbook: &PgLogbook, hold: std::time::Duration) {
+    let now = muster_ledger::truncate_to_micros(time::OffsetDateTime::now_utc());
+    let id = EditId(uuid::Uuid::now_v7());
+    let (mut edit, entry) = Edit::submit(id, "docs/intro", "alice", "words", Principal::Conn, now);
+    let mut tx = logbook.begin().await.expect("begin");
+    tx.insert_edit(&edit, "words", now).await.expect("insert");
+    tx.append(&[entry]).await.expect("append");
+    tokio::time::sleep(hold).await;
+    tx.commit().await.expect("commit");
+    let Ok(Decided::Now(decided)) = edit.decide(Decision::Approve, "alice", "alice", CS, now)
+    else {
+        panic!("decided");
+    };
+    let mut tx = logbook.begin().await.expect("begin");
+    tx.save_edit(&edit, now).await.expect("save");
+    tx.append(&[*decided]).await.expect("append");
+    tokio::time::sleep(hold).await;
+    tx.commit().await.expect("commit");
+}
+
+/// Eight writers, each submitting and approving `rounds` edits with its transactions held
+/// open a varying few milliseconds; answers their tasks.
+pub(crate) fn writers(db: &TestDb, rounds: u64) -> Vec<tokio::task::JoinHandle<()>> {
+    (0..8u64)
+        .map(|w| {
+            let logbook = PgLogbook::new(
+                crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool"),
+            );
+            tokio::spawn(async move {
+                for i in 0..rounds {
+                    let hold = std::time::Duration::from_millis((w * 7 + i * 3) % 25);
+                    submit_and_approve(&logbook, hold).await;
+                }
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn verification_while_writers_commit_in_parallel_passes_every_time() {
+    let db = fresh_db().await;
+    let writing = writers(&db, 40);
+    let pool = db.pool();
+    let mut runs = 0;
+    while !writing.iter().all(|w| w.is_finished()) {
+        verify_ledger(&pool)
+            .await
+            .expect("an untouched ledger verifies");
+        ledger_head(&pool).await.expect("and so does its head");
+        runs += 1;
+    }
+    for w in writing {
+        w.await.expect("writer");
+    }
+    let report = verify_ledger(&pool).await.expect("verifies");
+    assert!(runs >= 2, "verified {runs} times while writing");
+    assert_eq!((report.edit_subjects, report.entries), (320, 640));
+}
+
+/// A database with one approved edit, a checkpoint after it, then one more edit submitted and
+/// approved; answers the checkpoint and the first edit's id.
+async fn a_checkpoint_then_more() -> (TestDb, Checkpoint, String) {
+    let (db, id) = one_approved_edit().await;
+    let pool = crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool");
+    let checkpoint = crate::take_checkpoint(&pool, None)
+        .await
+        .expect("taken")
+        .expect("a checkpoint");
+    submit_and_approve(&PgLogbook::new(pool), std::time::Duration::ZERO).await;
+    (db, checkpoint, id)
+}
+
+#[tokio::test]
+async fn since_a_checkpoint_only_the_entries_after_it_are_read() {
+    let (db, checkpoint, _) = a_checkpoint_then_more().await;
+    let report = verify_since(&db.pool(), checkpoint.seq, None)
+        .await
+        .expect("verifies");
+    assert_eq!(
+        (
+            checkpoint.seq,
+            report.subjects,
+            report.entries,
+            report.edit_subjects
+        ),
+        (2, 1, 2, 1)
+    );
+}
+
+#[tokio::test]
+async fn since_a_checkpoint_with_its_digest_verifies() {
+    let (db, checkpoint, _) = a_checkpoint_then_more().await;
+    assert!(
+        verify_since(&db.pool(), checkpoint.seq, Some(checkpoint.digest))
+            .await
+            .is_ok()
+    );
+}
+
+#[tokio::test]
+async fn since_a_checkpoint_with_another_digest_is_refused() {
+    let (db, checkpoint, _) = a_checkpoint_then_more().await;
+    let e = verify_since(&db.pool(), checkpoint.seq, Some([1; 32]))
+        .await
+        .expect_err("refused");
+    assert_eq!(e.code(), "E_LEDGER_CHECKPOINT");
+}
+
+#[tokio::test]
+async fn since_a_checkpoint_that_does_not_exist_is_refused() {
+    let (db, _, _) = a_checkpoint_then_more().await;
+    let e = verify_since(&db.pool(), 3, None)
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        e.to_string(),
+        "ledger: there is no checkpoint 3 (`muster ledger-verify` prints the latest)"
+    );
+}
+
+#[tokio::test]
+async fn an_entry_changed_after_a_checkpoint_fails_verification_since_it() {
+    let (db, checkpoint, _) = a_checkpoint_then_more().await;
+    behind_muster(
+        &db,
+        &format!(
+            "UPDATE core.ledger SET data = '{{}}' WHERE seq = {}",
+            checkpoint.seq + 1
+        ),
+    )
+    .await;
+    let e = verify_since(&db.pool(), checkpoint.seq, None)
+        .await
+        .expect_err("caught");
+    assert_eq!(e.code(), "E_LEDGER_TAMPERED");
+}
+
+#[tokio::test]
+async fn a_chain_continued_after_a_checkpoint_must_link_to_the_entry_before_it() {
+    let (db, checkpoint, id) = a_checkpoint_then_more().await;
+    // A third entry for the first edit, linked to a hash that is not its second entry's.
+    behind_muster(
+        &db,
+        &format!(
+            "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+             VALUES ('edit', '{id}', 3, 'noted', 'operator', now(), '{{}}', '\\x{zeros}', '\\x{zeros}')",
+            zeros = "00".repeat(32)
+        ),
+    )
+    .await;
+    let e = verify_since(&db.pool(), checkpoint.seq, None)
+        .await
+        .expect_err("caught");
+    assert_eq!(e.code(), "E_LEDGER_LINK");
+}
+
+#[tokio::test]
+async fn a_rewrite_below_a_checkpoint_that_keeps_the_chains_whole_fails_the_checkpoint() {
+    let (db, _, id) = a_checkpoint_then_more().await;
+    // The forgery of the test above with the recorded head: chains and rows agree again.
+    behind_muster(
+        &db,
+        &format!(
+            "DELETE FROM core.ledger WHERE subject_id = '{id}' AND subject_seq = 2;
+             UPDATE core.edits SET state = 'pending_approval', decided_at = NULL, chain_len = 1,
+                 chain_head = (SELECT hash FROM core.ledger WHERE subject_id = '{id}' AND subject_seq = 1)
+             WHERE id = '{id}'"
+        ),
+    )
+    .await;
+    let e = verify_ledger(&db.pool()).await.expect_err("caught");
+    assert_eq!(e.code(), "E_LEDGER_CHECKPOINT");
+}
+
+#[tokio::test]
+async fn a_full_verification_recomputes_every_checkpoint() {
+    let (db, checkpoint, _) = a_checkpoint_then_more().await;
+    let report = verify_ledger(&db.pool()).await.expect("verifies");
+    assert_eq!(
+        (report.checkpoints, report.latest_checkpoint),
+        (1, Some(checkpoint))
+    );
 }

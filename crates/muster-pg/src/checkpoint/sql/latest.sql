@@ -1,0 +1,1 @@
+SELECT seq, digest, taken_at FROM core.ledger_checkpoints ORDER BY seq DESC LIMIT 1

@@ -1,0 +1,1 @@
+SELECT seq, digest FROM core.ledger_checkpoints WHERE seq = $1

@@ -1,1 +1,0 @@
-SELECT id::text, chain_len, chain_head, body FROM core.edits

@@ -1,1 +1,0 @@
-SELECT id::text, chain_len, chain_head, NULL::text FROM core.items
