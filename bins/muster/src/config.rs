@@ -138,6 +138,17 @@ pub struct Settings {
     #[arg(long, env = "MUSTER_MAX_CONNECTIONS", default_value_t = muster_http::server::DEFAULT_MAX_CONNECTIONS, global = true,
           value_parser = clap::builder::TypedValueParser::map(clap::value_parser!(u32).range(1..=1_000_000), |n| n as usize))]
     pub max_connections: usize,
+    /// The memory budget the server admits every client-held byte against: request bodies,
+    /// connections, live-feed subscribers and replays, token reviews (docs/operations.md,
+    /// "Memory", has the split). In MiB, or with a unit (`48Mi`, `1Gi`); at least 24 MiB.
+    /// Keep it at the pod's memory request, under its limit.
+    #[arg(long, env = "MUSTER_MEMORY_BUDGET", default_value = "48Mi", global = true,
+          value_parser = memory_size)]
+    pub memory_budget: u64,
+    /// Open connections from one peer (IP address) at most; one more is closed at once.
+    #[arg(long, env = "MUSTER_MAX_CONNECTIONS_PER_PEER", default_value_t = muster_http::server::DEFAULT_MAX_CONNECTIONS_PER_PEER, global = true,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections_per_peer: u32,
     /// A ledger checkpoint is taken once this many entries were written since the last one.
     #[arg(long, env = "MUSTER_CHECKPOINT_EVERY_ENTRIES", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u64).range(1..))]
@@ -213,6 +224,27 @@ impl std::fmt::Debug for ClockAdapter {
     }
 }
 
+/// A memory size: MiB (`48`, `48Mi`, `48MiB`) or GiB (`1Gi`, `1GiB`), at least 24 MiB.
+fn memory_size(raw: &str) -> Result<u64, String> {
+    let raw = raw.trim();
+    let (digits, shift) = match raw.find(|c: char| !c.is_ascii_digit()) {
+        None => (raw, 20),
+        Some(at) => match &raw[at..] {
+            "Mi" | "MiB" => (&raw[..at], 20),
+            "Gi" | "GiB" => (&raw[..at], 30),
+            unit => return Err(format!("unknown unit {unit:?} (Mi or Gi)")),
+        },
+    };
+    let n: u64 = digits.parse().map_err(|e| format!("{raw}: {e}"))?;
+    let bytes = n
+        .checked_mul(1 << shift)
+        .ok_or_else(|| format!("{raw} is too large"))?;
+    if bytes < muster_http::budget::MIN_MEMORY_BUDGET {
+        return Err(format!("{raw} is under the least budget, 24Mi"));
+    }
+    Ok(bytes)
+}
+
 /// A role name `migrate` accepts (checked at startup).
 fn runtime_role(raw: &str) -> Result<String, String> {
     muster_pg::validate_role(raw)
@@ -236,6 +268,8 @@ impl Settings {
         muster_http::ServerSettings {
             dev_web_dir: self.dev_web_dir.clone(),
             max_connections: self.max_connections,
+            max_connections_per_peer: self.max_connections_per_peer,
+            memory: muster_http::MemoryBudget::new(self.memory_budget),
             ..self.server.clone()
         }
     }
@@ -269,6 +303,8 @@ impl Settings {
             group_commits: 1,
             inflight_body_mib: 2,
             max_connections: muster_http::server::DEFAULT_MAX_CONNECTIONS,
+            memory_budget: muster_http::budget::DEFAULT_MEMORY_BUDGET,
+            max_connections_per_peer: muster_http::server::DEFAULT_MAX_CONNECTIONS_PER_PEER,
             log_format: LogFormat::Json,
             pipeline: None,
             feed_coalesce_ms: 100,

@@ -227,6 +227,8 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         config,
     )
     .with_node_names(nodes.clone());
+    let server = settings.server_settings();
+    let plan = server.memory.plan();
     let feed = Feed::new(FeedParts {
         source: Arc::new(logbook.clone()),
         health: Arc::new(logbook.clone()),
@@ -235,6 +237,8 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         signal,
         settings: muster_app::feed::FeedSettings {
             coalesce_wait: std::time::Duration::from_millis(settings.feed_coalesce_ms),
+            max_subscribers: settings.feed.max_subscribers.min(plan.subscribers),
+            max_replays: settings.feed.max_replays.min(plan.replays),
             ..settings.feed.clone()
         },
     });
@@ -243,13 +247,14 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         intake,
         feed,
         logbook_metrics: Arc::new(logbook.clone()),
-        http_metrics: muster_http::metrics::HttpMetrics::default(),
+        http_metrics: muster_http::metrics::HttpMetrics::default()
+            .with_memory(server.memory.clone()),
         auth,
         tokenreviews,
         api_server: api_probe.as_ref().map(|_| Arc::default()),
         readiness: Arc::new(logbook.clone()),
         body_budget: muster_http::BodyBudget::new(
-            u64::from(settings.inflight_body_mib) * 1024 * 1024,
+            (u64::from(settings.inflight_body_mib) * 1024 * 1024).min(plan.body_bytes),
             settings.server.body_wait,
             settings.server.body_read_deadline,
         ),
@@ -257,7 +262,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     Ok(App {
         state,
         logbook,
-        server: settings.server_settings(),
+        server,
         ownership_file: settings.ownership_map.clone(),
         nodes,
         node_source,
