@@ -40,6 +40,9 @@ pub enum Inserted {
 pub trait ItemReads: Send + Sync {
     /// An item with its ledger history.
     async fn item_view(&self, id: ItemId) -> Result<Option<ItemView>, StoreError>;
+    /// An item's ledger entries, oldest first: what is left of an item that retention removed
+    /// from the working tables (empty when Logbook holds none).
+    async fn item_ledger(&self, id: ItemId) -> Result<Vec<super::RecordedEntry>, StoreError>;
     /// Up to `rows` items that match `filter`, oldest first by id, after `filter.after`. The
     /// cost follows `rows` and the number of the filter's groups, never the rest of the table.
     async fn list_items(

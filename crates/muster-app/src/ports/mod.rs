@@ -26,6 +26,7 @@ mod leases;
 mod ledger;
 #[cfg(any(test, feature = "mocks"))]
 mod mock;
+mod retention;
 #[cfg(test)]
 mod tidy;
 
@@ -37,6 +38,7 @@ pub use leases::*;
 pub use ledger::*;
 #[cfg(any(test, feature = "mocks"))]
 pub use mock::{MockLogbookTx, logbook_with};
+pub use retention::*;
 
 /// A failure of the store. Anything that is not the database being unreachable is internal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -130,7 +130,7 @@ impl Muster {
                 _ if !seen.insert(lease_id) => Err(AppError::BadRequest(format!(
                     "lease {lease_id} appears more than once in the batch"
                 ))),
-                None => Err(AppError::NotFound(format!("no lease {lease_id}"))),
+                None => Err(self.unknown_lease(lease_id)),
                 Some(record) => match items.get_mut(&record.item_id) {
                     None => Err(AppError::Internal(format!(
                         "lease {lease_id} lost its item"

@@ -22,11 +22,10 @@ impl Muster {
     /// `GET /v1/items/{id}`: operators and Conn.
     pub async fn item(&self, actor: Principal, id: ItemId) -> Result<ItemView, AppError> {
         crate::auth::may_read_items(actor)?;
-        self.stores
-            .items
-            .item_view(id)
-            .await?
-            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))
+        match self.stores.items.item_view(id).await? {
+            Some(view) => Ok(view),
+            None => self.removed_item(id).await,
+        }
     }
 
     /// `GET /v1/health`: the current health of every kind with a stored report.

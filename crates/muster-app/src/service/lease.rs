@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{
     LEASE_PAYLOAD_BUDGET, LeaseWant, MAX_BATCH, MAX_CANDIDATES, MAX_WAIT_MS, Muster,
-    check_worker_id, lock_lease,
+    check_worker_id,
 };
 use crate::error::AppError;
 use crate::ports::{ItemStore, LeasableQuery, LeaseStore, LogbookTx};
@@ -232,7 +232,7 @@ impl Muster {
     ) -> Result<HeartbeatAck, AppError> {
         check_worker_id(worker_id)?;
         let mut tx = self.stores.logbook.begin().await?;
-        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
+        let (record, mut item) = self.lock_lease(tx.as_mut(), lease_id).await?;
         let now = tx.now().await?;
         if let Some(entry) = self.past_final_grace(&record, &mut item, actor, now)? {
             return Err(self.lose_past_final_grace(tx, &item, entry).await);

@@ -33,6 +33,7 @@ mod lease;
 mod listing;
 mod needs_subtool;
 mod pause;
+mod retention;
 
 use group::{CompletionLanes, LeaseLanes};
 
@@ -41,6 +42,10 @@ pub const MAX_WAIT_MS: u64 = 30_000;
 pub use controls::MAX_REASON;
 pub use enqueue::MAX_DELAY;
 pub use inspect::OldestAges;
+pub use retention::{
+    DEFAULT_RETAIN_DAYS, DEFAULT_RETAIN_EDIT_TEXT_DAYS, FINISHED, PassReport, Retention,
+    RetentionFigures, RetentionSettings,
+};
 /// How many exhausted-expired candidates one lease attempt fails before it gives up.
 const MAX_CANDIDATES: usize = 16;
 const MAX_WORKER_ID: usize = 128;
@@ -123,6 +128,9 @@ pub struct Config {
     /// Maximum run time per kind (the pipeline file's `limits`); kinds not listed use
     /// [`DEFAULT_MAX_RUN`].
     pub max_run: HashMap<Kind, Duration>,
+    /// The retention period (`--retain-days`): an unknown lease granted before it may belong
+    /// to a removed item (`retention`).
+    pub retention: Duration,
 }
 
 /// The contract's default maximum run time of a lease: one hour.
@@ -138,6 +146,7 @@ impl Default for Config {
             group_commits: 1,
             final_grace: None,
             max_run: HashMap::new(),
+            retention: Duration::days(i64::from(DEFAULT_RETAIN_DAYS)),
         }
     }
 }
@@ -256,7 +265,7 @@ impl Muster {
             check_worker_id(w)?;
         }
         let mut tx = self.stores.logbook.begin().await?;
-        let (record, mut item) = lock_lease(tx.as_mut(), lease_id).await?;
+        let (record, mut item) = self.lock_lease(tx.as_mut(), lease_id).await?;
         item.check_sender(&record, actor, worker_id)?;
         if let LeaseUse::Replay(response) = item.check_finish(&record, actor, kind, digest)? {
             return serde_json::from_value(response)
@@ -367,13 +376,17 @@ struct Finish {
     now: time::OffsetDateTime,
 }
 
-async fn lock_lease(
-    tx: &mut (impl LeaseStore + ?Sized),
-    id: LeaseId,
-) -> Result<(LeaseRecord, Item), AppError> {
-    tx.lock_lease(id)
-        .await?
-        .ok_or_else(|| AppError::NotFound(format!("no lease {id}")))
+impl Muster {
+    /// Locks a lease and its item; an unknown lease is [`Muster::unknown_lease`].
+    async fn lock_lease(
+        &self,
+        tx: &mut (impl LeaseStore + ?Sized),
+        id: LeaseId,
+    ) -> Result<(LeaseRecord, Item), AppError> {
+        tx.lock_lease(id)
+            .await?
+            .ok_or_else(|| self.unknown_lease(id))
+    }
 }
 
 fn check_worker_id(worker_id: &str) -> Result<(), AppError> {

@@ -109,6 +109,9 @@ pub struct ItemView {
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     pub history: Vec<HistoryEntry>,
+    /// Removed from the working tables by retention: read from the ledger, `payload` and
+    /// `result` null.
+    pub removed: bool,
 }
 
 /// An item as a line of `GET /v1/items`: no payload, result or history.

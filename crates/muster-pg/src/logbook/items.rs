@@ -2,7 +2,7 @@
 //! outside one.
 
 use async_trait::async_trait;
-use muster_app::ports::{Inserted, ItemReads, ItemStore, NewItem, StoreError};
+use muster_app::ports::{Inserted, ItemReads, ItemStore, NewItem, RecordedEntry, StoreError};
 use muster_app::views::{HistoryEntry, ItemSummary, ItemView};
 use muster_domain::listing::ItemFilter;
 use muster_domain::{Item, ItemId, ItemState, Kind, Priority};
@@ -191,15 +191,7 @@ impl ItemReads for PgLogbook {
             .query(include_str!("sql/item_history.sql"), &[&id.to_string()])
             .await?
             .iter()
-            .map(|r| HistoryEntry {
-                seq: r.get(0),
-                at: r.get(1),
-                event: r.get(2),
-                from: r.get(3),
-                to: r.get(4),
-                actor: r.get(5),
-                fence: r.get::<_, Option<i64>>(6).map(|f| f as u64),
-            })
+            .map(history_entry)
             .collect();
         Ok(Some(ItemView {
             id: id.to_string(),
@@ -212,7 +204,28 @@ impl ItemReads for PgLogbook {
             not_before: row.get(7),
             created_at: row.get(8),
             history,
+            removed: false,
         }))
+    }
+
+    async fn item_ledger(&self, id: ItemId) -> Result<Vec<RecordedEntry>, StoreError> {
+        let mut client = self.reader().await?;
+        let stmt = client
+            .prepare_cached(include_str!("sql/item_ledger.sql"))
+            .await?;
+        let rows = client.query(&stmt, &[&id.to_string()]).await?;
+        rows.iter()
+            .map(|r| {
+                let data: String = r.get(9);
+                Ok(RecordedEntry {
+                    history: history_entry(r),
+                    kind: r.get::<_, Option<String>>(7).and_then(|k| k.parse().ok()),
+                    priority: r.get::<_, Option<i16>>(8).and_then(Priority::from_rank),
+                    data: serde_json::from_str(&data)
+                        .map_err(|e| internal(format!("ledger entry data of item {id}: {e}")))?,
+                })
+            })
+            .collect()
     }
 
     async fn list_items(
@@ -268,5 +281,18 @@ impl ItemReads for PgLogbook {
             out.push((kind, priority, at));
         }
         Ok(out)
+    }
+}
+
+/// A history entry from the first seven columns of `item_history.sql` or `item_ledger.sql`.
+fn history_entry(r: &tokio_postgres::Row) -> HistoryEntry {
+    HistoryEntry {
+        seq: r.get(0),
+        at: r.get(1),
+        event: r.get(2),
+        from: r.get(3),
+        to: r.get(4),
+        actor: r.get(5),
+        fence: r.get::<_, Option<i64>>(6).map(|f| f as u64),
     }
 }

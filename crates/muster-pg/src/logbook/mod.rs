@@ -26,6 +26,7 @@ mod leases;
 mod ledger;
 mod listing;
 pub(crate) mod read;
+mod retention;
 mod role;
 mod rows;
 mod tx;
