@@ -216,6 +216,35 @@ impl<T: Named + Send> FromRequestParts<AppState> for InPath<T> {
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn every_request_carries_its_connections_remote_address() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let peer = |axum::Extension(Peer(ip)): axum::Extension<Peer>| async move { ip.to_string() };
+        let router = axum::Router::new().route("/peer", axum::routing::get(peer));
+        let settings = crate::server::ServerSettings::default();
+        tokio::spawn(crate::server::serve(
+            listener,
+            router,
+            settings,
+            std::future::pending(),
+        ));
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = "GET /peer HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut raw = String::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.read_to_string(&mut raw),
+        )
+        .await
+        .expect("an answer within 5 s")
+        .unwrap();
+        assert!(raw.starts_with("HTTP/1.1 200"), "{raw}");
+        assert!(raw.ends_with("\r\n\r\n127.0.0.1"), "{raw}");
+    }
+
     #[test]
     fn a_lease_id_that_is_not_a_uuid_names_no_lease() {
         let e = named::<LeaseId>("lease-1").unwrap_err();
