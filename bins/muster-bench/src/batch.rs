@@ -196,6 +196,7 @@ pub(crate) async fn batch(
         scenario: "batch".to_owned(),
         seconds: (seconds * 1000.0).round() / 1000.0,
         server_peak_rss_mib: None,
+        wal: None,
         workers: workers as u64,
     })
 }

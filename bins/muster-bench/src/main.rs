@@ -261,24 +261,9 @@ enum Scenario {
         seconds: u64,
     },
     /// The worker runtime's overhead: items/s draining `trawl` with the bare client loop and
-    /// with a `muster_worker::Runner` of the same concurrency, and their ratio.
-    Runtime {
-        /// Base URL of a running `muster serve`.
-        #[arg(long)]
-        url: String,
-        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
-        operator_token: String,
-        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
-        worker_token: String,
-        /// Concurrencies, one pair of runs per value.
-        #[arg(long, value_delimiter = ',', default_value = "1,16")]
-        concurrency: Vec<usize>,
-        /// Items enqueued before each run.
-        #[arg(long, default_value_t = 2_000)]
-        items: u64,
-        #[arg(long, default_value_t = 30)]
-        seconds: u64,
-    },
+    /// with a `muster_worker::Runner` of the same concurrency, with single calls and with
+    /// `lease_next`, and their ratios.
+    Runtime(runtime::Args),
     /// The whole benchmark of `cargo xtask bench` (minutes): a throwaway PostgreSQL, the
     /// release `muster serve`, every scenario above and the SQL floor; prints the table and
     /// writes it with every scenario's JSON (and the charts, with the `charts` feature) to
@@ -493,23 +478,7 @@ fn main() -> Result<()> {
             )
             .await
             .and_then(doc),
-            Scenario::Runtime {
-                url,
-                operator_token,
-                worker_token,
-                concurrency,
-                items,
-                seconds,
-            } => runtime::runtime(
-                &url,
-                &operator_token,
-                &worker_token,
-                &concurrency,
-                items,
-                Duration::from_secs(seconds),
-            )
-            .await
-            .and_then(doc),
+            Scenario::Runtime(args) => runtime::runtime(&args).await.and_then(doc),
             other => anyhow::bail!("not a scenario: {other:?}"),
         }
     })?;

@@ -294,24 +294,56 @@ pub(crate) struct BatchRun {
     /// Added by the suite: the server's VmHWM at the end of the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) server_peak_rss_mib: Option<f64>,
+    /// Added by the suite: the WAL of the run per item it finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) wal: Option<WalPerItem>,
     pub(crate) workers: u64,
+}
+
+/// The WAL PostgreSQL wrote while a run ran (`pg_stat_wal`, the whole cluster's, before and
+/// after), in all and per item the run finished.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct WalPerItem {
+    pub(crate) items: u64,
+    /// `wal_bytes`.
+    pub(crate) bytes: u64,
+    /// `wal_sync`: WAL fsyncs (fdatasync with the default `wal_sync_method`).
+    pub(crate) fsyncs: u64,
+    /// `wal_records`.
+    pub(crate) records: u64,
+    pub(crate) bytes_per_item: f64,
+    pub(crate) fsyncs_per_item: f64,
+    pub(crate) records_per_item: f64,
 }
 
 // ---------------------------------------------------------------------------------------------
 // runtime
 
-/// One concurrency: both drains and their ratio.
+/// One path of a completion (single calls, or `lease_next`): both drains and their ratio.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
-pub(crate) struct RuntimeRun {
-    pub(crate) concurrency: usize,
-    pub(crate) items: u64,
+pub(crate) struct RuntimePath {
     pub(crate) bare_items_per_s: f64,
     pub(crate) runtime_items_per_s: f64,
     /// `runtime_items_per_s / bare_items_per_s`: 1.0 is no overhead.
     pub(crate) ratio: f64,
     pub(crate) bare_drained: bool,
     pub(crate) runtime_drained: bool,
+}
+
+/// One concurrency: the runtime against the bare loop on both paths.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RuntimeRun {
+    pub(crate) concurrency: usize,
+    pub(crate) items: u64,
+    /// Lease, then complete: the runtime with `lease_next` off.
+    pub(crate) single: RuntimePath,
+    /// Completions asking `lease_next`: the runtime as it runs by default.
+    pub(crate) lease_next: RuntimePath,
+    /// The runtime's items/s with `lease_next` over its items/s with single calls.
+    pub(crate) lease_next_over_single: f64,
 }
 
 /// `muster-bench runtime` (`runtime.json`).
@@ -350,6 +382,9 @@ pub(crate) struct FloorResult {
     pub(crate) seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) skipped: Option<String>,
+    /// The WAL of the run per item it finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) wal: Option<WalPerItem>,
 }
 
 /// The bloat phase (`bloat.json`).

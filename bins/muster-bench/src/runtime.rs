@@ -1,10 +1,14 @@
-//! Scenario `runtime`: the worker runtime's overhead. The same `trawl` items are drained by
-//! the bare client loop (`WorkerClient::lease` then `complete`, one item at a time per task,
-//! `--concurrency` tasks) and by a `muster_worker::Runner` of the same concurrency whose worker
-//! function answers `done` at once (it leases with `max` up to its free slots). Both spool every
-//! outcome with fsync before sending it. Before each run `--items` items are enqueued through
-//! `POST /v1/items`; a run ends when they are done or after `--seconds`. The figure is items/s
-//! of each, and runtime over bare.
+//! Scenario `runtime`: the worker runtime's overhead, on both paths of a completion. The same
+//! `trawl` items are drained by the bare client loop (`--concurrency` tasks, one item at a time
+//! each) and by a `muster_worker::Runner` of the same concurrency whose worker function answers
+//! `done` at once (it leases with `max` up to its free slots): once with single calls (the loop
+//! leases then completes; the runner with `lease_next` off) and once with `lease_next` (the
+//! loop completes with `WorkerClient::complete_and_lease` and goes on with the lease it answers,
+//! leasing only when it holds none; the runner as it runs by default). All four spool every
+//! outcome with fsync before sending it. Before each drain `--items` items are enqueued through
+//! `POST /v1/items`; a drain ends when they are done or after `--seconds`. The figures are
+//! items/s of each, the runtime over the bare loop on each path, and the runtime's `lease_next`
+//! path over its single calls.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,50 +19,93 @@ use muster_worker::{Lease, Outcome, Runner, WorkerClient};
 use serde_json::json;
 
 use crate::http::Http;
-use crate::results::{RuntimeDoc, RuntimeRun};
+use crate::results::{RuntimeDoc, RuntimePath, RuntimeRun};
 
-pub(crate) async fn runtime(
-    url: &str,
-    operator_token: &str,
-    worker_token: &str,
-    concurrencies: &[usize],
+/// `muster-bench runtime`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Base URL of a running `muster serve`.
+    #[arg(long)]
+    url: String,
+    #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
+    operator_token: String,
+    #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
+    worker_token: String,
+    /// Concurrencies, one set of four drains per value.
+    #[arg(long, value_delimiter = ',', default_value = "1,16")]
+    concurrency: Vec<usize>,
+    /// Items enqueued before each drain.
+    #[arg(long, default_value_t = 2_000)]
     items: u64,
-    limit: Duration,
-) -> Result<RuntimeDoc> {
-    let http = Http::new(url);
+    /// A drain's time cap.
+    #[arg(long, default_value_t = 30)]
+    seconds: u64,
+}
+
+pub(crate) async fn runtime(args: &Args) -> Result<RuntimeDoc> {
+    let http = Http::new(&args.url);
     let mut runs = Vec::new();
-    for &concurrency in concurrencies {
-        let drain = Drain {
-            url,
-            token: worker_token,
-            concurrency,
-            items,
-            limit,
-        };
-        enqueue(&http, operator_token, items).await?;
-        let (bare_done, bare_s) = bare(&drain).await?;
-        enqueue(&http, operator_token, items).await?;
-        let (rt_done, rt_s) = with_runtime(&drain).await?;
-        let bare_rate = bare_done as f64 / bare_s;
-        let rt_rate = rt_done as f64 / rt_s;
+    for &concurrency in &args.concurrency {
+        let single = path(&http, args, concurrency, false).await?;
+        let lease_next = path(&http, args, concurrency, true).await?;
         runs.push(RuntimeRun {
             concurrency,
-            items,
-            bare_items_per_s: bare_rate,
-            runtime_items_per_s: rt_rate,
-            ratio: if bare_rate > 0.0 {
-                rt_rate / bare_rate
-            } else {
-                0.0
-            },
-            bare_drained: bare_done >= items,
-            runtime_drained: rt_done >= items,
+            items: args.items,
+            lease_next_over_single: ratio(
+                lease_next.runtime_items_per_s,
+                single.runtime_items_per_s,
+            ),
+            single,
+            lease_next,
         });
     }
     Ok(RuntimeDoc {
         scenario: "runtime".into(),
         runs,
     })
+}
+
+/// One path at `concurrency`: the bare loop's drain, then the runtime's, each of a queue of
+/// `--items` enqueued just before it.
+async fn path(
+    http: &Http,
+    args: &Args,
+    concurrency: usize,
+    lease_next: bool,
+) -> Result<RuntimePath> {
+    let drain = Drain {
+        url: &args.url,
+        token: &args.worker_token,
+        concurrency,
+        items: args.items,
+        limit: Duration::from_secs(args.seconds),
+        lease_next,
+    };
+    enqueue(http, &args.operator_token, args.items).await?;
+    let bare = bare(&drain).await?;
+    enqueue(http, &args.operator_token, args.items).await?;
+    let runtime = with_runtime(&drain).await?;
+    Ok(RuntimePath::of(bare, runtime, args.items))
+}
+
+/// `a / b`, 0 when `b` is 0.
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+impl RuntimePath {
+    /// The figures of one path from its two drains, `(items done, seconds)` each.
+    fn of((bare_done, bare_s): (u64, f64), (rt_done, rt_s): (u64, f64), items: u64) -> Self {
+        let bare_rate = bare_done as f64 / bare_s;
+        let rt_rate = rt_done as f64 / rt_s;
+        RuntimePath {
+            bare_items_per_s: bare_rate,
+            runtime_items_per_s: rt_rate,
+            ratio: ratio(rt_rate, bare_rate),
+            bare_drained: bare_done >= items,
+            runtime_drained: rt_done >= items,
+        }
+    }
 }
 
 /// `items` trawl items, 16 enqueues at a time.
@@ -93,16 +140,19 @@ fn spool(name: &str) -> std::path::PathBuf {
 }
 
 /// What one run drains: as `token` from `url`, `concurrency` at a time, until `items` are done
-/// or after `limit`.
+/// or after `limit`; completing with `lease_next` or not.
 struct Drain<'a> {
     url: &'a str,
     token: &'a str,
     concurrency: usize,
     items: u64,
     limit: Duration,
+    lease_next: bool,
 }
 
-/// The bare loop: `concurrency` tasks of lease (no wait) then complete. Items done, seconds.
+/// The bare loop: `concurrency` tasks, each completing the lease it holds (leasing one, with
+/// no wait, when it holds none) and, with `lease_next`, holding the lease the completion
+/// answered. Items done, seconds.
 async fn bare(drain: &Drain<'_>) -> Result<(u64, f64)> {
     let &Drain {
         url,
@@ -110,6 +160,7 @@ async fn bare(drain: &Drain<'_>) -> Result<(u64, f64)> {
         concurrency,
         items,
         limit,
+        lease_next,
     } = drain;
     let dir = spool("bare");
     let client = WorkerClient::new(url, token, "trawl", "bench-bare", &dir)?;
@@ -119,11 +170,24 @@ async fn bare(drain: &Drain<'_>) -> Result<(u64, f64)> {
     for _ in 0..concurrency {
         let (client, done) = (client.clone(), Arc::clone(&done));
         tasks.push(tokio::spawn(async move {
+            let mut held: Option<Lease> = None;
             while done.load(Ordering::Relaxed) < items && start.elapsed() < limit {
-                let Some(lease) = client.lease(0).await? else {
-                    break;
+                let lease = match held.take() {
+                    Some(lease) => lease,
+                    None => match client.lease(0).await? {
+                        Some(lease) => lease,
+                        None => break,
+                    },
                 };
-                client.complete(&lease, json!({}), Vec::new()).await?;
+                held = if lease_next {
+                    client
+                        .complete_and_lease(&lease, json!({}), Vec::new())
+                        .await?
+                        .next_lease
+                } else {
+                    client.complete(&lease, json!({}), Vec::new()).await?;
+                    None
+                };
                 done.fetch_add(1, Ordering::Relaxed);
             }
             Ok::<_, muster_worker::ClientError>(())
@@ -137,7 +201,8 @@ async fn bare(drain: &Drain<'_>) -> Result<(u64, f64)> {
     Ok((done.load(Ordering::Relaxed), seconds))
 }
 
-/// The runtime: a runner of `concurrency` whose function answers `done` at once; stopped when
+/// The runtime: a runner of `concurrency` whose function answers `done` at once (its
+/// completions asking `lease_next` or not); stopped when
 /// `items` are done or after `limit`. Items done, seconds.
 async fn with_runtime(drain: &Drain<'_>) -> Result<(u64, f64)> {
     let dir = spool("runtime");
@@ -145,6 +210,7 @@ async fn with_runtime(drain: &Drain<'_>) -> Result<(u64, f64)> {
         .worker_id("bench-runtime")
         .spool_dir(&dir)
         .concurrency(drain.concurrency)
+        .lease_next(drain.lease_next)
         .wait_ms(1_000)
         .build()?;
     let (metrics, stop) = (runner.metrics(), runner.shutdown_handle());

@@ -10,6 +10,7 @@ use anyhow::{Context, Result, bail};
 use muster_devdb::find_bin;
 
 use super::procs::{banner, psql_answer};
+use super::wal;
 use crate::results::FloorResult;
 
 /// One pgbench run of the SQL floor on Muster's tables: a script of bins/muster-bench/sql/ (the
@@ -139,6 +140,7 @@ pub(crate) fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<FloorRe
     .map(str::to_owned);
     banner(&format!("pgbench {} {}", args[..10].join(" "), run.file));
     let before = done()?;
+    let wal_before = wal::sample(url);
     let started = Instant::now();
     let output = Command::new(&pgbench)
         .args(&args)
@@ -157,6 +159,7 @@ pub(crate) fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<FloorRe
     std::fs::write(out.join(format!("floor-{name}.txt")), stdout.as_bytes())?;
     // Counted, not assumed: a batch that found fewer items than it asked for shows here.
     let items = done()?.saturating_sub(before);
+    let wal = wal::since(wal_before, url, items);
     Ok(FloorResult {
         batch: Some(run.batch),
         clients: Some(run.clients),
@@ -168,6 +171,7 @@ pub(crate) fn sql_floor(url: &str, run: &FloorRun, out: &Path) -> Result<FloorRe
         script: Some(run.file.to_owned()),
         seconds: Some(seconds),
         skipped: None,
+        wal,
     })
 }
 

@@ -12,6 +12,7 @@
 mod floor;
 pub(crate) mod procs;
 pub(crate) mod profile;
+mod wal;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -280,7 +281,8 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     });
 
     // Batching: a database of its own, the trawl queue topped up to BATCH_ITEMS in SQL before
-    // each batch size, a fresh server per size (its peak RSS is read at the end of the run).
+    // each batch size, a fresh server per size (its peak RSS is read at the end of the run, the
+    // cluster's WAL counters before and after it).
     let batch_url = migrated_database(cluster, muster, "muster_batch")?;
     let serve = ServeArgs {
         url: &batch_url,
@@ -315,8 +317,10 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         if next {
             args.push("--next");
         }
+        let wal_before = wal::sample(&batch_url);
         let mut measured: BatchRun = runner.run(&format!("batch-{name}"), &args)?;
         measured.server_peak_rss_mib = Some(memory(server.pid())?.hwm_mib);
+        measured.wal = wal::since(wal_before, &batch_url, measured.items);
         server.stop();
         batches.push(measured);
     }

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::results::{
     BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FeedMemory,
-    FloorResult, Percentiles, Pickup, RuntimeDoc, ServerMemory, Spam,
+    FloorResult, Percentiles, Pickup, RuntimeDoc, ServerMemory, Spam, WalPerItem,
 };
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
@@ -109,6 +109,7 @@ pub(crate) fn render(suite: &Suite) -> String {
     }
     batch_rows(&mut rows, &suite.batches);
     floor_rows(&mut rows, &suite.batches, &suite.floor);
+    wal_rows(&mut rows, &suite.batches, &suite.floor);
     bloat_rows(&mut rows, &suite.bloat);
     runtime_rows(&mut rows, &suite.runtime);
 
@@ -388,6 +389,84 @@ fn floor_rows(rows: &mut Vec<Row>, batches: &[BatchRun], floor: &[FloorResult]) 
     }
 }
 
+/// WAL bytes and fsyncs per finished item, `bytes / fsyncs`.
+fn wal_pair(w: &WalPerItem) -> String {
+    format!("{:.0} B / {:.3}", w.bytes_per_item, w.fsyncs_per_item)
+}
+
+fn wal_ratio(a: &WalPerItem, b: &WalPerItem) -> String {
+    format!(
+        "{} / {}",
+        ratio(Some(a.bytes_per_item), Some(b.bytes_per_item)),
+        ratio(Some(a.fsyncs_per_item), Some(b.fsyncs_per_item))
+    )
+}
+
+/// The physical cost of a finished item: the WAL bytes and fsyncs of Muster's runs against
+/// the same rows in plain SQL (single calls against the single-item ceiling at the same
+/// concurrency, the largest batch against the floor of batches), and a bare queue's against
+/// the floor's rows.
+fn wal_rows(rows: &mut Vec<Row>, batches: &[BatchRun], floor: &[FloorResult]) {
+    let named = |name: &str| floor.iter().find(|r| r.name.as_deref() == Some(name));
+    let single = floor.iter().find(|r| {
+        r.script.as_deref() == Some("ceiling-single.sql")
+            && batches
+                .first()
+                .is_some_and(|b| r.clients == Some(b.workers))
+    });
+    let largest = batches
+        .iter()
+        .filter(|r| !r.next)
+        .filter_map(|r| r.batch)
+        .max();
+    for run in batches.iter().filter(|r| !r.next) {
+        let sql = match run.batch {
+            Some(1) => single,
+            b if b == largest => named("full"),
+            _ => None,
+        };
+        let (Some(http), Some(sql)) = (run.wal.as_ref(), sql) else {
+            continue;
+        };
+        let Some(plain) = sql.wal.as_ref() else {
+            continue;
+        };
+        rows.push([
+            format!(
+                "WAL per finished item, bytes / fsyncs: batch size {}{}, {} workers over HTTP \
+                 ({} items), against the same rows in plain SQL ({}, {} clients, batches of {})",
+                text(run.batch),
+                if run.lease_next {
+                    " with `lease_next`"
+                } else {
+                    ""
+                },
+                run.workers,
+                http.items,
+                sql.script.as_deref().unwrap_or("?"),
+                text(sql.clients),
+                text(sql.batch),
+            ),
+            wal_pair(http),
+            format!("{} in plain SQL", wal_pair(plain)),
+            wal_ratio(http, plain),
+        ]);
+    }
+    if let (Some(bare), Some(full)) = (
+        named("bare").and_then(|r| r.wal.as_ref()),
+        named("full").and_then(|r| r.wal.as_ref()),
+    ) {
+        rows.push([
+            "WAL per finished item, bytes / fsyncs, of a bare queue in plain SQL (the two item \
+             updates only)"
+                .into(),
+            wal_pair(bare),
+            format!("{} with lease and ledger rows", wal_pair(full)),
+            wal_ratio(bare, full),
+        ]);
+    }
+}
+
 /// Muster's single calls over HTTP against the single-item SQL ceiling at the same concurrency:
 /// the same rows, one item per transaction, in plain SQL.
 fn ceiling_rows(rows: &mut Vec<Row>, cycles: &[CyclesRun], floor: &[FloorResult]) {
@@ -604,21 +683,41 @@ fn bloat_rows(rows: &mut Vec<Row>, bloat: &Bloat) {
 }
 
 /// The worker runtime's items/s next to the bare client loop's, per concurrency.
+/// Per concurrency: the runtime against the bare client loop on each path of a completion,
+/// then the runtime's `lease_next` path against its single calls.
 fn runtime_rows(rows: &mut Vec<Row>, runtime: &RuntimeDoc) {
     for run in &runtime.runs {
-        let note = if run.bare_drained && run.runtime_drained {
-            ""
-        } else {
-            " (a run hit its time cap)"
-        };
+        let c = run.concurrency;
+        for (path, how) in [
+            (&run.single, "single calls (lease, then complete)"),
+            (&run.lease_next, "completions with `lease_next`"),
+        ] {
+            let note = if path.bare_drained && path.runtime_drained {
+                ""
+            } else {
+                " (a run hit its time cap)"
+            };
+            rows.push([
+                format!("worker runtime items/s, concurrency {c}, {how}{note}"),
+                num(Some(path.runtime_items_per_s)),
+                format!(
+                    "{} bare client loop, same calls",
+                    num(Some(path.bare_items_per_s))
+                ),
+                ratio(Some(path.runtime_items_per_s), Some(path.bare_items_per_s)),
+            ]);
+        }
         rows.push([
+            format!("worker runtime items/s, concurrency {c}, with `lease_next` (the default)"),
+            num(Some(run.lease_next.runtime_items_per_s)),
             format!(
-                "worker runtime items/s, concurrency {}{note}",
-                run.concurrency
+                "{} with single calls",
+                num(Some(run.single.runtime_items_per_s))
             ),
-            num(Some(run.runtime_items_per_s)),
-            format!("{} bare client loop", num(Some(run.bare_items_per_s))),
-            ratio(Some(run.runtime_items_per_s), Some(run.bare_items_per_s)),
+            ratio(
+                Some(run.lease_next.runtime_items_per_s),
+                Some(run.single.runtime_items_per_s),
+            ),
         ]);
     }
 }

@@ -246,12 +246,13 @@ fn the_delayed_rows_compare_the_backlog_with_delayed_items_beside_it_against_it_
 }
 
 #[test]
-fn the_runtime_rows_compare_the_runner_with_the_bare_client_loop() {
+fn the_runtime_rows_compare_the_runner_with_the_bare_client_loop_on_each_path_and_its_two_paths() {
     let runtime: RuntimeDoc = typed(&json!({"runs": [
-        {"concurrency": 16, "runtime_items_per_s": 1419.4, "bare_items_per_s": 1329.0,
-         "bare_drained": true, "runtime_drained": true},
-        {"concurrency": 1, "runtime_items_per_s": 288.0, "bare_items_per_s": 306.0,
-         "bare_drained": true, "runtime_drained": false},
+        {"concurrency": 16,
+         "single": {"runtime_items_per_s": 1419.4, "bare_items_per_s": 1329.0,
+                    "bare_drained": true, "runtime_drained": true},
+         "lease_next": {"runtime_items_per_s": 2129.1, "bare_items_per_s": 2000.0,
+                        "bare_drained": true, "runtime_drained": false}},
     ]}));
     let mut rows = Vec::new();
     runtime_rows(&mut rows, &runtime);
@@ -259,17 +260,96 @@ fn the_runtime_rows_compare_the_runner_with_the_bare_client_loop() {
         rows,
         [
             [
-                "worker runtime items/s, concurrency 16",
+                "worker runtime items/s, concurrency 16, single calls (lease, then complete)",
                 "1419",
-                "1329 bare client loop",
+                "1329 bare client loop, same calls",
                 "1.07×"
             ],
             [
-                "worker runtime items/s, concurrency 1 (a run hit its time cap)",
-                "288",
-                "306 bare client loop",
-                "0.94×"
+                "worker runtime items/s, concurrency 16, completions with `lease_next` (a run hit its time cap)",
+                "2129",
+                "2000 bare client loop, same calls",
+                "1.06×"
+            ],
+            [
+                "worker runtime items/s, concurrency 16, with `lease_next` (the default)",
+                "2129",
+                "1419 with single calls",
+                "1.50×"
             ],
         ]
     );
+}
+
+/// `pg_stat_wal`'s growth over a run of `items` items: `bytes` and `fsyncs` per item.
+fn wal(items: u64, bytes: f64, fsyncs: f64) -> Value {
+    json!({"items": items, "bytes_per_item": bytes, "fsyncs_per_item": fsyncs})
+}
+
+#[test]
+fn the_wal_rows_set_single_calls_beside_the_single_item_ceiling_and_the_largest_batch_beside_the_floor()
+ {
+    let batches = all(&[
+        json!({"batch": 1, "workers": 16, "wal": wal(4_000, 4000.0, 1.0)}),
+        json!({"batch": 1, "lease_next": true, "workers": 16, "wal": wal(5_000, 3000.0, 0.5)}),
+        json!({"batch": 1, "next": true, "workers": 16, "wal": wal(3_000, 5000.0, 1.0)}),
+        json!({"batch": 16, "workers": 16, "wal": wal(200_000, 2600.0, 0.1)}),
+        json!({"batch": 128, "workers": 16, "wal": wal(200_000, 2400.0, 0.01)}),
+    ]);
+    let ceiling = |clients: u64, bytes: f64| {
+        json!({"name": format!("single-{clients}"), "script": "ceiling-single.sql",
+               "clients": clients, "batch": 1, "wal": wal(16_000, bytes, 0.5)})
+    };
+    let floor = all(&[
+        json!({"name": "full", "script": "floor-full.sql", "clients": 16, "batch": 128,
+               "wal": wal(198_656, 2000.0, 0.008)}),
+        json!({"name": "bare", "script": "floor-bare.sql", "clients": 16, "batch": 128,
+               "wal": wal(198_656, 500.0, 0.004)}),
+        ceiling(16, 2000.0),
+        ceiling(64, 1000.0),
+    ]);
+    let mut rows = Vec::new();
+    wal_rows(&mut rows, &batches, &floor);
+
+    assert_eq!(
+        figures(&rows),
+        [
+            [
+                "4000 B / 1.000",
+                "2000 B / 0.500 in plain SQL",
+                "2.00× / 2.00×"
+            ],
+            [
+                "3000 B / 0.500",
+                "2000 B / 0.500 in plain SQL",
+                "1.50× / 1.00×"
+            ],
+            [
+                "2400 B / 0.010",
+                "2000 B / 0.008 in plain SQL",
+                "1.20× / 1.25×"
+            ],
+            [
+                "500 B / 0.004",
+                "2000 B / 0.008 with lease and ledger rows",
+                "0.25× / 0.50×"
+            ],
+        ]
+    );
+    assert_eq!(
+        rows[1][0],
+        "WAL per finished item, bytes / fsyncs: batch size 1 with `lease_next`, 16 workers over \
+         HTTP (5000 items), against the same rows in plain SQL (ceiling-single.sql, 16 clients, \
+         batches of 1)"
+    );
+}
+
+#[test]
+fn without_a_wal_sample_of_the_plain_sql_run_there_is_no_wal_row() {
+    let batches = all(&[json!({"batch": 128, "workers": 16, "wal": wal(200_000, 2400.0, 0.01)})]);
+    let floor = all(&[floor_run("full", 198_656, 10_000.0)]);
+    let mut rows = Vec::new();
+    wal_rows(&mut rows, &batches, &floor);
+
+    assert_eq!(rows, Vec::<[String; 4]>::new());
 }
