@@ -151,3 +151,46 @@ fn a_refused_operator_decision_on_an_edit_is_logged_at_info() {
     let levels = levels_logged_at_info("POST", "/v1/edits/{id}/decision", 409, "E_CONFLICT");
     assert_eq!(levels, vec!["INFO"]);
 }
+
+/// The exposition of `figures` alone.
+fn exposed(figures: muster_app::auth::ReviewFigures) -> String {
+    #[derive(Debug)]
+    struct Figures(muster_app::auth::ReviewFigures);
+    impl prometheus_client::collector::Collector for Figures {
+        fn encode(
+            &self,
+            mut encoder: prometheus_client::encoding::DescriptorEncoder,
+        ) -> Result<(), std::fmt::Error> {
+            super::encode_review_figures(&mut encoder, &self.0)
+        }
+    }
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(Figures(figures)));
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+    text
+}
+
+#[test]
+fn the_tokenreview_admission_figures_are_exported_by_class_outcome_and_reason() {
+    let text = exposed(muster_app::auth::ReviewFigures {
+        reviews: vec![("known", "positive", 7), ("unknown", "unavailable", 2)],
+        rejected: vec![("peer_rate", 5), ("queue", 1)],
+        served_stale: 3,
+        refreshes: 4,
+        in_flight: 6,
+    });
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(
+        lines,
+        [
+            r#"muster_tokenreview_answers_total{class="known",outcome="positive"} 7"#,
+            r#"muster_tokenreview_answers_total{class="unknown",outcome="unavailable"} 2"#,
+            r#"muster_tokenreview_rejected_total{reason="peer_rate"} 5"#,
+            r#"muster_tokenreview_rejected_total{reason="queue"} 1"#,
+            "muster_tokenreview_served_stale_total 3",
+            "muster_tokenreview_refreshes_total 4",
+            "muster_tokenreview_in_flight 6",
+        ]
+    );
+}
