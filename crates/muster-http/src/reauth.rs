@@ -1,8 +1,9 @@
 //! A long answer (the live feed) outlives the token that opened it unless it is checked again:
 //! [`until_token_invalid`] asks the authenticator again every interval (with TokenReview, the
-//! cache's time to live, so each check is a fresh review) and ends the answer's body when the
-//! token no longer resolves to the same principal. An authority that cannot answer does not
-//! end it: the next check asks again.
+//! cache's time to live, so each check is a fresh review; while the API server gives no answer,
+//! the last positive one serves up to its stale limit, then the check fails) and ends the
+//! answer's body when the token no longer resolves to the same principal. An authority that
+//! cannot answer does not end it: the next check asks again.
 
 use std::future::Future;
 use std::pin::Pin;
