@@ -83,6 +83,8 @@ pub const RUNTIME_GRANTS: &[Grant] = &[
     ),
     table("core.pow_spent", &["SELECT", "INSERT", "DELETE"]),
     table("core.kind_pauses", &["SELECT", "INSERT", "UPDATE"]),
+    // Append-only like the ledger: checkpoints are taken and read, nothing else.
+    table("core.ledger_checkpoints", &["SELECT", "INSERT"]),
     // Retention (V18): the live feed reads the removed-item counts; finished items are removed
     // only through core.remove_finished, which runs as the schema owner.
     table("core.retention_removed", &["SELECT"]),

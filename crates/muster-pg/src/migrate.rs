@@ -48,6 +48,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     13 "cancelled_validated",
     14 "kind_pauses",
     15 "kind_pauses_validated",
+    17 "ledger_checkpoints",
     18 "retention",
 ];
 
