@@ -51,6 +51,9 @@ pub enum Command {
         #[arg(long, value_name = "CHECKPOINT")]
         since: Option<String>,
     },
+    /// Run one retention pass now (as `serve` does every minute, with `--retain-days` and
+    /// `--retain-edit-text-days`), print what it removed, and exit.
+    RetentionPass,
     /// Operator commands, through the HTTP API with `--api-token` / `MUSTER_API_TOKEN`.
     #[command(flatten)]
     Ops(muster_ops::OpsCommand),
@@ -195,6 +198,18 @@ pub struct Settings {
     #[arg(long, env = "MUSTER_FINAL_GRACE_MS", global = true,
           value_parser = clap::value_parser!(u64).range(0..=86_400_000))]
     pub final_grace_ms: Option<u64>,
+    /// Days a finished item (done, failed, cancelled) stays in the working tables after its
+    /// last change; then a housekeeping pass removes it and its leases (its ledger entries
+    /// stay). 0: at the next pass, within a minute. Must outlast any worker's spool
+    /// (docs/operations.md, "Retention").
+    #[arg(long, env = "MUSTER_RETAIN_DAYS", default_value_t = muster_app::service::DEFAULT_RETAIN_DAYS, global = true,
+          value_parser = clap::value_parser!(u32).range(0..=36_500))]
+    pub retain_days: u32,
+    /// Days the text of a rejected edit proposal is kept after the decision; then it is
+    /// removed (its BLAKE3 stays in the ledger).
+    #[arg(long, env = "MUSTER_RETAIN_EDIT_TEXT_DAYS", default_value_t = muster_app::service::DEFAULT_RETAIN_EDIT_TEXT_DAYS, global = true,
+          value_parser = clap::value_parser!(u32).range(0..=36_500))]
+    pub retain_edit_text_days: u32,
     /// The Clock port's adapter (not a flag: the system clock; tests give a skewed one).
     #[arg(skip)]
     pub clock: ClockAdapter,
@@ -274,6 +289,15 @@ impl Settings {
         }
     }
 
+    /// Retention's settings (`--retain-days`, `--retain-edit-text-days`).
+    pub fn retention(&self) -> muster_app::service::RetentionSettings {
+        muster_app::service::RetentionSettings {
+            retain: time::Duration::days(i64::from(self.retain_days)),
+            retain_edit_text: time::Duration::days(i64::from(self.retain_edit_text_days)),
+            ..muster_app::service::RetentionSettings::default()
+        }
+    }
+
     /// The edit intake's settings.
     pub fn intake(&self) -> muster_app::intake::IntakeSettings {
         muster_app::intake::IntakeSettings {
@@ -298,6 +322,8 @@ impl Settings {
             node_names: None,
             lease_ttl_ms: 30_000,
             final_grace_ms: None,
+            retain_days: muster_app::service::DEFAULT_RETAIN_DAYS,
+            retain_edit_text_days: muster_app::service::DEFAULT_RETAIN_EDIT_TEXT_DAYS,
             peer_wake: true,
             clock: ClockAdapter::default(),
             group_commits: 1,

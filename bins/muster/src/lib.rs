@@ -15,6 +15,7 @@ use muster_app::intake::{Intake, IntakeParts, Ownership};
 use muster_app::nodes::NodeDirectory;
 use muster_app::ports::{Clock, Ids, Jitter};
 use muster_app::signal::WorkSignal;
+use muster_app::service::{PassReport, Retention};
 use muster_app::{Config, Muster, Stores};
 use muster_domain::edit::EditId;
 use muster_domain::redact::NodeNames;
@@ -176,6 +177,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         final_grace: settings
             .final_grace_ms
             .map(|ms| time::Duration::milliseconds(ms as i64)),
+        retention: settings.retention().retain,
         ..Config::default()
     };
     if let Some(path) = &settings.pipeline {
@@ -229,6 +231,11 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
     .with_node_names(nodes.clone());
     let server = settings.server_settings();
     let plan = server.memory.plan();
+    let retention = Retention::new(
+        Arc::new(logbook.clone()),
+        settings.clock.0.clone(),
+        settings.retention(),
+    );
     let feed = Feed::new(FeedParts {
         source: Arc::new(logbook.clone()),
         health: Arc::new(logbook.clone()),
@@ -253,6 +260,7 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         tokenreviews,
         api_server: api_probe.as_ref().map(|_| Arc::default()),
         readiness: Arc::new(logbook.clone()),
+        retention,
         body_budget: muster_http::BodyBudget::new(
             (u64::from(settings.inflight_body_mib) * 1024 * 1024).min(plan.body_bytes),
             settings.server.body_wait,
@@ -334,7 +342,10 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
     let signal = app.state.muster.signal().clone();
-    let mut tasks = vec![tokio::spawn(app.state.feed.clone().run())];
+    let mut tasks = vec![
+        tokio::spawn(app.state.feed.clone().run()),
+        tokio::spawn(app.state.retention.clone().run(signal.clone())),
+    ];
     if let Some(wake) = app.wake {
         tasks.push(tokio::spawn(wake.run()));
     }
@@ -460,6 +471,17 @@ async fn housekeeping(
             }
         }
     }
+}
+
+/// Runs one retention pass (`muster retention-pass`): what `serve` does every minute.
+pub async fn retention_pass(settings: &Settings) -> anyhow::Result<PassReport> {
+    let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
+    let retention = Retention::new(
+        Arc::new(PgLogbook::new(pool)),
+        settings.clock.0.clone(),
+        settings.retention(),
+    );
+    Ok(retention.pass().await?)
 }
 
 /// Applies pending migrations.

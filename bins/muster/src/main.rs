@@ -42,6 +42,23 @@ async fn main() -> anyhow::Result<()> {
             let applied = muster::migrate(&cli.settings).await?;
             tracing::info!(?applied, "migrations done");
         }
+        Command::RetentionPass => {
+            let r = muster::retention_pass(&cli.settings).await?;
+            println!(
+                "retention pass: {} finished items and {} leases removed, {} edit texts removed{}",
+                r.items,
+                r.leases,
+                r.edit_texts,
+                if r.groups_left > 0 {
+                    format!(
+                        "; {} groups left to the next pass (rows held by other transactions)",
+                        r.groups_left
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
         Command::Solve {
             challenge,
             difficulty,

@@ -17,6 +17,7 @@ use axum::response::{IntoResponse, Response};
 use muster_app::auth::ReviewFigures;
 use muster_app::feed::Depth;
 use muster_app::ports::PoolStatus;
+use muster_app::service::RetentionFigures;
 use muster_domain::Kind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -327,6 +328,8 @@ pub(crate) struct Snapshot {
     pub(crate) tokenreviews: (u64, u64),
     /// The TokenReview admission's figures (`None` with a token file).
     pub(crate) review_figures: Option<ReviewFigures>,
+    /// Retention's housekeeping on this replica.
+    pub(crate) retention: RetentionFigures,
 }
 
 fn kind_label(k: Kind) -> Labels {
@@ -458,6 +461,7 @@ impl Collector for Snapshot {
         if let Some(figures) = &self.review_figures {
             encode_review_figures(&mut encoder, figures)?;
         }
+        encode_retention(&mut encoder, &self.retention)?;
         let gauges: [(&str, &str, i64); 7] = [
             (
                 "muster_ready",
@@ -558,6 +562,68 @@ fn encode_review_figures(
         Gauge,
         [(Labels::new(), ConstGauge::new(f.in_flight as i64))],
     )
+}
+
+/// Retention's counters and gauges (docs/operations.md, "Retention").
+fn encode_retention(
+    encoder: &mut DescriptorEncoder,
+    r: &RetentionFigures,
+) -> Result<(), std::fmt::Error> {
+    use prometheus_client::metrics::MetricType::{Counter, Gauge};
+    for (name, help, n) in [
+        (
+            "muster_retention_items_removed",
+            "Finished items this replica's retention passes removed from the working tables",
+            r.items_removed,
+        ),
+        (
+            "muster_retention_leases_removed",
+            "Leases removed with those items",
+            r.leases_removed,
+        ),
+        (
+            "muster_retention_edit_texts_removed",
+            "Texts of rejected edit proposals removed",
+            r.edit_texts_removed,
+        ),
+    ] {
+        family(
+            encoder,
+            name,
+            help,
+            Counter,
+            [(Labels::new(), ConstCounter::new(n))],
+        )?;
+    }
+    let last_pass = r
+        .last_pass
+        .map_or(0.0, |t| t.unix_timestamp_nanos() as f64 / 1e9);
+    for (name, help, v) in [
+        (
+            "muster_retention_last_pass_timestamp_seconds",
+            "When this replica's last complete retention pass ended (Unix time; 0: none yet)",
+            last_pass,
+        ),
+        (
+            "muster_retention_oldest_finished_age_seconds",
+            "At the last pass: how long ago the oldest-created finished item of any kind, priority and state last changed",
+            r.oldest_finished_age,
+        ),
+        (
+            "muster_retention_period_seconds",
+            "The retention period (--retain-days)",
+            r.retain_seconds,
+        ),
+    ] {
+        family(
+            encoder,
+            name,
+            help,
+            Gauge,
+            [(Labels::new(), ConstGauge::new(v))],
+        )?;
+    }
+    Ok(())
 }
 
 /// The exposition of one scrape: the transport's own metrics and the figures in `snapshot`.

@@ -47,4 +47,6 @@ pub struct AppParts {
     pub api_server: Option<Arc<muster_app::dependency::Dependency>>,
     /// Request bodies in flight on the cluster-private routes ([`crate::budget`]).
     pub body_budget: BodyBudget,
+    /// Retention's housekeeping, for its figures on `/metrics`.
+    pub retention: muster_app::service::Retention,
 }

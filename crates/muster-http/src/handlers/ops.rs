@@ -216,6 +216,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> Response {
             .map(|api| api.state() == DependencyState::Reachable),
         tokenreviews: s.tokenreviews.get(),
         review_figures: s.auth.figures(),
+        retention: s.retention.figures(),
     };
     metrics::exposition(&s.http_metrics, &s.body_budget.refused, snapshot)
 }
