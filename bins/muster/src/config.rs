@@ -111,6 +111,19 @@ pub struct Settings {
     /// manifests project ServiceAccount tokens bound to it; docs/security.md).
     #[arg(long, env = "MUSTER_TOKEN_AUDIENCE", default_value = muster_kube::DEFAULT_AUDIENCE, global = true)]
     pub token_audience: String,
+    /// With `--auth tokenreview`: seconds past its 30 s life a token's last positive review
+    /// still lets it in while the API server gives no answer (0: never; docs/security.md).
+    #[arg(long, env = "MUSTER_TOKENREVIEW_STALE_LIMIT_SECS", default_value_t = muster_kube::DEFAULT_STALE_LIMIT.as_secs(),
+          global = true, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub tokenreview_stale_limit_secs: u64,
+    /// With `--auth tokenreview`: reviews of unknown tokens a second one peer may start, and
+    /// the replica as a whole (each with a burst of twice as many); past them a call is 503.
+    #[arg(long, env = "MUSTER_TOKENREVIEW_PEER_RATE", default_value_t = muster_kube::DEFAULT_PEER_RATE,
+          global = true, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub tokenreview_peer_rate: u32,
+    #[arg(long, env = "MUSTER_TOKENREVIEW_RATE", default_value_t = muster_kube::DEFAULT_RATE,
+          global = true, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub tokenreview_rate: u32,
     /// A file of the cluster's node names, one a line, redacted from health reports (re-read when
     /// it changes). Outside a cluster; with `--auth tokenreview` the names come from the API
     /// server unless this is given. See docs/redaction.md.
@@ -318,6 +331,9 @@ impl Settings {
             auth: None,
             serviceaccount_map: None,
             token_audience: muster_kube::DEFAULT_AUDIENCE.to_owned(),
+            tokenreview_stale_limit_secs: muster_kube::DEFAULT_STALE_LIMIT.as_secs(),
+            tokenreview_peer_rate: muster_kube::DEFAULT_PEER_RATE,
+            tokenreview_rate: muster_kube::DEFAULT_RATE,
             ownership_map: None,
             node_names: None,
             lease_ttl_ms: 30_000,

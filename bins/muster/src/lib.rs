@@ -125,6 +125,10 @@ fn authentication(
                 .with_context(|| format!("ServiceAccount map {}", path.display()))?;
             let mut kube = TokenReviewSettings::in_cluster(map);
             kube.audiences = vec![settings.token_audience.clone()];
+            kube.stale_limit =
+                std::time::Duration::from_secs(settings.tokenreview_stale_limit_secs);
+            kube.peer_rate = muster_kube::Rate::of(settings.tokenreview_peer_rate);
+            kube.global_rate = muster_kube::Rate::of(settings.tokenreview_rate);
             tracing::info!(
                 api_server = %kube.api_server,
                 audience = %settings.token_audience,

@@ -17,6 +17,16 @@ pub struct Rate {
     pub burst: u32,
 }
 
+impl Rate {
+    /// `per_second` reviews a second, with a burst of twice as many.
+    pub fn of(per_second: u32) -> Self {
+        Rate {
+            per_second: f64::from(per_second),
+            burst: per_second.saturating_mul(2),
+        }
+    }
+}
+
 /// A token bucket, full when made.
 #[derive(Debug, Clone, Copy)]
 struct Bucket {

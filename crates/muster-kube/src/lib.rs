@@ -22,7 +22,10 @@ mod tokenreview;
 pub use admission::Rate;
 pub use client::api_server_url;
 use client::read;
-pub use tokenreview::{DEFAULT_AUDIENCE, TokenReviewAuthenticator, TokenReviewSettings};
+pub use tokenreview::{
+    DEFAULT_AUDIENCE, DEFAULT_PEER_RATE, DEFAULT_RATE, DEFAULT_STALE_LIMIT,
+    TokenReviewAuthenticator, TokenReviewSettings,
+};
 
 /// The CA bundle mounted into every pod.
 pub const DEFAULT_CA_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";

@@ -84,6 +84,14 @@ pub struct TokenReviewSettings {
     pub global_rate: Rate,
 }
 
+/// How long past its time to live a positive answer serves by default while the API server
+/// gives no answer.
+pub const DEFAULT_STALE_LIMIT: Duration = Duration::from_secs(300);
+/// Reviews of unknown tokens a second by default: per peer, and for the replica (each with a
+/// burst of twice as many).
+pub const DEFAULT_PEER_RATE: u32 = 5;
+pub const DEFAULT_RATE: u32 = 50;
+
 /// The audience asked for by default, and the one the manifests project into callers' tokens.
 pub const DEFAULT_AUDIENCE: &str = "muster";
 
@@ -104,17 +112,11 @@ impl TokenReviewSettings {
             connections: 4,
             refresh_connections: 2,
             refresh_ahead: Duration::from_secs(10),
-            stale_limit: Duration::from_secs(300),
+            stale_limit: DEFAULT_STALE_LIMIT,
             queue: 32,
             queue_wait: Duration::from_secs(1),
-            peer_rate: Rate {
-                per_second: 5.0,
-                burst: 10,
-            },
-            global_rate: Rate {
-                per_second: 50.0,
-                burst: 100,
-            },
+            peer_rate: Rate::of(DEFAULT_PEER_RATE),
+            global_rate: Rate::of(DEFAULT_RATE),
         }
     }
 
