@@ -10,7 +10,7 @@
 //! neither the number of commits nor the number of subscribers puts feed work on the path of a
 //! lease or a completion (they only bump a counter after their commit).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -174,6 +174,9 @@ struct State {
     waiting_since: Option<tokio::time::Instant>,
     /// The health the pump read last: the snapshot on connect while Logbook cannot be read.
     health: Vec<HealthView>,
+    /// Items retention removed per kind, priority and state, as last read: the depths count
+    /// them (the start's count does, and no ledger row tells of a removal), the view does not.
+    removed: BTreeMap<(Kind, Priority, ItemState), i64>,
 }
 
 /// What [`Feed::new`] is built from: its ports, the work signal and its settings.
@@ -206,6 +209,9 @@ pub struct Feed {
 debug_showing!(Feed, settings = inner.parts.settings);
 
 const READ_LIMIT: i64 = 500;
+/// How often the pump reads how many items retention removed: a pass's removals reach the
+/// depths of every replica within this (and the next `queues` event).
+const REMOVED_READ_EVERY: Duration = Duration::from_secs(15);
 /// While Logbook cannot be read, the wait between reads doubles from the poll interval up to
 /// this, so an outage costs neither a read nor a log line every 100 ms.
 const READ_BACKOFF_MAX: Duration = Duration::from_secs(5);
@@ -237,6 +243,7 @@ impl Feed {
                     paused: BTreeSet::new(),
                     waiting_since: None,
                     health: Vec::new(),
+                    removed: BTreeMap::new(),
                 }),
                 started: tokio::sync::watch::channel(false).0,
             }),
@@ -321,11 +328,15 @@ impl Feed {
                 .depths
                 .snapshot()
                 .into_iter()
-                .map(|(kind, priority, state, count)| Depth {
-                    kind,
-                    priority,
-                    state,
-                    count,
+                .filter_map(|(kind, priority, state, count)| {
+                    let removed = st.removed.get(&(kind, priority, state)).copied();
+                    let count = count - removed.unwrap_or(0);
+                    (count != 0).then_some(Depth {
+                        kind,
+                        priority,
+                        state,
+                        count,
+                    })
                 })
                 .collect(),
         }
@@ -344,12 +355,16 @@ impl Feed {
     /// The pump: runs until shutdown. Logbook outages are waited out.
     pub async fn run(self) {
         let s = self.inner.clone();
-        let start = loop {
+        let (start, removed) = loop {
             if s.parts.signal.is_shut_down() {
                 return;
             }
-            match s.parts.source.start().await {
-                Ok(start) => break start,
+            let started = match s.parts.source.start().await {
+                Ok(start) => s.parts.source.removed_counts().await.map(|r| (start, r)),
+                Err(e) => Err(e),
+            };
+            match started {
+                Ok(started) => break started,
                 Err(e) => {
                     tracing::warn!(error = %e, "live feed cannot start yet; retrying");
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -360,6 +375,7 @@ impl Feed {
         {
             let mut st = self.state();
             st.depths = Depths::from_counts(start.counts);
+            st.removed = removed.into_iter().collect();
             st.paused = start.paused.iter().copied().collect();
             st.position = start.position;
             st.started = true;
@@ -368,6 +384,7 @@ impl Feed {
         let mut last_queues = unstamped(self.current_queues());
         let mut last_health: Vec<HealthView> = Vec::new();
         let mut next_tick = tokio::time::Instant::now();
+        let mut next_removed_read = tokio::time::Instant::now() + REMOVED_READ_EVERY;
         let mut failed_reads: u32 = 0;
         while !s.parts.signal.is_shut_down() {
             let read_at = tokio::time::Instant::now();
@@ -400,6 +417,13 @@ impl Feed {
                     if failed_reads == 1 || failed_reads.is_multiple_of(READ_FAILURES_PER_LOG) {
                         tracing::warn!(error = %e, failed_reads, "live feed read failed; retrying with backoff");
                     }
+                }
+            }
+            if tokio::time::Instant::now() >= next_removed_read {
+                next_removed_read = tokio::time::Instant::now() + REMOVED_READ_EVERY;
+                match s.parts.source.removed_counts().await {
+                    Ok(removed) => self.state().removed = removed.into_iter().collect(),
+                    Err(e) => tracing::warn!(error = %e, "live feed: removed counts not read"),
                 }
             }
             if tokio::time::Instant::now() >= next_tick {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use muster_app::ports::{FeedSource, FeedStart, LedgerEvent, StoreError};
+use muster_app::ports::{DepthCounts, FeedSource, FeedStart, LedgerEvent, StoreError};
 use muster_domain::feed::ReadHorizon;
 use muster_domain::{ItemState, Kind, Priority};
 use tokio_postgres::Row;
@@ -49,6 +49,21 @@ fn event_from_row(r: &Row, at: usize, counted: bool) -> LedgerEvent {
         subject_type,
         subject_id,
     }
+}
+
+/// Rows of (kind, priority, state, count).
+fn depth_counts(rows: &[Row]) -> Result<DepthCounts, StoreError> {
+    let mut counts = Vec::with_capacity(rows.len());
+    for r in rows {
+        let kind: Kind = r
+            .get::<_, String>(0)
+            .parse()
+            .map_err(|e| internal(format!("{e}")))?;
+        let priority = Priority::from_rank(r.get(1)).ok_or_else(|| internal("bad priority"))?;
+        let state: ItemState = r.get::<_, String>(2).parse().map_err(internal)?;
+        counts.push(((kind, priority, state), r.get::<_, i64>(3)));
+    }
+    Ok(counts)
 }
 
 fn internal(msg: impl Into<String>) -> StoreError {
@@ -131,18 +146,8 @@ impl FeedSource for PgLogbook {
             .map(|r| r.get::<_, String>(0).parse::<Kind>())
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| internal(format!("{e}")))?;
-        let mut counts = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let kind: Kind = r
-                .get::<_, String>(0)
-                .parse()
-                .map_err(|e| internal(format!("{e}")))?;
-            let priority = Priority::from_rank(r.get(1)).ok_or_else(|| internal("bad priority"))?;
-            let state: ItemState = r.get::<_, String>(2).parse().map_err(internal)?;
-            counts.push(((kind, priority, state), r.get::<_, i64>(3)));
-        }
         Ok(FeedStart {
-            counts,
+            counts: depth_counts(&rows)?,
             paused,
             snapshot,
             position,
@@ -190,6 +195,14 @@ impl FeedSource for PgLogbook {
             .query(include_str!("feed/sql/backlog.sql"), &[&after, &through])
             .await?;
         Ok(rows.iter().map(|r| event_from_row(r, 0, true)).collect())
+    }
+
+    async fn removed_counts(&self) -> Result<DepthCounts, StoreError> {
+        let mut client = self.reader().await?;
+        let rows = client
+            .query(include_str!("feed/sql/removed_counts.sql"), &[])
+            .await?;
+        depth_counts(&rows)
     }
 
     async fn newest_seq(&self) -> Result<i64, StoreError> {

@@ -34,11 +34,15 @@ pub struct LedgerEvent {
     pub reason: Option<String>,
 }
 
+/// Items per kind, priority and state.
+pub type DepthCounts = Vec<((Kind, muster_domain::Priority, ItemState), i64)>;
+
 /// Where the feed starts: depths counted in one snapshot, and a ledger position before which
 /// every row is settled (committed or never to appear).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FeedStart {
-    pub counts: Vec<((Kind, muster_domain::Priority, ItemState), i64)>,
+    /// Items per group, those retention removed included (see `removed_counts`).
+    pub counts: DepthCounts,
     /// The kinds paused in the same snapshot.
     pub paused: Vec<Kind>,
     /// The counting snapshot, opaque to the caller (passed back to `read_after`).
@@ -64,4 +68,8 @@ pub trait FeedSource: Send + Sync {
     async fn backlog(&self, after: i64, through: i64) -> Result<Vec<LedgerEvent>, StoreError>;
     /// The highest sequence in the ledger (0 when empty).
     async fn newest_seq(&self) -> Result<i64, StoreError>;
+    /// How many items retention removed so far per kind, priority and state. `start`'s counts
+    /// include these (they are counted in its snapshot), so that the depths are the counts
+    /// minus the removed read last.
+    async fn removed_counts(&self) -> Result<DepthCounts, StoreError>;
 }

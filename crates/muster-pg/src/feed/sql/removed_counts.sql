@@ -1,0 +1,1 @@
+SELECT kind, priority, state, removed FROM core.retention_removed
