@@ -162,11 +162,25 @@ async fn fill_done(client: &tokio_postgres::Client, to: u64) -> Result<i64> {
     count(client, "done").await
 }
 
-pub(crate) async fn fill(
-    database_url: &str,
+/// `muster-bench backlog-fill`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct FillArgs {
+    #[arg(long, env = "MUSTER_DATABASE_URL", hide_env_values = true)]
+    database_url: String,
+    #[arg(long)]
     to: u64,
-    (done, delayed): (Option<u64>, Option<u64>),
-) -> Result<BacklogFill> {
+    /// Also top the finished (`done`) `trawl` items up to this many (no leases, no ledger).
+    #[arg(long)]
+    done: Option<u64>,
+    /// Then add this many delayed `trawl` items (`not_before` a day ahead, in line at it, as
+    /// `POST /v1/items` with `not_before` places them).
+    #[arg(long)]
+    delayed: Option<u64>,
+}
+
+pub(crate) async fn fill(args: &FillArgs) -> Result<BacklogFill> {
+    let (database_url, to) = (&args.database_url, args.to);
+    let (done, delayed) = (args.done, args.delayed);
     let client = connect(database_url).await?;
     let before = count(&client, "queued").await?;
     let add = i64::try_from(to)?.saturating_sub(before).max(0);
@@ -280,14 +294,31 @@ async fn cycle(
     Ok(true)
 }
 
-pub(crate) async fn measure(
-    url: &str,
-    operator_token: &str,
-    worker_token: &str,
+/// `muster-bench backlog`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct MeasureArgs {
+    #[command(flatten)]
+    server: crate::Operated,
+    /// Sequential `GET /v1/queues` requests.
+    #[arg(long, default_value_t = 100)]
     requests: usize,
+    #[arg(long, default_value_t = 16)]
     workers: usize,
-    length: Duration,
-) -> Result<BacklogMeasured> {
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+}
+
+pub(crate) async fn measure(args: &MeasureArgs) -> Result<BacklogMeasured> {
+    let (url, operator_token, worker_token) = (
+        &args.server.trawl.url,
+        &args.server.operator_token,
+        &args.server.trawl.worker_token,
+    );
+    let (requests, workers, length) = (
+        args.requests,
+        args.workers,
+        Duration::from_secs(args.seconds),
+    );
     let http = Arc::new(Http::new(url));
 
     // GET /v1/queues, sequential, answered from memory.

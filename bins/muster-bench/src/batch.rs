@@ -117,15 +117,35 @@ async fn round(
     Ok((leases.len() as u64, lease_time, t.elapsed()))
 }
 
-pub(crate) async fn batch(
-    url: &str,
-    worker_token: &str,
+/// `muster-bench batch`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    server: crate::Trawl,
+    #[arg(long)]
     batch: u32,
-    completing: Completing,
+    /// Complete with `"lease_next": true` (batch 1 only).
+    #[arg(long)]
+    lease_next: bool,
+    /// Complete with one `next` step (a `sextant` item, the default route from `trawl`):
+    /// the result and the pipeline's next item in one transaction.
+    #[arg(long)]
+    next: bool,
+    #[arg(long, default_value_t = 16)]
     workers: usize,
+    #[arg(long, default_value_t = 200_000)]
     items: u64,
-    length: Duration,
-) -> Result<BatchRun> {
+    #[arg(long, default_value_t = 60)]
+    seconds: u64,
+}
+
+pub(crate) async fn batch(args: &Args) -> Result<BatchRun> {
+    let (url, worker_token, batch) = (&args.server.url, &args.server.worker_token, args.batch);
+    let completing = Completing {
+        lease_next: args.lease_next,
+        next: args.next,
+    };
+    let (workers, items, length) = (args.workers, args.items, Duration::from_secs(args.seconds));
     if completing.lease_next && batch != 1 {
         bail!("--lease-next goes with --batch 1");
     }

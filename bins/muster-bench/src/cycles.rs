@@ -208,14 +208,32 @@ pub(crate) fn in_process(database_url: &str) -> Result<Muster> {
     Ok(app.state.muster.clone())
 }
 
-pub(crate) async fn cycles(
-    target: &Target,
-    _operator_token: &str,
-    worker_token: &str,
-    levels: &[usize],
-    length: Duration,
-    (backlog, send_worker_id): (u64, bool),
-) -> Result<Cycles> {
+/// `muster-bench cycles`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    target: Target,
+    #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
+    worker_token: String,
+    /// Concurrent workers, one run per value (and mode).
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+    workers: Vec<usize>,
+    /// Length of each run.
+    #[arg(long, default_value_t = 10)]
+    seconds: u64,
+    /// Queued items topped up before every run (a run stops early if the queue runs dry).
+    #[arg(long, default_value_t = 80_000)]
+    backlog: u64,
+    /// Over HTTP, complete with the lease's `worker_id` in the body (the server checks it
+    /// against the lease's worker in the completion's transaction).
+    #[arg(long)]
+    send_worker_id: bool,
+}
+
+pub(crate) async fn cycles(args: &Args) -> Result<Cycles> {
+    let (target, worker_token, levels) = (&args.target, args.worker_token.as_str(), &args.workers);
+    let length = Duration::from_secs(args.seconds);
+    let (backlog, send_worker_id) = (args.backlog, args.send_worker_id);
     let muster = in_process(&target.database_url)?;
     let http = Mode::Http {
         http: Arc::new(Http::new(&target.url)),

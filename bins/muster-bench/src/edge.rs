@@ -47,14 +47,21 @@ struct EdgePhase {
     closed_by_12s: usize,
 }
 
-pub(crate) struct Params<'a> {
-    pub(crate) url: &'a str,
-    pub(crate) operator_token: &'a str,
-    pub(crate) worker_token: &'a str,
-    pub(crate) idle: usize,
-    pub(crate) slow: usize,
-    pub(crate) cycles: usize,
-    pub(crate) server_pid: Option<u32>,
+/// `muster-bench edge`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    server: crate::Operated,
+    #[arg(long, default_value_t = 10_000)]
+    idle: usize,
+    #[arg(long, default_value_t = 1_000)]
+    slow: usize,
+    /// Lease→complete cycles sampled in each phase.
+    #[arg(long, default_value_t = 300)]
+    cycles: usize,
+    /// The server's pid (same machine), to read its RSS from /proc.
+    #[arg(long)]
+    server_pid: Option<u32>,
 }
 
 fn addr(url: &str) -> String {
@@ -79,10 +86,10 @@ fn count_open(conns: &[TcpStream]) -> usize {
 }
 
 /// The lease latencies of `cycles` lease→complete cycles, one worker.
-async fn lease_sample(http: &Http, p: &Params<'_>) -> Result<Percentiles> {
+async fn lease_sample(http: &Http, p: &Args) -> Result<Percentiles> {
     for i in 0..p.cycles {
         http.enqueue(
-            p.operator_token,
+            &p.server.operator_token,
             &json!({"kind": "trawl", "priority": "normal", "payload": {"n": i}}),
         )
         .await?;
@@ -90,22 +97,25 @@ async fn lease_sample(http: &Http, p: &Params<'_>) -> Result<Percentiles> {
     let mut sample = Vec::with_capacity(p.cycles);
     for _ in 0..p.cycles {
         let started = Instant::now();
-        let Some(lease) = http.lease_now(p.worker_token, "edge-bench").await? else {
+        let Some(lease) = http
+            .lease_now(&p.server.trawl.worker_token, "edge-bench")
+            .await?
+        else {
             break;
         };
         sample.push(started.elapsed());
         let id = lease["lease_id"].as_str().context("a lease id")?;
-        http.complete(p.worker_token, id, &json!({"result": {}}))
+        http.complete(&p.server.trawl.worker_token, id, &json!({"result": {}}))
             .await?;
     }
     Ok(percentiles(sample))
 }
 
-async fn phase(http: &Http, p: &Params<'_>, name: &str, n: usize, slow: bool) -> Result<EdgePhase> {
+async fn phase(http: &Http, p: &Args, name: &str, n: usize, slow: bool) -> Result<EdgePhase> {
     let rss_before = rss_mib(p.server_pid);
     let opened = Instant::now();
     // Opened 256 at a time, so that thousands are open well within the 10 s head timeout.
-    let target = addr(p.url);
+    let target = addr(&p.server.trawl.url);
     let mut conns = Vec::with_capacity(n);
     let mut opening = tokio::task::JoinSet::new();
     for _ in 0..n {
@@ -175,8 +185,8 @@ async fn phase(http: &Http, p: &Params<'_>, name: &str, n: usize, slow: bool) ->
     })
 }
 
-pub(crate) async fn edge(p: &Params<'_>) -> Result<Edge> {
-    let http = Http::new(p.url);
+pub(crate) async fn edge(p: &Args) -> Result<Edge> {
+    let http = Http::new(&p.server.trawl.url);
     let base = phase(&http, p, "none", 0, false).await?;
     let idle = phase(&http, p, "idle", p.idle, false).await?;
     let slow = phase(&http, p, "slow_header", p.slow, true).await?;

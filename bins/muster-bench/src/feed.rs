@@ -229,15 +229,35 @@ async fn phase(p: &Phase<'_>, subscribers: usize) -> Result<FeedRun> {
     })
 }
 
-pub(crate) async fn feed(
-    url: &str,
-    operator_token: &str,
-    conn_token: &str,
-    levels: &[usize],
+/// `muster-bench feed`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Base URL of a running `muster serve`.
+    #[arg(long)]
+    url: String,
+    #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
+    operator_token: String,
+    #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
+    conn_token: String,
+    /// Concurrent subscribers, one phase per value.
+    #[arg(long, value_delimiter = ',', default_value = "1,1000")]
+    subscribers: Vec<usize>,
+    /// Enqueues per phase.
+    #[arg(long, default_value_t = 200)]
     enqueues: usize,
-    interval: Duration,
+    /// Milliseconds between enqueues.
+    #[arg(long, default_value_t = 20)]
+    interval_ms: u64,
+    /// The server's pid (same machine), to read its RSS from /proc; optional.
+    #[arg(long)]
     server_pid: Option<u32>,
-) -> Result<Feed> {
+}
+
+pub(crate) async fn feed(args: &Args) -> Result<Feed> {
+    let (url, levels) = (&args.url, &args.subscribers);
+    let (operator_token, conn_token) = (args.operator_token.as_str(), args.conn_token.as_str());
+    let (enqueues, server_pid) = (args.enqueues, args.server_pid);
+    let interval = Duration::from_millis(args.interval_ms);
     let http = Http::new(url);
     let p = Phase {
         http: &http,

@@ -68,14 +68,24 @@ async fn subscribe(
     }
 }
 
-pub(crate) struct Options<'a> {
-    pub(crate) url: &'a str,
-    pub(crate) worker_token: &'a str,
-    pub(crate) conn_token: &'a str,
-    pub(crate) levels: &'a [usize],
-    pub(crate) workers: usize,
-    pub(crate) length: Duration,
-    pub(crate) server_pid: u32,
+/// `muster-bench feed-load`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    server: crate::Trawl,
+    #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
+    conn_token: String,
+    /// Subscribers, one phase per value, in this order.
+    #[arg(long, value_delimiter = ',', default_value = "0,50,1000,0")]
+    subscribers: Vec<usize>,
+    #[arg(long, default_value_t = 16)]
+    workers: usize,
+    /// Length of each phase's drain.
+    #[arg(long, default_value_t = 20)]
+    seconds: u64,
+    /// The server's pid (same machine): its CPU is read from /proc.
+    #[arg(long)]
+    server_pid: u32,
 }
 
 /// Lease (wait 0) and complete for `length` with `workers` workers: items, lease and complete
@@ -138,7 +148,7 @@ async fn drain(
 }
 
 async fn phase(
-    o: &Options<'_>,
+    o: &Args,
     http: &Http,
     subscribers_rt: &tokio::runtime::Handle,
     subscribers: usize,
@@ -179,8 +189,13 @@ async fn phase(
     );
     let cpu0 = cpu_seconds(&pid, ticks)?;
     let bench0 = cpu_seconds("self", ticks)?;
-    let (items, lease, complete, tally, elapsed) =
-        drain(http, o.worker_token, o.workers, o.length).await;
+    let (items, lease, complete, tally, elapsed) = drain(
+        http,
+        &o.server.worker_token,
+        o.workers,
+        Duration::from_secs(o.seconds),
+    )
+    .await;
     let cpu = cpu_seconds(&pid, ticks)? - cpu0;
     let bench_cpu = cpu_seconds("self", ticks)? - bench0;
     let events = received.events.load(Ordering::Relaxed) - events0;
@@ -237,8 +252,8 @@ fn baseline(runs: &[FeedLoadRun], figure: impl Fn(&FeedLoadRun) -> Option<f64>) 
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
 
-pub(crate) async fn feed_load(o: &Options<'_>) -> Result<FeedLoad> {
-    let http = Http::new(o.url);
+pub(crate) async fn feed_load(o: &Args) -> Result<FeedLoad> {
+    let http = Http::new(&o.server.url);
     let ticks = ticks_per_second();
     let subscriber_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -246,7 +261,7 @@ pub(crate) async fn feed_load(o: &Options<'_>) -> Result<FeedLoad> {
         .enable_all()
         .build()?;
     let mut runs = Vec::new();
-    for &n in o.levels {
+    for &n in &o.subscribers {
         runs.push(phase(o, &http, subscriber_rt.handle(), n, ticks).await?);
         // Let the server drop the closed streams before the next phase.
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -271,7 +286,7 @@ pub(crate) async fn feed_load(o: &Options<'_>) -> Result<FeedLoad> {
     }
     Ok(FeedLoad {
         clock_ticks_per_s: ticks,
-        phase_seconds: o.length.as_secs(),
+        phase_seconds: o.seconds,
         runs,
         scenario: "feed-load".to_owned(),
         server_pid: o.server_pid,

@@ -15,17 +15,26 @@ use tokio::net::TcpStream;
 use crate::procinfo::rss_mib;
 use crate::results::FeedMemory;
 
-pub(crate) struct Options<'a> {
-    pub(crate) addr: &'a str,
-    pub(crate) conn_token: &'a str,
-    pub(crate) subscribers: usize,
-    /// 0: every subscriber on an HTTP/1.1 connection of its own; n: HTTP/2, the subscribers
-    /// spread over n connections.
-    pub(crate) http2_connections: usize,
-    pub(crate) server_pid: u32,
+/// `muster-bench feed-memory`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// `host:port` of a running `muster serve` (plain HTTP).
+    #[arg(long)]
+    addr: String,
+    #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
+    conn_token: String,
+    #[arg(long, default_value_t = 1000)]
+    subscribers: usize,
+    /// 0: HTTP/1.1, a connection per subscriber; n: HTTP/2 over n connections (the
+    /// server allows 200 streams on one).
+    #[arg(long, default_value_t = 0)]
+    http2_connections: usize,
+    /// The server's pid (same machine): its RSS is read from /proc.
+    #[arg(long)]
+    server_pid: u32,
 }
 
-fn request(o: &Options<'_>) -> Result<hyper::Request<Empty<Bytes>>> {
+fn request(o: &Args) -> Result<hyper::Request<Empty<Bytes>>> {
     Ok(hyper::Request::builder()
         .uri(format!("http://{}/v1/events", o.addr))
         .header(
@@ -51,11 +60,11 @@ async fn connect(addr: &str) -> Result<TokioIo<TcpStream>> {
 }
 
 /// Opens the subscribers; what is returned keeps them open (the answers, unread: idle).
-async fn open(o: &Options<'_>) -> Result<Vec<hyper::Response<Incoming>>> {
+async fn open(o: &Args) -> Result<Vec<hyper::Response<Incoming>>> {
     let mut open = Vec::with_capacity(o.subscribers);
     if o.http2_connections == 0 {
         for _ in 0..o.subscribers {
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(connect(o.addr).await?)
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(connect(&o.addr).await?)
                 .await
                 .context("HTTP/1.1 handshake")?;
             tokio::spawn(conn);
@@ -65,7 +74,7 @@ async fn open(o: &Options<'_>) -> Result<Vec<hyper::Response<Incoming>>> {
     }
     for c in 0..o.http2_connections {
         let (sender, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), connect(o.addr).await?)
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), connect(&o.addr).await?)
                 .await
                 .context("HTTP/2 handshake")?;
         tokio::spawn(conn);
@@ -84,7 +93,7 @@ async fn open(o: &Options<'_>) -> Result<Vec<hyper::Response<Incoming>>> {
     Ok(open)
 }
 
-pub(crate) async fn feed_memory(o: &Options<'_>) -> Result<FeedMemory> {
+pub(crate) async fn feed_memory(o: &Args) -> Result<FeedMemory> {
     let before = rss_mib(Some(o.server_pid));
     let started = Instant::now();
     let open = open(o).await?;

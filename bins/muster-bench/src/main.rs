@@ -33,7 +33,6 @@ mod runtime;
 mod spam;
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Result;
 use clap::{Args, Parser, Subcommand};
@@ -49,217 +48,70 @@ struct Cli {
 }
 
 #[derive(Debug, Args)]
-struct Target {
+pub(crate) struct Target {
     /// Base URL of a running `muster serve`.
     #[arg(long)]
-    url: String,
+    pub(crate) url: String,
     /// The same database the server uses (for the in-process baseline and the backlog).
     #[arg(long, env = "MUSTER_DATABASE_URL", hide_env_values = true)]
-    database_url: String,
+    pub(crate) database_url: String,
+}
+
+/// A running server and a `worker:trawl` token: what the draining scenarios need.
+#[derive(Debug, Args)]
+pub(crate) struct Trawl {
+    /// Base URL of a running `muster serve` (`http://host:port`).
+    #[arg(long)]
+    pub(crate) url: String,
+    #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
+    pub(crate) worker_token: String,
+}
+
+/// [`Trawl`] and an operator's token: for the scenarios that also enqueue or read as the
+/// operator.
+#[derive(Debug, Args)]
+pub(crate) struct Operated {
+    #[command(flatten)]
+    pub(crate) trawl: Trawl,
+    #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
+    pub(crate) operator_token: String,
 }
 
 #[derive(Debug, Subcommand)]
 enum Scenario {
     /// Lease→complete cycles/s at several concurrencies, HTTP vs in-process, plus the lease and
     /// complete latencies at `--latency-workers`.
-    Cycles {
-        #[command(flatten)]
-        target: Target,
-        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
-        operator_token: String,
-        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
-        worker_token: String,
-        /// Concurrent workers, one run per value (and mode).
-        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
-        workers: Vec<usize>,
-        /// Length of each run.
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-        /// Queued items topped up before every run (a run stops early if the queue runs dry).
-        #[arg(long, default_value_t = 80_000)]
-        backlog: u64,
-        /// Over HTTP, complete with the lease's `worker_id` in the body (the server checks it
-        /// against the lease's worker in the completion's transaction).
-        #[arg(long)]
-        send_worker_id: bool,
-    },
+    Cycles(cycles::Args),
     /// Long-poll pickup latency: a worker waits (`wait_ms` 5000), one item is enqueued, time
     /// until the lease returns. HTTP vs in-process.
-    Pickup {
-        #[command(flatten)]
-        target: Target,
-        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
-        operator_token: String,
-        /// A worker kind with an empty queue (`worker:sextant`).
-        #[arg(long, env = "MUSTER_BENCH_SEXTANT_TOKEN", hide_env_values = true)]
-        worker_token: String,
-        #[arg(long, default_value_t = 200)]
-        repeats: usize,
-    },
+    Pickup(pickup::Args),
     /// Edit-intake spam shedding: honeypot and proof-of-work refusals/s vs accepted/s.
-    Spam {
-        /// Base URL of a running `muster serve`.
-        #[arg(long)]
-        url: String,
-        #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
-        conn_token: String,
-        /// A target present in the server's ownership map.
-        #[arg(long, default_value = "docs/intro")]
-        edit_target: String,
-        #[arg(long, default_value_t = 16)]
-        clients: usize,
-        /// Length of each refusal run.
-        #[arg(long, default_value_t = 5)]
-        seconds: u64,
-        /// Challenges solved up front for the accepted-submission run (0 skips it).
-        #[arg(long, default_value_t = 256)]
-        solved: usize,
-    },
+    Spam(spam::Args),
     /// Live feed: commit-to-subscriber latency of `transition` events with 1 and with 1,000 SSE
     /// subscribers, next to the enqueue round trip; server RSS with the subscribers idle.
-    Feed {
-        /// Base URL of a running `muster serve`.
-        #[arg(long)]
-        url: String,
-        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
-        operator_token: String,
-        #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
-        conn_token: String,
-        /// Concurrent subscribers, one phase per value.
-        #[arg(long, value_delimiter = ',', default_value = "1,1000")]
-        subscribers: Vec<usize>,
-        /// Enqueues per phase.
-        #[arg(long, default_value_t = 200)]
-        enqueues: usize,
-        /// Milliseconds between enqueues.
-        #[arg(long, default_value_t = 20)]
-        interval_ms: u64,
-        /// The server's pid (same machine), to read its RSS from /proc; optional.
-        #[arg(long)]
-        server_pid: Option<u32>,
-    },
+    Feed(feed::Args),
     /// Server RSS with idle subscribers of `/v1/events`, each on an HTTP/1.1 connection of its
     /// own or as HTTP/2 streams over a few connections. One run per fresh server.
-    FeedMemory {
-        /// `host:port` of a running `muster serve` (plain HTTP).
-        #[arg(long)]
-        addr: String,
-        #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
-        conn_token: String,
-        #[arg(long, default_value_t = 1000)]
-        subscribers: usize,
-        /// 0: HTTP/1.1, a connection per subscriber; n: HTTP/2 over n connections (the
-        /// server allows 200 streams on one).
-        #[arg(long, default_value_t = 0)]
-        http2_connections: usize,
-        /// The server's pid (same machine): its RSS is read from /proc.
-        #[arg(long)]
-        server_pid: u32,
-    },
+    FeedMemory(feed_memory::Args),
     /// The network edge: server RSS and lease p99 with `--idle` connections that send
     /// nothing and with `--slow` ones that send a request head a line a second, against none;
     /// the memory of one idle connection; how many the server closed within 12 s.
-    Edge {
-        /// Base URL of a running `muster serve` (`http://host:port`).
-        #[arg(long)]
-        url: String,
-        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
-        operator_token: String,
-        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
-        worker_token: String,
-        #[arg(long, default_value_t = 10_000)]
-        idle: usize,
-        #[arg(long, default_value_t = 1_000)]
-        slow: usize,
-        /// Lease→complete cycles sampled in each phase.
-        #[arg(long, default_value_t = 300)]
-        cycles: usize,
-        /// The server's pid (same machine), to read its RSS from /proc.
-        #[arg(long)]
-        server_pid: Option<u32>,
-    },
+    Edge(edge::Args),
     /// What the live feed costs the workers: items/s and lease p99 of `--workers` single-call
     /// workers with 0, 50 and 1,000 SSE subscribers attached and reading (ratios to the phases
     /// with none), and server CPU per event per subscriber. Needs a filled `trawl` queue
     /// (`backlog-fill` before the server starts) and the server's pid.
-    FeedLoad {
-        /// Base URL of a running `muster serve`.
-        #[arg(long)]
-        url: String,
-        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
-        worker_token: String,
-        #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
-        conn_token: String,
-        /// Subscribers, one phase per value, in this order.
-        #[arg(long, value_delimiter = ',', default_value = "0,50,1000,0")]
-        subscribers: Vec<usize>,
-        #[arg(long, default_value_t = 16)]
-        workers: usize,
-        /// Length of each phase's drain.
-        #[arg(long, default_value_t = 20)]
-        seconds: u64,
-        /// The server's pid (same machine): its CPU is read from /proc.
-        #[arg(long)]
-        server_pid: u32,
-    },
+    FeedLoad(feed_load::Args),
     /// Tops the `trawl` queue up to `--to` queued items directly in SQL, bypassing the ledger
     /// (bench databases only), then `VACUUM ANALYZE` and `CHECKPOINT`. Restart the server after.
-    BacklogFill {
-        #[arg(long, env = "MUSTER_DATABASE_URL", hide_env_values = true)]
-        database_url: String,
-        #[arg(long)]
-        to: u64,
-        /// Also top the finished (`done`) `trawl` items up to this many (no leases, no ledger).
-        #[arg(long)]
-        done: Option<u64>,
-        /// Then add this many delayed `trawl` items (`not_before` a day ahead, in line at it, as
-        /// `POST /v1/items` with `not_before` places them).
-        #[arg(long)]
-        delayed: Option<u64>,
-    },
+    BacklogFill(backlog::FillArgs),
     /// Batching: items/s draining the `trawl` queue with lease `max` = `--batch` and one
     /// `POST /v1/completions` per batch (batch 1: the v1 single calls), until drained, `--items`
     /// are done, or `--seconds` have passed.
-    Batch {
-        /// Base URL of a running `muster serve`.
-        #[arg(long)]
-        url: String,
-        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
-        worker_token: String,
-        #[arg(long)]
-        batch: u32,
-        /// Complete with `"lease_next": true` (batch 1 only).
-        #[arg(long)]
-        lease_next: bool,
-        /// Complete with one `next` step (a `sextant` item, the default route from `trawl`):
-        /// the result and the pipeline's next item in one transaction.
-        #[arg(long)]
-        next: bool,
-        #[arg(long, default_value_t = 16)]
-        workers: usize,
-        #[arg(long, default_value_t = 200_000)]
-        items: u64,
-        #[arg(long, default_value_t = 60)]
-        seconds: u64,
-    },
+    Batch(batch::Args),
     /// Backlog cost against a running server: `GET /v1/queues` latency and lease→complete
     /// (with one `next` item, so the backlog keeps its size) cycles/s.
-    Backlog {
-        /// Base URL of a running `muster serve`.
-        #[arg(long)]
-        url: String,
-        #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
-        operator_token: String,
-        #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
-        worker_token: String,
-        /// Sequential `GET /v1/queues` requests.
-        #[arg(long, default_value_t = 100)]
-        requests: usize,
-        #[arg(long, default_value_t = 16)]
-        workers: usize,
-        #[arg(long, default_value_t = 10)]
-        seconds: u64,
-    },
+    Backlog(backlog::MeasureArgs),
     /// The worker runtime's overhead: items/s draining `trawl` with the bare client loop and
     /// with a `muster_worker::Runner` of the same concurrency, with single calls and with
     /// `lease_next`, and their ratios.
@@ -318,166 +170,16 @@ fn main() -> Result<()> {
         .build()?;
     let out = rt.block_on(async {
         match scenario {
-            Scenario::Cycles {
-                target,
-                operator_token,
-                worker_token,
-                workers,
-                seconds,
-                backlog,
-                send_worker_id,
-            } => cycles::cycles(
-                &target,
-                &operator_token,
-                &worker_token,
-                &workers,
-                Duration::from_secs(seconds),
-                (backlog, send_worker_id),
-            )
-            .await
-            .and_then(doc),
-            Scenario::Pickup {
-                target,
-                operator_token,
-                worker_token,
-                repeats,
-            } => pickup::pickup(&target, &operator_token, &worker_token, repeats)
-                .await
-                .and_then(doc),
-            Scenario::Spam {
-                url,
-                conn_token,
-                edit_target,
-                clients,
-                seconds,
-                solved,
-            } => spam::spam(
-                &url,
-                &conn_token,
-                &edit_target,
-                clients,
-                Duration::from_secs(seconds),
-                solved,
-            )
-            .await
-            .and_then(doc),
-            Scenario::Feed {
-                url,
-                operator_token,
-                conn_token,
-                subscribers,
-                enqueues,
-                interval_ms,
-                server_pid,
-            } => feed::feed(
-                &url,
-                &operator_token,
-                &conn_token,
-                &subscribers,
-                enqueues,
-                Duration::from_millis(interval_ms),
-                server_pid,
-            )
-            .await
-            .and_then(doc),
-            Scenario::FeedMemory {
-                addr,
-                conn_token,
-                subscribers,
-                http2_connections,
-                server_pid,
-            } => feed_memory::feed_memory(&feed_memory::Options {
-                addr: &addr,
-                conn_token: &conn_token,
-                subscribers,
-                http2_connections,
-                server_pid,
-            })
-            .await
-            .and_then(doc),
-            Scenario::FeedLoad {
-                url,
-                worker_token,
-                conn_token,
-                subscribers,
-                workers,
-                seconds,
-                server_pid,
-            } => feed_load::feed_load(&feed_load::Options {
-                url: &url,
-                worker_token: &worker_token,
-                conn_token: &conn_token,
-                levels: &subscribers,
-                workers,
-                length: Duration::from_secs(seconds),
-                server_pid,
-            })
-            .await
-            .and_then(doc),
-            Scenario::Batch {
-                url,
-                worker_token,
-                batch,
-                lease_next,
-                next,
-                workers,
-                items,
-                seconds,
-            } => batch::batch(
-                &url,
-                &worker_token,
-                batch,
-                batch::Completing { lease_next, next },
-                workers,
-                items,
-                Duration::from_secs(seconds),
-            )
-            .await
-            .and_then(doc),
-            Scenario::Edge {
-                url,
-                operator_token,
-                worker_token,
-                idle,
-                slow,
-                cycles,
-                server_pid,
-            } => edge::edge(&edge::Params {
-                url: &url,
-                operator_token: &operator_token,
-                worker_token: &worker_token,
-                idle,
-                slow,
-                cycles,
-                server_pid,
-            })
-            .await
-            .and_then(doc),
-            Scenario::BacklogFill {
-                database_url,
-                to,
-                done,
-                delayed,
-            } => backlog::fill(&database_url, to, (done, delayed))
-                .await
-                .and_then(doc),
-            Scenario::Backlog {
-                url,
-                operator_token,
-                worker_token,
-                requests,
-                workers,
-                seconds,
-            } => backlog::measure(
-                &url,
-                &operator_token,
-                &worker_token,
-                requests,
-                workers,
-                Duration::from_secs(seconds),
-            )
-            .await
-            .and_then(doc),
+            Scenario::Cycles(args) => cycles::cycles(&args).await.and_then(doc),
+            Scenario::Pickup(args) => pickup::pickup(&args).await.and_then(doc),
+            Scenario::Spam(args) => spam::spam(&args).await.and_then(doc),
+            Scenario::Feed(args) => feed::feed(&args).await.and_then(doc),
+            Scenario::FeedMemory(args) => feed_memory::feed_memory(&args).await.and_then(doc),
+            Scenario::FeedLoad(args) => feed_load::feed_load(&args).await.and_then(doc),
+            Scenario::Batch(args) => batch::batch(&args).await.and_then(doc),
+            Scenario::Edge(args) => edge::edge(&args).await.and_then(doc),
+            Scenario::BacklogFill(args) => backlog::fill(&args).await.and_then(doc),
+            Scenario::Backlog(args) => backlog::measure(&args).await.and_then(doc),
             Scenario::Runtime(args) => runtime::runtime(&args).await.and_then(doc),
             other => anyhow::bail!("not a scenario: {other:?}"),
         }

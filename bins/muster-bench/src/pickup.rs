@@ -13,12 +13,23 @@ use crate::results::{Pickup, WakeCycles};
 
 const SEXTANT: Principal = Principal::Worker(Kind::Sextant);
 
-pub(crate) async fn pickup(
-    target: &Target,
-    operator_token: &str,
-    worker_token: &str,
+/// `muster-bench pickup`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    target: Target,
+    #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
+    operator_token: String,
+    /// A worker kind with an empty queue (`worker:sextant`).
+    #[arg(long, env = "MUSTER_BENCH_SEXTANT_TOKEN", hide_env_values = true)]
+    worker_token: String,
+    #[arg(long, default_value_t = 200)]
     repeats: usize,
-) -> Result<Pickup> {
+}
+
+pub(crate) async fn pickup(args: &Args) -> Result<Pickup> {
+    let (target, repeats) = (&args.target, args.repeats);
+    let (operator_token, worker_token) = (args.operator_token.as_str(), args.worker_token.as_str());
     let muster = in_process(&target.database_url)?;
     let http = Http::new(&target.url);
     let settle = Duration::from_millis(50);

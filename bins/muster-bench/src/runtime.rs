@@ -24,13 +24,8 @@ use crate::results::{RuntimeDoc, RuntimePath, RuntimeRun};
 /// `muster-bench runtime`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Base URL of a running `muster serve`.
-    #[arg(long)]
-    url: String,
-    #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
-    operator_token: String,
-    #[arg(long, env = "MUSTER_BENCH_TRAWL_TOKEN", hide_env_values = true)]
-    worker_token: String,
+    #[command(flatten)]
+    server: crate::Operated,
     /// Concurrencies, one set of four drains per value.
     #[arg(long, value_delimiter = ',', default_value = "1,16")]
     concurrency: Vec<usize>,
@@ -43,7 +38,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn runtime(args: &Args) -> Result<RuntimeDoc> {
-    let http = Http::new(&args.url);
+    let http = Http::new(&args.server.trawl.url);
     let mut runs = Vec::new();
     for &concurrency in &args.concurrency {
         let single = path(&http, args, concurrency, false).await?;
@@ -74,16 +69,16 @@ async fn path(
     lease_next: bool,
 ) -> Result<RuntimePath> {
     let drain = Drain {
-        url: &args.url,
-        token: &args.worker_token,
+        url: &args.server.trawl.url,
+        token: &args.server.trawl.worker_token,
         concurrency,
         items: args.items,
         limit: Duration::from_secs(args.seconds),
         lease_next,
     };
-    enqueue(http, &args.operator_token, args.items).await?;
+    enqueue(http, &args.server.operator_token, args.items).await?;
     let bare = bare(&drain).await?;
-    enqueue(http, &args.operator_token, args.items).await?;
+    enqueue(http, &args.server.operator_token, args.items).await?;
     let runtime = with_runtime(&drain).await?;
     Ok(RuntimePath::of(bare, runtime, args.items))
 }

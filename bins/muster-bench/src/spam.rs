@@ -89,14 +89,30 @@ async fn flood(
     })
 }
 
-pub(crate) async fn spam(
-    url: &str,
-    token: &str,
-    target: &str,
+/// `muster-bench spam`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Base URL of a running `muster serve`.
+    #[arg(long)]
+    url: String,
+    #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
+    conn_token: String,
+    /// A target present in the server's ownership map.
+    #[arg(long, default_value = "docs/intro")]
+    edit_target: String,
+    #[arg(long, default_value_t = 16)]
     clients: usize,
-    length: Duration,
+    /// Length of each refusal run.
+    #[arg(long, default_value_t = 5)]
+    seconds: u64,
+    /// Challenges solved up front for the accepted-submission run (0 skips it).
+    #[arg(long, default_value_t = 256)]
     solved: usize,
-) -> Result<Spam> {
+}
+
+pub(crate) async fn spam(args: &Args) -> Result<Spam> {
+    let (url, token, target) = (&args.url, args.conn_token.as_str(), &args.edit_target);
+    let (clients, length, solved) = (args.clients, Duration::from_secs(args.seconds), args.solved);
     let http = Http::new(url);
     let (real, difficulty) = challenge(&http, token).await?;
 
