@@ -258,6 +258,16 @@ fn upward_arrows(packages: &[Package]) -> Vec<String> {
     found
 }
 
+/// The dependencies of the crate `krate` (of the `kinds` selected) on `forbidden` crates.
+fn violations_of(krate: &str, forbidden: &[&str], kinds: impl Fn(&str) -> bool) -> Vec<String> {
+    violations(
+        &workspace_packages(),
+        |name| name == krate,
+        forbidden,
+        kinds,
+    )
+}
+
 fn assert_none(rule: &str, found: Vec<String>) {
     assert!(
         found.is_empty(),
@@ -268,76 +278,55 @@ fn assert_none(rule: &str, found: Vec<String>) {
 
 #[test]
 fn domain_crates_depend_on_no_io_crate() {
-    let packages = workspace_packages();
     assert_none(
         "the pure domain crates (muster-domain, muster-domain-*, muster-ledger, muster-antispam) \
          do no I/O and depend on no runtime, database or HTTP crate",
-        violations(&packages, is_pure_domain_crate, &IO_CRATES, |_| true),
+        violations(
+            &workspace_packages(),
+            is_pure_domain_crate,
+            &IO_CRATES,
+            |_| true,
+        ),
     );
 }
 
 #[test]
 fn app_crate_depends_on_no_database_or_http_crate() {
-    let packages = workspace_packages();
     assert_none(
         "muster-app talks to storage and callers only through its ports",
-        violations(
-            &packages,
-            |name| name == "muster-app",
-            &APP_FORBIDDEN,
-            |_| true,
-        ),
+        violations_of("muster-app", &APP_FORBIDDEN, |_| true),
     );
 }
 
 #[test]
 fn http_crate_depends_on_no_database_crate() {
-    let packages = workspace_packages();
     assert_none(
         "muster-http reaches PostgreSQL only through muster-app's ports (dev-dependencies excepted)",
-        violations(
-            &packages,
-            |name| name == "muster-http",
-            &HTTP_FORBIDDEN,
-            |kind| kind == "normal",
-        ),
+        violations_of("muster-http", &HTTP_FORBIDDEN, |kind| kind == "normal"),
     );
 }
 
 #[test]
 fn pg_crate_depends_on_no_http_crate() {
-    let packages = workspace_packages();
     assert_none(
         "muster-pg knows nothing about HTTP",
-        violations(
-            &packages,
-            |name| name == "muster-pg",
-            &PG_FORBIDDEN,
-            |_| true,
-        ),
+        violations_of("muster-pg", &PG_FORBIDDEN, |_| true),
     );
 }
 
 #[test]
 fn kube_crate_depends_on_no_database_or_http_server_crate() {
-    let packages = workspace_packages();
     assert_none(
         "muster-kube is an adapter: it knows neither PostgreSQL nor the HTTP transport",
-        violations(
-            &packages,
-            |name| name == "muster-kube",
-            &KUBE_FORBIDDEN,
-            |kind| kind == "normal",
-        ),
+        violations_of("muster-kube", &KUBE_FORBIDDEN, |kind| kind == "normal"),
     );
 }
 
 #[test]
 fn internal_crates_reach_only_lower_ranks_transitively() {
-    let packages = workspace_packages();
     assert_none(
         "a crate reaches (through any chain of normal dependencies) only crates of a lower rank",
-        upward_arrows(&packages),
+        upward_arrows(&workspace_packages()),
     );
 }
 

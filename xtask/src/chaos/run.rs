@@ -3,7 +3,7 @@
 
 use std::fs::{self, File};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -389,24 +389,18 @@ impl<'a> Run<'a> {
     /// Processes that died without being killed are violations; they are restarted.
     fn watch_processes(&mut self) -> Result<()> {
         for i in 0..self.replicas.len() {
-            if let Some(proc) = self.replicas[i].proc.as_mut()
-                && let Some(status) = proc.exited()
-            {
+            if let Some(status) = exited(&mut self.replicas[i].proc) {
                 self.result.violations.push(format!(
                     "muster replica {i} exited by itself ({status}); see muster-{i}.log"
                 ));
-                self.replicas[i].proc = None;
                 self.start_replica(i)?;
             }
         }
         for i in 0..self.sims.len() {
-            if let Some(proc) = self.sims[i].proc.as_mut()
-                && let Some(status) = proc.exited()
-            {
+            if let Some(status) = exited(&mut self.sims[i].proc) {
                 self.result.violations.push(format!(
                     "fleet process {i} exited by itself ({status}); see sim-{i}.log"
                 ));
-                self.sims[i].proc = None;
                 self.start_sim(i)?;
             }
         }
@@ -519,4 +513,11 @@ impl<'a> Run<'a> {
         });
         Ok(())
     }
+}
+
+/// The exit status of the process in `slot` if it exited, emptying the slot.
+fn exited(slot: &mut Option<Proc>) -> Option<ExitStatus> {
+    let status = slot.as_mut()?.exited()?;
+    *slot = None;
+    Some(status)
 }
