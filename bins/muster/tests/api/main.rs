@@ -29,6 +29,7 @@ mod pause;
 mod probes;
 mod redaction;
 mod replay;
+mod retention;
 mod roles;
 mod rollout;
 mod shutdown;
