@@ -2,9 +2,10 @@
 //! a live feed included, still open) and since when none is, so that a connection that sends
 //! no request head within the header-read timeout of connect (whatever the protocol: the
 //! protocol detection of HTTP/1 versus HTTP/2 has no timer of its own) and one idle for the
-//! idle timeout are closed; the live-feed streams whose last write its peer has not taken
-//! (closed with the connection after the write-stall limit, flow control included: an HTTP/2
-//! stream with no window is never polled, so nothing else would see it); whether a connection
+//! idle timeout are closed; the answers whose last write (or whose head) its peer has not
+//! taken (closed with the connection after the write-stall limit, flow control included: an
+//! HTTP/2 stream with no window is never polled, so nothing else would see it); the live-feed
+//! streams on each connection; whether a connection
 //! let in on the authenticated callers' reserve authenticated; the connections of each peer;
 //! an HTTP/2 connection's share of the memory budget; and the count of connections refused.
 
@@ -50,7 +51,7 @@ struct State {
     in_flight: u32,
     served: bool,
     since: Instant,
-    /// Feed streams whose last write the peer has not taken, and since when.
+    /// Answers whose last write (or head) the peer has not taken, and since when.
     waiting: Vec<(u64, Instant)>,
     subscribers: u32,
     next_stream: u64,
@@ -97,11 +98,17 @@ impl Activity {
     }
 
     fn open(self: &Arc<Self>) -> Open {
-        self.with(|s| {
+        let id = self.with(|s| {
             s.in_flight += 1;
             s.served = true;
+            s.next_stream += 1;
+            s.next_stream
         });
-        Open(Arc::clone(self))
+        Open {
+            activity: Arc::clone(self),
+            id,
+            waiting: false,
+        }
     }
 
     /// An answer is ready: on probation, whether its request authenticated decides whether
@@ -127,7 +134,7 @@ impl Activity {
     }
 
     /// When the connection is due to be closed if nothing happens, and why; `None` while a
-    /// request is in flight and no feed stream waits on its peer.
+    /// request is in flight and no answer waits on its peer.
     fn deadline(&self, limits: IdleLimits) -> Option<(Instant, &'static str)> {
         self.with(|s| {
             let idle = (s.in_flight == 0).then(|| {
@@ -145,7 +152,7 @@ impl Activity {
             let stalled = s.waiting.iter().map(|&(_, at)| at).min().map(|at| {
                 (
                     at + limits.write_stall,
-                    "a live-feed stream's peer took no byte for the write-stall limit",
+                    "an answer's peer took none of its last write for the write-stall limit",
                 )
             });
             match (idle, stalled) {
@@ -156,93 +163,96 @@ impl Activity {
     }
 }
 
-/// One request in flight, until its answer's body is dropped (sent whole or cut).
+/// One request in flight, until its answer's body is dropped (sent whole or cut); from the
+/// answer's being ready, and from each write of it, until its body is next asked for, it
+/// waits on its peer (the socket and, for HTTP/2, the stream's window: a stream opened
+/// without window is never asked for its body at all).
 #[derive(Debug)]
-struct Open(Arc<Activity>);
+struct Open {
+    activity: Arc<Activity>,
+    id: u64,
+    waiting: bool,
+}
+
+impl Open {
+    fn wait_on_peer(&mut self) {
+        let (id, now) = (self.id, Instant::now());
+        self.activity.with(|s| s.waiting.push((id, now)));
+        self.waiting = true;
+    }
+
+    fn taken(&mut self) {
+        if self.waiting {
+            let id = self.id;
+            self.activity.with(|s| s.waiting.retain(|&(w, _)| w != id));
+            self.waiting = false;
+        }
+    }
+}
 
 impl Drop for Open {
     fn drop(&mut self) {
-        let evict = self.0.with(|s| {
+        let (id, waiting) = (self.id, self.waiting);
+        let evict = self.activity.with(|s| {
+            if waiting {
+                s.waiting.retain(|&(w, _)| w != id);
+            }
             s.in_flight = s.in_flight.saturating_sub(1);
             s.since = Instant::now();
             s.evict
         });
         if evict {
-            self.0.wake.notify_one();
+            self.activity.wake.notify_one();
         }
     }
 }
 
-/// The connection a request came on, in the request's extensions (the live feed counts its
-/// streams and watches their writes with it).
-#[derive(Debug, Clone)]
-pub(crate) struct ConnHandle(Arc<Activity>);
-
-impl ConnHandle {
-    /// A feed stream's place on this connection, if it has fewer than `max`. The stream
-    /// counts as waiting on its peer until its body is first asked for: an HTTP/2 stream
-    /// opened without window never is.
-    pub(crate) fn admit_stream(&self, max: u32) -> Option<FeedStream> {
-        let now = Instant::now();
-        let stream = self
-            .0
-            .with(|s| {
-                (s.subscribers < max).then(|| {
-                    s.subscribers += 1;
-                    s.next_stream += 1;
-                    s.waiting.push((s.next_stream, now));
-                    s.next_stream
-                })
-            })
-            .map(|id| FeedStream {
-                conn: Arc::clone(&self.0),
-                id,
-            });
-        self.0.wake.notify_one();
-        stream
-    }
-}
-
-/// A live-feed stream on its connection: beside the answer's body, it notes each write until
-/// the body is asked for the next one (the peer took the last: socket and flow control).
-#[derive(Debug)]
-pub(crate) struct FeedStream {
-    conn: Arc<Activity>,
-    id: u64,
-}
-
-impl FeedStream {
-    fn taken(&self) {
-        let id = self.id;
-        self.conn.with(|s| s.waiting.retain(|&(w, _)| w != id));
-    }
-}
-
-impl Watch for FeedStream {
+/// Beside an answer's body, keeps its request counted as in flight while the body lives, and
+/// notes when it waits on its peer.
+impl Watch for Open {
     fn ends_body(&mut self, _cx: &mut Context<'_>) -> bool {
         self.taken();
         false
     }
 
     fn sent(&mut self) {
-        let id = self.id;
-        let first = self.conn.with(|s| {
-            s.waiting.push((id, Instant::now()));
-            s.waiting.len() == 1
+        self.wait_on_peer();
+    }
+}
+
+/// The connection a request came on, in the request's extensions (the live feed counts its
+/// streams on it).
+#[derive(Debug, Clone)]
+pub(crate) struct ConnHandle(Arc<Activity>);
+
+impl ConnHandle {
+    /// A feed stream's place on this connection, if it has fewer than `max`.
+    pub(crate) fn admit_stream(&self, max: u32) -> Option<FeedStream> {
+        let admitted = self.0.with(|s| {
+            let room = s.subscribers < max;
+            if room {
+                s.subscribers += 1;
+            }
+            room
         });
-        if first {
-            self.conn.wake.notify_one();
-        }
+        admitted.then(|| FeedStream(Arc::clone(&self.0)))
+    }
+}
+
+/// A live-feed stream's place on its connection, beside the answer's body while it lives.
+#[derive(Debug)]
+pub(crate) struct FeedStream(Arc<Activity>);
+
+impl Watch for FeedStream {
+    fn ends_body(&mut self, _cx: &mut Context<'_>) -> bool {
+        false
     }
 }
 
 impl Drop for FeedStream {
     fn drop(&mut self) {
-        let id = self.id;
-        self.conn.with(|s| {
-            s.waiting.retain(|&(w, _)| w != id);
-            s.subscribers = s.subscribers.saturating_sub(1);
-        });
+        self.0
+            .with(|s| s.subscribers = s.subscribers.saturating_sub(1));
     }
 }
 
@@ -276,7 +286,7 @@ impl Service<Request<Incoming>> for Tracked {
 
     fn call(&mut self, mut req: Request<Incoming>) -> Self::Future {
         req.extensions_mut().insert(Peer(self.peer));
-        let open = self.activity.open();
+        let mut open = self.activity.open();
         let bearer = crate::extract::bearer(req.headers()).is_some();
         req.extensions_mut()
             .insert(ConnHandle(Arc::clone(&self.activity)));
@@ -294,21 +304,16 @@ impl Service<Request<Incoming>> for Tracked {
                 res.headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
+            open.wait_on_peer();
             Ok(res.map(|inner| watched(inner, open)))
         })
     }
 }
 
-/// Beside an answer's body, keeps its request counted as in flight while the body lives.
-impl Watch for Open {
-    fn ends_body(&mut self, _cx: &mut Context<'_>) -> bool {
-        false
-    }
-}
-
 /// Drives `conn` until it ends, or drops it (closing the socket) when it has had no request
-/// in flight for as long as `limits` allow, a feed stream's peer took no byte of its last
-/// write within the write-stall limit, or it is on probation and did not authenticate.
+/// in flight for as long as `limits` allow, an answer's peer took none of its last write
+/// within the write-stall limit (seen within twice the limit: the guard looks at least that
+/// often while requests are in flight), or it is on probation and did not authenticate.
 pub(crate) async fn guard<E: Display>(
     conn: impl Future<Output = Result<(), E>>,
     activity: &Activity,
@@ -316,7 +321,12 @@ pub(crate) async fn guard<E: Display>(
 ) {
     tokio::pin!(conn);
     // Woken at the earlier limit first: by then a request may have come and gone.
-    let timer = tokio::time::sleep(limits.first_request.min(limits.idle));
+    let timer = tokio::time::sleep(
+        limits
+            .first_request
+            .min(limits.idle)
+            .min(limits.write_stall),
+    );
     tokio::pin!(timer);
     loop {
         tokio::select! {
@@ -335,8 +345,9 @@ pub(crate) async fn guard<E: Display>(
                 tracing::debug!(why, "closing a connection");
                 return;
             }
-            Some((due, _)) => timer.as_mut().reset(due),
-            None => timer.as_mut().reset(now + limits.idle),
+            // At least every write-stall limit: an answer may start to wait meanwhile.
+            Some((due, _)) => timer.as_mut().reset(due.min(now + limits.write_stall)),
+            None => timer.as_mut().reset(now + limits.write_stall),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! the memory budget's connection share ([`crate::budget::MemoryBudget`]) with a reserve only
 //! authenticated connections may use, and a per-peer limit; a request head within the
 //! header-read timeout of connect whatever the protocol, HTTP/2 keep-alive pings, an idle
-//! timeout and a write-stall limit on feed streams ([`crate::conn_guard`]), a write-stall limit
+//! timeout and a write-stall limit on answers, flow control included ([`crate::conn_guard`]), a write-stall limit
 //! on the socket ([`crate::stall`]); HTTP/2 with few streams and small windows (their cost is
 //! charged to the budget); a per-request timeout, and graceful shutdown that drains requests in
 //! flight.
@@ -98,8 +98,9 @@ pub struct ServerSettings {
     /// A connection whose peer takes no byte of a waiting write for this long is closed
     /// ([`crate::stall`]): a live-feed subscriber that stopped reading altogether, whose stream
     /// is never written again, so the slow-subscriber rule would never cut it loose. So is a
-    /// connection with a feed stream whose last write its peer has not taken for this long
-    /// (an HTTP/2 stream without window: [`crate::conn_guard`]).
+    /// connection with an answer whose last write its peer has not taken for this long, flow
+    /// control included (an HTTP/2 stream without window: [`crate::conn_guard`]; seen within
+    /// twice this long).
     pub write_stall: Duration,
     /// Development only: a directory served under `/dev/web/` ([`crate::dev_web`]); `None`
     /// (the default) means no such route.

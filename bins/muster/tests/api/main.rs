@@ -14,6 +14,7 @@ mod group_commit;
 mod harness;
 mod health;
 mod health_reads;
+mod hostile;
 mod leases;
 mod ledger;
 mod ledger_checkpoints;
