@@ -281,6 +281,11 @@ async fn a_rejected_proposals_text_is_removed_and_its_chain_still_verifies() {
     let app = zero_retention().await;
     let id = rejected_edit(&app, "worse wording").await;
     assert_eq!(pass(&app).await.edit_texts, 1);
+    let listed = app.get("/v1/edits?state=rejected", "operator").await;
+    assert_eq!(
+        (listed.status, &listed.body["edits"][0]["body"]),
+        (StatusCode::OK, &Value::Null)
+    );
     let c = app.db.client().await;
     let row = c
         .query_one(

@@ -218,7 +218,8 @@ pub struct EditView {
     pub edit_id: String,
     pub target: String,
     pub owner: String,
-    pub body: String,
+    /// The proposal's text; `None` once retention removed the text of a rejected proposal.
+    pub body: Option<String>,
     pub state: muster_domain::edit::EditState,
     #[serde(with = "time::serde::rfc3339")]
     pub submitted_at: OffsetDateTime,
