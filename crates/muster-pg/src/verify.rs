@@ -83,7 +83,7 @@ struct Recorded {
 
 /// One ledger row as the chain statements answer it: the entry, its ledger sequence and, on
 /// the first row of a subject, the subject row's recorded head (columns 13 to 15).
-fn sealed(r: &tokio_postgres::Row) -> (SealedEntry, u64) {
+pub(crate) fn sealed(r: &tokio_postgres::Row) -> (SealedEntry, u64) {
     let prev: Vec<u8> = r.get(10);
     let hash: Vec<u8> = r.get(11);
     let sealed = SealedEntry {
@@ -189,8 +189,10 @@ impl Walker {
     }
 }
 
-/// Opens the one snapshot every read of a verification is made in.
-async fn snapshot(
+/// Opens the one snapshot every read of a verification is made in. Its statements are
+/// planned for their values (the session's generic plans would scan the whole ledger for
+/// `seq > $1`) and without JIT (its compile time would outweigh the reads of `--since`).
+pub(crate) async fn snapshot(
     client: &mut deadpool_postgres::Object,
 ) -> Result<deadpool_postgres::Transaction<'_>, PgError> {
     let tx = client

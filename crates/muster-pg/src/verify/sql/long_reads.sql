@@ -1,1 +1,3 @@
-SET LOCAL statement_timeout = '30min'
+SET LOCAL statement_timeout = '30min';
+SET LOCAL plan_cache_mode = force_custom_plan;
+SET LOCAL jit = off
