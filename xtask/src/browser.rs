@@ -31,7 +31,7 @@ use serde_json::json;
 
 use crate::dev_principals;
 use crate::procs::{
-    Probe, Proc, banner, cargo, free_port, step, stream_stdout, target_dir, wait_for_200,
+    Probe, Proc, banner, build_debug, free_port, step, stream_stdout, target_dir, wait_for_200,
     workspace_root,
 };
 
@@ -119,11 +119,7 @@ pub(crate) fn browser_test(args: Vec<OsString>) -> Result<ExitCode> {
                 .current_dir(&web),
         )?;
     }
-    step(
-        "cargo build -p muster",
-        cargo(&root).args(["build", "-p", "muster"]),
-    )?;
-    let muster = target_dir(&root).join("debug").join("muster");
+    let muster = build_debug(&root, &["muster"])?.join("muster");
     let out = target_dir(&root).join("browser");
     std::fs::create_dir_all(&out).with_context(|| format!("could not create {}", out.display()))?;
 

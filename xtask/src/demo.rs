@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::fleet::{FleetFiles, fleet_files};
 use crate::procs::{
-    Reaper, append, banner, cargo, free_port, migrated_database, step, target_dir, wait_healthy,
+    Reaper, append, banner, build_debug, free_port, migrated_database, target_dir, wait_healthy,
     workspace_root,
 };
 
@@ -38,11 +38,7 @@ pub(crate) fn demo(args: Vec<OsString>) -> Result<ExitCode> {
         }
     }
     let root = workspace_root();
-    step(
-        "cargo build -p muster -p muster-sim",
-        cargo(&root).args(["build", "-p", "muster", "-p", "muster-sim"]),
-    )?;
-    let bin = target_dir(&root).join("debug");
+    let bin = build_debug(&root, &["muster", "muster-sim"])?;
     let (muster, sim) = (bin.join("muster"), bin.join("muster-sim"));
     let dir = target_dir(&root).join("demo");
     let _ = fs::remove_dir_all(&dir);

@@ -34,7 +34,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use muster_devdb::{ClusterOptions, DevTokens, StopMode, TempCluster};
-use procs::{Reaper, banner, cargo, exit_code, step, stream_stdout, target_dir, workspace_root};
+use procs::{
+    Reaper, banner, build_debug, cargo, exit_code, step, stream_stdout, target_dir, workspace_root,
+};
 
 const USAGE: &str = "\
 usage: cargo xtask <task> [args]
@@ -399,11 +401,7 @@ fn up(serve_args: Vec<OsString>) -> Result<ExitCode> {
         }
     };
 
-    step(
-        "cargo build -p muster",
-        cargo(&root).args(["build", "-p", "muster"]),
-    )?;
-    let muster = target_dir(&root).join("debug").join("muster");
+    let muster = build_debug(&root, &["muster"])?.join("muster");
     step(
         "muster migrate",
         Command::new(&muster).args(["migrate", "--database-url", &database_url]),

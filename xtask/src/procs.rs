@@ -26,6 +26,21 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
     }
 }
 
+/// `cargo build` of `packages` in the debug profile, as a step: the directory of their
+/// binaries.
+pub(crate) fn build_debug(root: &Path, packages: &[&str]) -> Result<PathBuf> {
+    let mut cmd = cargo(root);
+    cmd.arg("build");
+    for package in packages {
+        cmd.args(["-p", package]);
+    }
+    step(
+        &format!("cargo build -p {}", packages.join(" -p ")),
+        &mut cmd,
+    )?;
+    Ok(target_dir(root).join("debug"))
+}
+
 /// `cargo` (the one running us, if any) in the workspace root.
 pub(crate) fn cargo(root: &Path) -> Command {
     let program = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
