@@ -239,20 +239,18 @@ impl MakeRustls {
             SslMode::Require => rootcert.map(load_roots).transpose()?,
             SslMode::Disable | SslMode::Prefer => None,
         };
-        let verifier: Arc<dyn ServerCertVerifier> = match roots {
-            Some(roots) => {
-                let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        let chain = roots
+            .map(|roots| {
+                WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                     .build()
-                    .map_err(|e| PgError::Tls(e.to_string()))?;
-                Arc::new(ChainVerifier {
-                    inner: webpki,
-                    check_name: mode == SslMode::VerifyFull,
-                })
-            }
-            None => Arc::new(NoVerifier {
-                algorithms: provider.signature_verification_algorithms,
-            }),
-        };
+                    .map_err(|e| PgError::Tls(e.to_string()))
+            })
+            .transpose()?;
+        let verifier = Arc::new(LibpqVerifier {
+            chain,
+            check_name: mode == SslMode::VerifyFull,
+            algorithms: provider.signature_verification_algorithms,
+        });
         let config = builder
             .dangerous()
             .with_custom_certificate_verifier(verifier)
@@ -264,14 +262,18 @@ impl MakeRustls {
     }
 }
 
-/// The chain checked against the CA; the host name only for `verify-full`.
+/// The server's certificate as libpq checks it: the chain against the CA when there is one
+/// (`verify-ca`, `verify-full`, `require` with a root certificate), the host name only for
+/// `verify-full`; without a CA (`prefer`, `require` without one) not at all: encrypted, the
+/// server not authenticated. The handshake's signatures are checked either way.
 #[derive(Debug)]
-struct ChainVerifier {
-    inner: Arc<WebPkiServerVerifier>,
+struct LibpqVerifier {
+    chain: Option<Arc<WebPkiServerVerifier>>,
     check_name: bool,
+    algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ServerCertVerifier for ChainVerifier {
+impl ServerCertVerifier for LibpqVerifier {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -280,61 +282,16 @@ impl ServerCertVerifier for ChainVerifier {
         ocsp_response: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self.inner.verify_server_cert(
-            end_entity,
-            intermediates,
-            server_name,
-            ocsp_response,
-            now,
-        ) {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now) {
             Err(rustls::Error::InvalidCertificate(
                 rustls::CertificateError::NotValidForName
                 | rustls::CertificateError::NotValidForNameContext { .. },
             )) if !self.check_name => Ok(ServerCertVerified::assertion()),
             other => other,
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
-}
-
-/// `prefer` and `require` without a CA: encrypted, the server not authenticated (libpq's
-/// meaning). The handshake's signatures are still checked.
-#[derive(Debug)]
-struct NoVerifier {
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for NoVerifier {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(

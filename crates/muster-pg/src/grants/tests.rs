@@ -74,22 +74,27 @@ async fn the_runtime_role_has_exactly_the_listed_privileges() {
     assert_eq!(differences(&db).await, (vec![], vec![]));
 }
 
-#[tokio::test]
-async fn a_privilege_granted_beyond_the_list_is_found() {
-    let db = db_after("GRANT DELETE ON core.ledger TO muster_app").await;
-    assert_eq!(
-        differences(&db).await,
-        (vec![], vec!["DELETE on core.ledger".to_owned()])
-    );
+/// One test per change made as the superuser: the runtime role's privileges then differ from
+/// the list by exactly (`missing`, `extra`).
+macro_rules! found_after {
+    ($($name:ident: $sql:literal => ($missing:expr, $extra:expr),)*) => {$(
+        #[tokio::test]
+        async fn $name() {
+            let (missing, extra): (&[&str], &[&str]) = ($missing, $extra);
+            assert_eq!(differences(&db_after($sql).await).await, (lines(missing), lines(extra)));
+        }
+    )*};
 }
 
-#[tokio::test]
-async fn a_privilege_revoked_from_the_list_is_found() {
-    let db = db_after("REVOKE INSERT ON core.leases FROM muster_app").await;
-    assert_eq!(
-        differences(&db).await,
-        (vec!["INSERT on core.leases".to_owned()], vec![])
-    );
+fn lines(l: &[&str]) -> Vec<String> {
+    l.iter().map(|s| (*s).to_owned()).collect()
+}
+
+found_after! {
+    a_privilege_granted_beyond_the_list_is_found:
+        "GRANT DELETE ON core.ledger TO muster_app" => (&[], &["DELETE on core.ledger"]),
+    a_privilege_revoked_from_the_list_is_found:
+        "REVOKE INSERT ON core.leases FROM muster_app" => (&["INSERT on core.leases"], &[]),
 }
 
 #[tokio::test]

@@ -169,33 +169,28 @@ async fn require_with_a_root_certificate_checks_the_chain_as_libpq_does() {
 }
 
 #[test]
-fn sslmode_and_sslrootcert_are_taken_out_of_a_url_and_the_rest_kept() {
-    let (rest, mode, root) = take_tls_params(
-        "postgresql://u:p@h:5/db?sslmode=verify-full&application_name=m&sslrootcert=%2Fetc%2Fca.pem",
-    )
-    .expect("parsed");
-    assert_eq!(
-        (rest.as_str(), mode, root),
+fn sslmode_and_sslrootcert_are_taken_out_and_the_rest_kept() {
+    let cases = [
         (
+            "postgresql://u:p@h:5/db?sslmode=verify-full&application_name=m&sslrootcert=%2Fetc%2Fca.pem",
             "postgresql://u:p@h:5/db?application_name=m",
-            Some(SslMode::VerifyFull),
-            Some(PathBuf::from("/etc/ca.pem"))
-        )
-    );
-}
-
-#[test]
-fn sslmode_and_sslrootcert_are_taken_out_of_a_key_value_string() {
-    let (rest, mode, root) =
-        take_tls_params("host=h dbname=db sslmode=verify-ca sslrootcert=/ca.pem").expect("parsed");
-    assert_eq!(
-        (rest.as_str(), mode, root),
+            SslMode::VerifyFull,
+            "/etc/ca.pem",
+        ),
         (
+            "host=h dbname=db sslmode=verify-ca sslrootcert=/ca.pem",
             "host=h dbname=db",
-            Some(SslMode::VerifyCa),
-            Some(PathBuf::from("/ca.pem"))
-        )
-    );
+            SslMode::VerifyCa,
+            "/ca.pem",
+        ),
+    ];
+    for (url, rest, mode, root) in cases {
+        assert_eq!(
+            take_tls_params(url).expect(url),
+            (rest.to_owned(), Some(mode), Some(PathBuf::from(root))),
+            "{url}"
+        );
+    }
 }
 
 #[test]
