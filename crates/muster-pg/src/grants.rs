@@ -5,8 +5,15 @@
 //! appears in it with exactly the privileges `serve` needs (an object with none is listed with
 //! none). A migration that adds an object adds its line here; the test `grants::tests` fails
 //! for an object of the catalog that is missing, and for any privilege more or less than the
-//! list's. On `core.ledger` the runtime role may only `SELECT` and `INSERT`; it owns nothing,
-//! so it cannot alter, truncate or switch off a trigger of anything.
+//! list's. On `core.ledger` the runtime role may only `SELECT`, and `INSERT` into the columns
+//! the adapter's statements name ([`LEDGER_INSERT_COLUMNS`]): not `seq` (so it cannot choose a
+//! row's place in the feed, `OVERRIDING SYSTEM VALUE` or not) and not `tx`. It owns nothing, so
+//! it cannot alter, truncate or switch off a trigger of anything.
+//!
+//! [`check_connected_role`] says what the role `serve` connects as can do beyond that list:
+//! superuser, `CREATEROLE` or the schema owner's rights, each held itself or through a role it
+//! is a member of (a member can `SET ROLE` to it, `NOINHERIT` or not), and every privilege on
+//! Muster's objects that it or such a role holds beyond the list.
 
 use crate::PgError;
 
@@ -54,14 +61,45 @@ pub struct Grant {
     pub kind: ObjectKind,
     /// Qualified name; a function with its argument types (`core.f(text)`).
     pub object: &'static str,
+    /// On the whole object.
     pub privileges: &'static [&'static str],
+    /// On some columns of a table only; every other column must not have that privilege.
+    pub on_columns: &'static [ColumnGrant],
 }
+
+/// A privilege on some columns of a table (`GRANT INSERT (a, b) ON TABLE t`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnGrant {
+    pub privilege: &'static str,
+    pub columns: &'static [&'static str],
+}
+
+/// The columns of `core.ledger` the runtime role may write: what the adapter's `INSERT`s name.
+/// `seq` (the feed's order) and `tx` (the inserting transaction, for the feed's snapshots) take
+/// their defaults.
+pub const LEDGER_INSERT_COLUMNS: &[&str] = &[
+    "subject_type",
+    "subject_id",
+    "subject_seq",
+    "event",
+    "from_state",
+    "to_state",
+    "actor",
+    "fence",
+    "at",
+    "data",
+    "prev_hash",
+    "hash",
+    "kind",
+    "priority",
+];
 
 const fn table(object: &'static str, privileges: &'static [&'static str]) -> Grant {
     Grant {
         kind: ObjectKind::Table,
         object,
         privileges,
+        on_columns: &[],
     }
 }
 
@@ -70,8 +108,17 @@ pub const RUNTIME_GRANTS: &[Grant] = &[
     table("core.schema_migrations", &["SELECT"]),
     table("core.items", &["SELECT", "INSERT", "UPDATE"]),
     table("core.leases", &["SELECT", "INSERT", "UPDATE"]),
-    // Append-only for the server: the chain can be extended and read, nothing else.
-    table("core.ledger", &["SELECT", "INSERT"]),
+    // Append-only for the server: the chain can be extended and read, nothing else; a row's
+    // `seq` and `tx` are the database's.
+    Grant {
+        kind: ObjectKind::Table,
+        object: "core.ledger",
+        privileges: &["SELECT"],
+        on_columns: &[ColumnGrant {
+            privilege: "INSERT",
+            columns: LEDGER_INSERT_COLUMNS,
+        }],
+    },
     table("core.worker_digests", &["SELECT", "INSERT", "UPDATE"]),
     table("core.worker_health", &["SELECT", "INSERT", "UPDATE"]),
     table("core.edits", &["SELECT", "INSERT", "UPDATE"]),
@@ -92,6 +139,7 @@ pub const RUNTIME_GRANTS: &[Grant] = &[
         kind: ObjectKind::Function,
         object: "core.remove_finished(text, text, smallint, uuid, double precision, integer)",
         privileges: &["EXECUTE"],
+        on_columns: &[],
     },
     // The ledger's identity sequence: an identity column draws its value without a privilege
     // check, so INSERT on the table is all it takes.
@@ -99,17 +147,20 @@ pub const RUNTIME_GRANTS: &[Grant] = &[
         kind: ObjectKind::Sequence,
         object: "core.ledger_seq_seq",
         privileges: &[],
+        on_columns: &[],
     },
     Grant {
         kind: ObjectKind::Function,
         object: "core.expect_rows(text, bigint, bigint)",
         privileges: &["EXECUTE"],
+        on_columns: &[],
     },
     // A trigger fires whatever the privileges of the one whose statement fired it.
     Grant {
         kind: ObjectKind::Function,
         object: "core.ledger_refuse_change()",
         privileges: &[],
+        on_columns: &[],
     },
 ];
 
@@ -199,6 +250,15 @@ pub(crate) async fn grant_runtime_role(
                 g.object
             ));
         }
+        // (REVOKE ALL on a table took its column privileges back too.)
+        for c in g.on_columns {
+            sql.push_str(&format!(
+                "GRANT {} ({}) ON {kw} {} TO {role};\n",
+                c.privilege,
+                c.columns.join(", "),
+                g.object
+            ));
+        }
     }
     tx.batch_execute(&sql).await?;
     tx.commit().await?;
@@ -209,16 +269,47 @@ pub(crate) async fn grant_runtime_role(
 /// What the connected role is, as far as `serve` cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RoleCheck {
-    /// A role with exactly the privileges `serve` needs.
-    Runtime { role: String },
-    /// The schema owner or a superuser: everything works, nothing is protected.
-    Privileged { role: String, why: &'static str },
-    /// A role that lacks privileges `serve` needs (each as `PRIVILEGE on object`).
-    Missing { role: String, missing: Vec<String> },
+    /// A role with every privilege `serve` needs; `extra`: what it (or a role it can `SET
+    /// ROLE` to) holds beyond them, each as `PRIVILEGE on object`.
+    Runtime { role: String, extra: Vec<String> },
+    /// A superuser, the schema owner, a role with `CREATEROLE`, or a member of one of them:
+    /// everything works, nothing is protected. `why` says which, naming the roles.
+    Privileged { role: String, why: String },
+    /// A role that lacks privileges `serve` needs (each as `PRIVILEGE on object`), and what it
+    /// holds beyond them.
+    Missing {
+        role: String,
+        missing: Vec<String>,
+        extra: Vec<String>,
+    },
+}
+
+/// One privilege (`PRIVILEGE on object`, or `PRIVILEGE (column) on object`).
+fn privilege_line(privilege: &str, column: Option<&str>, object: &str) -> String {
+    match column {
+        Some(c) => format!("{privilege} ({c}) on {object}"),
+        None => format!("{privilege} on {object}"),
+    }
+}
+
+/// Whether [`RUNTIME_GRANTS`] lists `privilege` on `object` (on `column` of it, when given).
+fn wanted(object: &str, column: Option<&str>, privilege: &str) -> bool {
+    RUNTIME_GRANTS
+        .iter()
+        .filter(|g| g.object == object)
+        .any(|g| match column {
+            None => g.privileges.contains(&privilege),
+            Some(c) => g
+                .on_columns
+                .iter()
+                .any(|cg| cg.privilege == privilege && cg.columns.contains(&c)),
+        })
 }
 
 /// The privileges `role` lacks or has beyond [`RUNTIME_GRANTS`], each as `PRIVILEGE on object`
-/// (`missing`, `extra`). Counts grants to PUBLIC and through role membership, as PostgreSQL does.
+/// or `PRIVILEGE (column) on object` (`missing`, `extra`). Counts grants to PUBLIC and through
+/// role membership, as PostgreSQL does; `extra` also counts what a role `role` can `SET ROLE`
+/// to holds (a `NOINHERIT` membership included).
 pub async fn privilege_differences(
     client: &tokio_postgres::Client,
     role: &str,
@@ -226,7 +317,13 @@ pub async fn privilege_differences(
     let (mut kinds, mut objects, mut privileges) = (Vec::new(), Vec::new(), Vec::new());
     for g in RUNTIME_GRANTS {
         for p in g.kind.all_privileges() {
-            kinds.push(g.kind.keyword());
+            // A privilege granted on columns is asked of every column of the table instead.
+            let kind = if g.on_columns.iter().any(|c| c.privilege == *p) {
+                "COLUMNS"
+            } else {
+                g.kind.keyword()
+            };
+            kinds.push(kind);
             objects.push(g.object);
             privileges.push(*p);
         }
@@ -240,52 +337,79 @@ pub async fn privilege_differences(
     let mut missing = Vec::new();
     let mut extra = Vec::new();
     for r in rows {
-        let (object, p, has): (String, String, bool) = (r.get(0), r.get(1), r.get(2));
-        let wanted = RUNTIME_GRANTS
-            .iter()
-            .any(|g| g.object == object && g.privileges.contains(&p.as_str()));
-        let line = format!("{p} on {object}");
-        match (wanted, has) {
-            (true, false) => missing.push(line),
-            (false, true) => extra.push(line),
+        let (object, column, p): (String, Option<String>, String) = (r.get(0), r.get(1), r.get(2));
+        let (held, reachable): (bool, bool) = (r.get(3), r.get(4));
+        let line = privilege_line(&p, column.as_deref(), &object);
+        match (wanted(&object, column.as_deref(), &p), held, reachable) {
+            (true, false, _) => missing.push(line),
+            (false, _, true) => extra.push(line),
             _ => {}
         }
     }
-    let usage: bool = client
-        .query_one(include_str!("grants/sql/schema_usage.sql"), &[&role])
-        .await?
-        .get(0);
-    if !usage {
-        missing.push("USAGE on schema core".into());
+    let schema = client
+        .query_one(include_str!("grants/sql/schema_privileges.sql"), &[&role])
+        .await?;
+    if !schema.get::<_, bool>(0) {
+        missing.push(privilege_line("USAGE", None, "schema core"));
+    }
+    if schema.get::<_, bool>(1) {
+        extra.push(privilege_line("CREATE", None, "schema core"));
     }
     Ok((missing, extra))
 }
 
-/// Checks the connected role (at `serve`'s first connection): a superuser or the owner of
-/// `core.ledger` is [`RoleCheck::Privileged`]; otherwise every privilege of [`RUNTIME_GRANTS`]
-/// must be there.
+/// Why the connected role is [`RoleCheck::Privileged`], from `connected_role.sql`'s row; `None`
+/// when it is not.
+fn privileged_because(row: &tokio_postgres::Row) -> Option<String> {
+    if row.get::<_, bool>(1) {
+        return Some("a superuser".into());
+    }
+    let through = |i: usize| row.get::<_, Option<String>>(i);
+    let mut why = Vec::new();
+    if let Some(roles) = through(3) {
+        why.push(format!(
+            "a member of the superuser role {roles} (it can SET ROLE to it)"
+        ));
+    }
+    if row.get::<_, bool>(4) {
+        why.push("the schema owner".to_owned());
+    } else if let Some(owner) = through(5) {
+        why.push(format!(
+            "a member of the schema owner {owner} (it can SET ROLE {owner}, NOINHERIT or not)"
+        ));
+    }
+    if row.get::<_, bool>(2) {
+        why.push("a role with CREATEROLE (it can create roles and grant them)".to_owned());
+    }
+    if let Some(roles) = through(6) {
+        why.push(format!(
+            "a member of {roles}, which has CREATEROLE (it can SET ROLE to it)"
+        ));
+    }
+    (!why.is_empty()).then(|| why.join(" and "))
+}
+
+/// Checks the connected role (at `serve`'s first connection): a superuser, the owner of
+/// `core.ledger`, a role with `CREATEROLE`, or a member of one of them is
+/// [`RoleCheck::Privileged`]; otherwise every privilege of [`RUNTIME_GRANTS`] must be there, and
+/// what it holds beyond them is named.
 pub async fn check_connected_role(client: &tokio_postgres::Client) -> Result<RoleCheck, PgError> {
     let row = client
         .query_one(include_str!("grants/sql/connected_role.sql"), &[])
         .await?;
     let role: String = row.get(0);
-    if row.get::<_, bool>(1) {
-        return Ok(RoleCheck::Privileged {
-            role,
-            why: "a superuser",
-        });
+    if let Some(why) = privileged_because(&row) {
+        return Ok(RoleCheck::Privileged { role, why });
     }
-    if row.get::<_, bool>(2) {
-        return Ok(RoleCheck::Privileged {
-            role,
-            why: "the schema owner",
-        });
-    }
-    let (missing, _) = privilege_differences(client, &role).await?;
+    let (missing, extra) = privilege_differences(client, &role).await?;
     Ok(if missing.is_empty() {
-        RoleCheck::Runtime { role }
+        RoleCheck::Runtime { role, extra }
     } else {
-        RoleCheck::Missing { role, missing }
+        RoleCheck::Missing {
+            role,
+            missing,
+            extra,
+        }
     })
 }
 

@@ -36,21 +36,27 @@ async fn unlisted_objects(db: &TestDb) -> (Vec<String>, Vec<String>) {
     (unlisted, gone)
 }
 
-/// A fresh database after `sql` ran in it as the superuser.
+/// A fresh database after `sql` ran in it as the superuser, `{db}` in it replaced by the
+/// database's name (for roles, which are the cluster's, of this test only).
 async fn db_after(sql: &str) -> TestDb {
     let db = fresh_db().await;
+    let sql = sql.replace("{db}", &db.name);
     db.client()
         .await
-        .batch_execute(sql)
+        .batch_execute(&sql)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
     db
 }
 
-async fn differences(db: &TestDb) -> (Vec<String>, Vec<String>) {
-    privilege_differences(&db.client().await, DEFAULT_RUNTIME_ROLE)
+async fn differences_of(db: &TestDb, role: &str) -> (Vec<String>, Vec<String>) {
+    privilege_differences(&db.client().await, role)
         .await
         .expect("the privileges")
+}
+
+async fn differences(db: &TestDb) -> (Vec<String>, Vec<String>) {
+    differences_of(db, DEFAULT_RUNTIME_ROLE).await
 }
 
 #[tokio::test]
@@ -95,6 +101,27 @@ found_after! {
         "GRANT DELETE ON core.ledger TO muster_app" => (&[], &["DELETE on core.ledger"]),
     a_privilege_revoked_from_the_list_is_found:
         "REVOKE INSERT ON core.leases FROM muster_app" => (&["INSERT on core.leases"], &[]),
+    insert_on_the_whole_ledger_is_found_as_insert_into_seq_and_tx:
+        "GRANT INSERT ON core.ledger TO muster_app"
+        => (&[], &["INSERT (seq) on core.ledger", "INSERT (tx) on core.ledger"]),
+    a_ledger_column_revoked_from_the_list_is_found:
+        "REVOKE INSERT (hash) ON core.ledger FROM muster_app"
+        => (&["INSERT (hash) on core.ledger"], &[]),
+    a_privilege_on_one_column_of_a_table_is_found:
+        "GRANT UPDATE (seq) ON core.ledger TO muster_app" => (&[], &["UPDATE on core.ledger"]),
+    create_in_the_schema_is_found:
+        "GRANT CREATE ON SCHEMA core TO muster_app" => (&[], &["CREATE on schema core"]),
+}
+
+#[tokio::test]
+async fn a_privilege_a_noinherit_member_can_set_role_to_is_found() {
+    let db = db_after(
+        "CREATE ROLE {db}_w NOLOGIN; GRANT UPDATE ON core.ledger TO {db}_w;
+         CREATE ROLE {db}_l NOLOGIN NOINHERIT IN ROLE {db}_w",
+    )
+    .await;
+    let (_, extra) = differences_of(&db, &format!("{}_l", db.name)).await;
+    assert_eq!(extra, ["UPDATE on core.ledger"]);
 }
 
 #[tokio::test]
@@ -180,17 +207,40 @@ fn a_role_name_that_would_need_quoting_is_refused() {
     assert!(validate_role("muster_app2").is_ok());
 }
 
+/// What [`check_connected_role`] says of `login` (a role of `db`'s cluster with a login and
+/// the password `pw`, or `muster_app`).
+async fn check_as(db: &TestDb, login: &str) -> RoleCheck {
+    let password = match login {
+        DEFAULT_RUNTIME_ROLE => muster_testkit::RUNTIME_PASSWORD,
+        _ => "pw",
+    };
+    let url = muster_testkit::with_user(&db.url, login, password);
+    let pool = crate::connect_pool(&url, &crate::PoolSettings::default()).expect("pool");
+    check_connected_role(&pool.get().await.expect("connect"))
+        .await
+        .expect("check")
+}
+
 #[tokio::test]
 async fn the_runtime_role_is_reported_as_such_at_connection() {
     let db = fresh_db().await;
-    let pool = crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool");
-    let check = check_connected_role(&pool.get().await.expect("connect"))
-        .await
-        .expect("check");
     assert_eq!(
-        check,
+        check_as(&db, DEFAULT_RUNTIME_ROLE).await,
         RoleCheck::Runtime {
-            role: "muster_app".into()
+            role: "muster_app".into(),
+            extra: vec![]
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_runtime_role_with_a_privilege_beyond_its_grants_is_reported_with_it() {
+    let db = db_after("GRANT DELETE ON core.ledger TO muster_app").await;
+    assert_eq!(
+        check_as(&db, DEFAULT_RUNTIME_ROLE).await,
+        RoleCheck::Runtime {
+            role: "muster_app".into(),
+            extra: vec!["DELETE on core.ledger".into()]
         }
     );
 }
@@ -202,29 +252,54 @@ async fn a_superuser_is_reported_as_privileged_at_connection() {
         .await
         .expect("check");
     assert!(
-        matches!(
-            check,
-            RoleCheck::Privileged {
-                why: "a superuser",
-                ..
-            }
-        ),
+        matches!(&check, RoleCheck::Privileged { why, .. } if why == "a superuser"),
         "{check:?}"
     );
+}
+
+/// One test per login `{db}_l` set up by the statements: it is privileged, for the reason
+/// given (`{db}` the database's name).
+macro_rules! privileged_at_connection {
+    ($($name:ident: $sql:literal => $why:literal,)*) => {$(
+        #[tokio::test]
+        async fn $name() {
+            let db = db_after($sql).await;
+            let login = format!("{}_l", db.name);
+            assert_eq!(
+                check_as(&db, &login).await,
+                RoleCheck::Privileged { role: login, why: $why.replace("{db}", &db.name) }
+            );
+        }
+    )*};
+}
+
+privileged_at_connection! {
+    a_noinherit_member_of_the_schema_owner_is_reported_privileged:
+        "CREATE ROLE {db}_o NOLOGIN; ALTER TABLE core.ledger OWNER TO {db}_o;
+         CREATE ROLE {db}_l LOGIN PASSWORD 'pw' NOINHERIT IN ROLE {db}_o"
+        => "a member of the schema owner {db}_o (it can SET ROLE {db}_o, NOINHERIT or not)",
+    a_member_of_a_superuser_role_is_reported_privileged:
+        "CREATE ROLE {db}_s NOLOGIN SUPERUSER;
+         CREATE ROLE {db}_l LOGIN PASSWORD 'pw' NOINHERIT IN ROLE {db}_s"
+        => "a member of the superuser role {db}_s (it can SET ROLE to it)",
+    a_login_with_createrole_is_reported_privileged:
+        "CREATE ROLE {db}_l LOGIN PASSWORD 'pw' CREATEROLE"
+        => "a role with CREATEROLE (it can create roles and grant them)",
+    a_member_of_a_role_with_createrole_is_reported_privileged:
+        "CREATE ROLE {db}_c NOLOGIN CREATEROLE;
+         CREATE ROLE {db}_l LOGIN PASSWORD 'pw' IN ROLE {db}_c"
+        => "a member of {db}_c, which has CREATEROLE (it can SET ROLE to it)",
 }
 
 #[tokio::test]
 async fn a_runtime_role_that_lacks_a_grant_is_reported_with_the_grant() {
     let db = db_after("REVOKE UPDATE ON core.items FROM muster_app").await;
-    let pool = crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool");
-    let check = check_connected_role(&pool.get().await.expect("connect"))
-        .await
-        .expect("check");
     assert_eq!(
-        check,
+        check_as(&db, DEFAULT_RUNTIME_ROLE).await,
         RoleCheck::Missing {
             role: "muster_app".into(),
-            missing: vec!["UPDATE on core.items".into()]
+            missing: vec!["UPDATE on core.items".into()],
+            extra: vec![]
         }
     );
 }
@@ -287,6 +362,11 @@ refused_to_the_runtime_role! {
     the_runtime_role_cannot_skip_triggers_as_a_replica: "SET session_replication_role = replica",
     the_runtime_role_cannot_create_objects_in_the_schema: "CREATE TABLE core.forged (id int)",
     the_runtime_role_cannot_rewrite_the_migration_history: "UPDATE core.schema_migrations SET checksum = '\\x00'",
+    the_runtime_role_cannot_choose_a_ledger_seq: "INSERT INTO core.ledger (seq, subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+        OVERRIDING SYSTEM VALUE
+        VALUES (999999999, 'item', 'x', 2, 'leased', 'test', now(), '{}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))",
+    the_runtime_role_cannot_choose_a_ledger_rows_transaction: "INSERT INTO core.ledger (tx, subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+        VALUES ('1', 'item', 'x', 2, 'leased', 'test', now(), '{}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))",
 }
 
 #[tokio::test]
@@ -300,4 +380,71 @@ async fn the_runtime_role_can_append_to_and_read_the_ledger() {
         .await,
         "ran"
     );
+}
+
+#[tokio::test]
+async fn the_runtime_role_appends_to_the_ledger_through_the_adapter() {
+    use muster_app::ports::Logbook;
+    let db = fresh_db().await;
+    let pool = crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool");
+    let logbook = crate::PgLogbook::new(pool);
+    let now = muster_ledger::truncate_to_micros(time::OffsetDateTime::now_utc());
+    let (_, entry) = muster_domain::edit::Edit::submit(
+        muster_domain::edit::EditId(uuid::Uuid::now_v7()),
+        "docs/intro",
+        "alice",
+        "better wording",
+        muster_domain::Principal::Conn,
+        now,
+    );
+    let mut tx = logbook.begin().await.expect("begin");
+    let seqs = tx.append(&[entry]).await.expect("append");
+    tx.commit().await.expect("commit");
+    assert_eq!(seqs, [1]);
+}
+
+/// Each `INSERT INTO core.ledger` of the adapter's `.sql` files below `dir`: (file, the
+/// columns it names, empty when it names none).
+fn ledger_inserts(dir: &std::path::Path) -> Vec<(String, Vec<String>)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("the sources") {
+        let path = entry.expect("a source").path();
+        if path.is_dir() {
+            found.extend(ledger_inserts(&path));
+            continue;
+        }
+        if path.extension().is_none_or(|e| e != "sql") {
+            continue;
+        }
+        let sql = std::fs::read_to_string(&path).expect("a statement");
+        for (at, _) in sql.match_indices("INSERT INTO core.ledger") {
+            let rest = &sql[at + "INSERT INTO core.ledger".len()..];
+            // Another table whose name begins the same (core.ledger_checkpoints).
+            if rest.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let rest = rest.trim_start();
+            let columns = rest
+                .strip_prefix('(')
+                .and_then(|r| r.split_once(')'))
+                .map(|(list, _)| list.split(',').map(|c| c.trim().to_owned()).collect())
+                .unwrap_or_default();
+            found.push((path.display().to_string(), columns));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_ledger_insert_of_the_adapter_names_only_columns_the_runtime_role_may_write() {
+    let inserts = ledger_inserts(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/src"
+    )));
+    let writable = |c: &String| LEDGER_INSERT_COLUMNS.contains(&c.as_str());
+    let refused: Vec<&(String, Vec<String>)> = inserts
+        .iter()
+        .filter(|(_, columns)| columns.is_empty() || !columns.iter().all(writable))
+        .collect();
+    assert_eq!((inserts.is_empty(), refused), (false, vec![]));
 }

@@ -1,7 +1,9 @@
 //! The role `serve` is connected as, checked at the first connection that works: the runtime
 //! role with every grant it needs serves; a role that lacks one is named in the log and keeps
 //! `/readyz` at 503 (checked again at every readiness probe until it is fixed); the schema
-//! owner or a superuser serves with a warning (development and tests).
+//! owner, a superuser, a role with `CREATEROLE`, or a member of one of them serves with a
+//! warning that says which (development and tests); a runtime role that holds more than its
+//! grants serves with a warning naming each privilege beyond them.
 
 use std::time::Duration;
 
@@ -31,7 +33,7 @@ impl PgLogbook {
         })?;
         let verdict = match &check {
             RoleCheck::Runtime { .. } | RoleCheck::Privileged { .. } => Ok(()),
-            RoleCheck::Missing { role, missing } => Err(format!(
+            RoleCheck::Missing { role, missing, .. } => Err(format!(
                 "database role {role} lacks {}: run `muster migrate --runtime-role {role}` as the schema owner",
                 missing.join(", ")
             )),
@@ -42,13 +44,19 @@ impl PgLogbook {
                     role = %role,
                     "connected to Logbook as {why}: serving, but nothing stops this process from rewriting the ledger; in production serve as the runtime role (--runtime-role of `muster migrate`)"
                 ),
-                (RoleCheck::Runtime { role }, _) => {
+                (RoleCheck::Runtime { role, extra }, _) if extra.is_empty() => {
                     tracing::info!(role = %role, "connected to Logbook as the runtime role; every grant present")
                 }
-                (_, Err(why)) => {
-                    tracing::error!(reason = %why, "not ready: the database role is misconfigured")
-                }
-                _ => {}
+                (RoleCheck::Runtime { role, extra }, _) => tracing::warn!(
+                    role = %role,
+                    "connected to Logbook as the runtime role with privileges beyond its grants: {}; serving, but revoke them (`muster migrate` takes back what was granted to the role itself)",
+                    extra.join(", ")
+                ),
+                (RoleCheck::Missing { extra, .. }, Err(why)) => tracing::error!(
+                    reason = %why, beyond_its_grants = %extra.join(", "),
+                    "not ready: the database role is misconfigured"
+                ),
+                (RoleCheck::Missing { .. }, Ok(())) => {}
             }
         }
         Ok(())

@@ -1,1 +1,0 @@
-SELECT has_schema_privilege($1, 'core', 'USAGE')
