@@ -1,18 +1,23 @@
 //! TLS to Logbook with libpq's meaning of `sslmode` and `sslrootcert`, on rustls (ring).
 //!
 //! tokio-postgres's own parser refuses `sslmode=verify-ca`, `verify-full` and `sslrootcert`, so
-//! [`parse_url`] takes those two parameters out of the URL (or `key=value` string) first, hands
-//! the rest to tokio-postgres, and builds the connector from them:
+//! [`parse_url`] reads the connection string (a URL or `key = value` pairs) with the driver's
+//! own grammar (`tls/conninfo.rs`), takes `sslrootcert` out, writes `sslmode` back in the
+//! driver's words (`verify-*` as `require`) and hands that to tokio-postgres. The driver's
+//! reading decides whether the connection is encrypted, so it is the truth: a string whose
+//! `sslmode` the driver reads otherwise than Muster is refused at start, one line naming both.
 //!
 //! | `sslmode`      | TLS                    | server certificate checked                          |
 //! |----------------|------------------------|-----------------------------------------------------|
 //! | `disable`      | never                  | —                                                   |
 //! | `prefer` (default) | if the server offers it | no                                           |
-//! | `require`      | always                 | no; with `sslrootcert` given, as `verify-ca`        |
+//! | `require`      | always; a server without TLS is refused | no; with a root certificate (given or the default one present), as `verify-ca` |
 //! | `verify-ca`    | always                 | chain to `sslrootcert`                              |
 //! | `verify-full`  | always                 | chain to `sslrootcert` and the host name            |
 //!
-//! `sslrootcert` defaults to `~/.postgresql/root.crt`, as in libpq. The connector is hand-written
+//! `sslrootcert` defaults to `~/.postgresql/root.crt` (under `$HOME`), as in libpq; a
+//! `sslrootcert` given that cannot be read is an error whatever the mode (libpq ignores it
+//! under `require`). The connector is hand-written
 //! (about a hundred lines over `tokio-rustls`, which the workspace already builds for the
 //! Kubernetes API) rather than the `tokio-postgres-rustls` crate: one crate fewer, and the
 //! `verify-ca` verifier (chain without host name) is needed either way. Channel binding
@@ -39,6 +44,9 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio_rustls::rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use crate::PgError;
+
+mod conninfo;
+use conninfo::ConnInfo;
 
 /// libpq's `sslmode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +86,17 @@ impl SslMode {
             }
         })
     }
+
+    /// What the driver (which knows no `verify-*`) is told: TLS or not, and whether it must be.
+    fn for_driver(self) -> tokio_postgres::config::SslMode {
+        match self {
+            SslMode::Disable => tokio_postgres::config::SslMode::Disable,
+            SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
+            SslMode::Require | SslMode::VerifyCa | SslMode::VerifyFull => {
+                tokio_postgres::config::SslMode::Require
+            }
+        }
+    }
 }
 
 /// A connection URL read: the driver's configuration and the TLS connector it needs.
@@ -96,92 +115,70 @@ impl std::fmt::Debug for DbTarget {
     }
 }
 
-/// Reads `sslmode` and `sslrootcert` out of `url`, the rest with tokio-postgres.
+/// Reads `sslmode` and `sslrootcert` out of `url`, the rest with tokio-postgres; the root
+/// certificate's default is under `$HOME`.
 pub fn parse_url(url: &str) -> Result<DbTarget, PgError> {
-    let (rest, mode, rootcert) = take_tls_params(url)?;
-    let mut config: tokio_postgres::Config = rest
+    parse_with_home(url, std::env::var_os("HOME").map(PathBuf::from).as_deref())
+}
+
+/// [`parse_url`] with `home` as the home directory.
+fn parse_with_home(url: &str, home: Option<&Path>) -> Result<DbTarget, PgError> {
+    let (for_driver, mode, rootcert) = read_tls_params(url)?;
+    let config: tokio_postgres::Config = for_driver
         .parse()
         .map_err(|e: tokio_postgres::Error| PgError::Url(e.to_string()))?;
     let mode = mode.unwrap_or(SslMode::Prefer);
-    config.ssl_mode(match mode {
-        SslMode::Disable => tokio_postgres::config::SslMode::Disable,
-        SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
-        _ => tokio_postgres::config::SslMode::Require,
-    });
-    let tls = MakeRustls::new(mode, rootcert.as_deref())?;
+    same_reading(mode, config.get_ssl_mode())?;
+    let tls = MakeRustls::new(mode, root_file(rootcert.as_deref(), home).as_deref())?;
     Ok(DbTarget { config, mode, tls })
 }
 
-/// `url` without `sslmode` and `sslrootcert`, and their values.
-fn take_tls_params(url: &str) -> Result<(String, Option<SslMode>, Option<PathBuf>), PgError> {
+/// `url` for the driver (`sslrootcert` taken out, `sslmode` in the driver's words where it
+/// stands), and the `sslmode` and `sslrootcert` it gives.
+fn read_tls_params(url: &str) -> Result<(String, Option<SslMode>, Option<PathBuf>), PgError> {
+    let info = ConnInfo::split(url)?;
     let (mut mode, mut rootcert) = (None, None);
-    let mut take = |key: &str, value: String| -> Result<bool, PgError> {
-        match key {
-            "sslmode" => mode = Some(SslMode::parse(&value)?),
-            "sslrootcert" => rootcert = Some(PathBuf::from(value)),
-            _ => return Ok(false),
-        }
-        Ok(true)
-    };
-    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        let Some((head, query)) = url.split_once('?') else {
-            return Ok((url.to_owned(), None, None));
-        };
-        let mut kept = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            if !take(&percent_decode(k)?, percent_decode(v)?)? {
-                kept.push(pair);
+    let mut kept = Vec::with_capacity(info.params.len());
+    for p in &info.params {
+        match p.key.as_str() {
+            "sslmode" => {
+                let m = SslMode::parse(&p.value)?;
+                mode = Some(m);
+                kept.push(format!("sslmode={}", driver_word(m.for_driver())));
             }
-        }
-        let rest = if kept.is_empty() {
-            head.to_owned()
-        } else {
-            format!("{head}?{}", kept.join("&"))
-        };
-        return Ok((rest, mode, rootcert));
-    }
-    // `key=value key=value`: plain (unquoted) values only for these two keys.
-    let mut kept = Vec::new();
-    for token in url.split_whitespace() {
-        let taken = match token.split_once('=') {
-            Some((k, v)) => take(k, v.to_owned())?,
-            None => false,
-        };
-        if !taken {
-            kept.push(token);
+            "sslrootcert" => rootcert = Some(PathBuf::from(&p.value)),
+            _ => kept.push(p.raw.to_owned()),
         }
     }
-    Ok((kept.join(" "), mode, rootcert))
+    Ok((info.join(&kept), mode, rootcert))
 }
 
-fn percent_decode(s: &str) -> Result<String, PgError> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = s
-                .get(i + 1..i + 3)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-                .ok_or_else(|| PgError::Url(format!("bad percent-encoding in {s:?}")))?;
-            out.push(hex);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
+fn driver_word(mode: tokio_postgres::config::SslMode) -> &'static str {
+    match mode {
+        tokio_postgres::config::SslMode::Disable => "disable",
+        tokio_postgres::config::SslMode::Require => "require",
+        _ => "prefer",
     }
-    String::from_utf8(out).map_err(|_| PgError::Url(format!("{s:?} is not UTF-8 once decoded")))
+}
+
+/// Refuses a connection string whose `sslmode` Muster read as `muster` where the driver, which
+/// decides whether the connection is encrypted, read `driver`.
+fn same_reading(muster: SslMode, driver: tokio_postgres::config::SslMode) -> Result<(), PgError> {
+    if muster.for_driver() == driver {
+        return Ok(());
+    }
+    Err(PgError::Url(format!(
+        "sslmode is {muster} as Muster reads the connection string but {} as the PostgreSQL driver reads it: percent-encode `?`, `@`, `&` and `/` in the user name and password (%3F, %40, %26, %2F)",
+        driver_word(driver)
+    )))
 }
 
 /// The CA file: `sslrootcert`, else libpq's default `~/.postgresql/root.crt` when it exists.
-fn root_file(given: Option<&Path>) -> Option<PathBuf> {
+fn root_file(given: Option<&Path>, home: Option<&Path>) -> Option<PathBuf> {
     if let Some(p) = given {
         return Some(p.to_owned());
     }
-    let home = std::env::var_os("HOME")?;
-    let default = Path::new(&home).join(".postgresql/root.crt");
+    let default = home?.join(".postgresql/root.crt");
     default.is_file().then_some(default)
 }
 
@@ -220,23 +217,25 @@ pub struct MakeRustls {
 }
 
 impl MakeRustls {
-    fn new(mode: SslMode, rootcert: Option<&Path>) -> Result<MakeRustls, PgError> {
+    /// The connector for `mode`, with the CA file `roots` (given or found) when there is one.
+    fn new(mode: SslMode, roots: Option<&Path>) -> Result<MakeRustls, PgError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| PgError::Tls(e.to_string()))?;
         let roots = match mode {
             SslMode::VerifyCa | SslMode::VerifyFull => {
-                let path = root_file(rootcert).ok_or_else(|| {
+                let path = roots.ok_or_else(|| {
                     PgError::Tls(
                         "sslmode=verify-ca and verify-full need the CA's certificate: sslrootcert=<file> (or ~/.postgresql/root.crt)"
                             .into(),
                     )
                 })?;
-                Some(load_roots(&path)?)
+                Some(load_roots(path)?)
             }
-            // libpq: with a root certificate given, `require` verifies as `verify-ca`.
-            SslMode::Require => rootcert.map(load_roots).transpose()?,
+            // libpq: with a root certificate (given, or ~/.postgresql/root.crt present),
+            // `require` verifies as `verify-ca`.
+            SslMode::Require => roots.map(load_roots).transpose()?,
             SslMode::Disable | SslMode::Prefer => None,
         };
         let chain = roots

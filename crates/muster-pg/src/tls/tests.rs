@@ -1,7 +1,7 @@
 //! `sslmode` and `sslrootcert` against a PostgreSQL started with `ssl = on` and a certificate
 //! for `db.muster.test` signed by a throwaway CA.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use muster_devdb::{ClusterOptions, TempCluster};
@@ -91,6 +91,51 @@ async fn encrypted(url: &str) -> Result<bool, String> {
     Ok(row.get(0))
 }
 
+/// A cluster without TLS (`ssl = off`).
+fn plain_cluster() -> &'static TempCluster {
+    static PLAIN: OnceLock<TempCluster> = OnceLock::new();
+    PLAIN.get_or_init(|| TempCluster::start().expect("start PostgreSQL without TLS"))
+}
+
+/// `sslmode = require` in `key = value` form with spaces around `=`, for the cluster on `port`.
+fn key_value_require(port: u16) -> String {
+    format!("host=127.0.0.1 port={port} user=postgres dbname=postgres sslmode = require")
+}
+
+/// A URL with `sslmode=require` whose password holds an unencoded `?`, for the cluster on `port`.
+fn question_mark_password_require(port: u16) -> String {
+    format!("postgresql://postgres:pa?ss@127.0.0.1:{port}/postgres?sslmode=require")
+}
+
+/// Whether a connection made from `url`, with `home` as the home directory, is encrypted, or
+/// why none was made.
+async fn encrypted_with_home(url: &str, home: &Path) -> Result<bool, String> {
+    let target = parse_with_home(url, Some(home)).map_err(|e| e.to_string())?;
+    let (client, connection) = target.config.connect(target.tls).await.map_err(|e| {
+        let cause = std::error::Error::source(&e).map(ToString::to_string);
+        format!("{e}: {}", cause.unwrap_or_default())
+    })?;
+    tokio::spawn(connection);
+    let row = client
+        .query_one(
+            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+            &[],
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(row.get(0))
+}
+
+/// A home directory whose `.postgresql/root.crt` is a copy of `ca` (or that has none).
+fn home_with_root_crt(name: &str, ca: Option<&Path>) -> PathBuf {
+    let home = std::env::temp_dir().join(format!("muster-pg-home-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(home.join(".postgresql")).expect("a home directory");
+    if let Some(ca) = ca {
+        std::fs::copy(ca, home.join(".postgresql/root.crt")).expect("root.crt");
+    }
+    home
+}
+
 #[tokio::test]
 async fn require_connects_encrypted() {
     assert_eq!(
@@ -168,29 +213,153 @@ async fn require_with_a_root_certificate_checks_the_chain_as_libpq_does() {
     );
 }
 
+#[tokio::test]
+async fn key_value_require_with_spaces_connects_encrypted() {
+    let port = fixture().cluster.port();
+    assert_eq!(encrypted(&key_value_require(port)).await, Ok(true));
+}
+
+#[tokio::test]
+async fn key_value_require_with_spaces_is_refused_by_a_server_without_tls() {
+    let e = encrypted(&key_value_require(plain_cluster().port()))
+        .await
+        .expect_err("refused");
+    assert!(e.contains("server does not support TLS"), "{e}");
+}
+
+#[tokio::test]
+async fn require_after_a_password_holding_a_question_mark_connects_encrypted() {
+    let port = fixture().cluster.port();
+    assert_eq!(
+        encrypted(&question_mark_password_require(port)).await,
+        Ok(true)
+    );
+}
+
+#[tokio::test]
+async fn require_after_a_password_holding_a_question_mark_is_refused_by_a_server_without_tls() {
+    let e = encrypted(&question_mark_password_require(plain_cluster().port()))
+        .await
+        .expect_err("refused");
+    assert!(e.contains("server does not support TLS"), "{e}");
+}
+
+#[tokio::test]
+async fn require_checks_the_chain_against_the_default_root_certificate_when_present() {
+    let home = home_with_root_crt("stranger", Some(&fixture().stranger));
+    let e = encrypted_with_home(&url("127.0.0.1", "sslmode=require"), &home)
+        .await
+        .expect_err("refused");
+    assert!(
+        e.contains("Logbook's certificate refused (sslmode=require): the certificate is not signed by a CA of sslrootcert"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn require_with_the_servers_ca_as_default_root_certificate_connects_whatever_the_host_name() {
+    let home = home_with_root_crt("ca", Some(&fixture().ca));
+    assert_eq!(
+        encrypted_with_home(&url("127.0.0.1", "sslmode=require"), &home).await,
+        Ok(true)
+    );
+}
+
+#[tokio::test]
+async fn require_without_a_root_certificate_connects_without_checking_the_certificate() {
+    let home = home_with_root_crt("none", None);
+    assert_eq!(
+        encrypted_with_home(&url("127.0.0.1", "sslmode=require"), &home).await,
+        Ok(true)
+    );
+}
+
 #[test]
-fn sslmode_and_sslrootcert_are_taken_out_and_the_rest_kept() {
+fn sslmode_and_sslrootcert_are_read_where_the_driver_reads_parameters() {
     let cases = [
         (
             "postgresql://u:p@h:5/db?sslmode=verify-full&application_name=m&sslrootcert=%2Fetc%2Fca.pem",
-            "postgresql://u:p@h:5/db?application_name=m",
+            "postgresql://u:p@h:5/db?sslmode=require&application_name=m",
             SslMode::VerifyFull,
-            "/etc/ca.pem",
+            Some("/etc/ca.pem"),
         ),
         (
             "host=h dbname=db sslmode=verify-ca sslrootcert=/ca.pem",
-            "host=h dbname=db",
+            "host=h dbname=db sslmode=require",
             SslMode::VerifyCa,
-            "/ca.pem",
+            Some("/ca.pem"),
+        ),
+        (
+            "host=h dbname=db sslmode = require",
+            "host=h dbname=db sslmode=require",
+            SslMode::Require,
+            None,
+        ),
+        (
+            "host=h password='x sslmode=disable' user=a\\ sslmode=disable sslmode\t=\trequire",
+            "host=h password='x sslmode=disable' user=a\\ sslmode=disable sslmode=require",
+            SslMode::Require,
+            None,
+        ),
+        (
+            "postgresql://u:pa?ss@h/db?sslmode=require",
+            "postgresql://u:pa?ss@h/db?sslmode=require",
+            SslMode::Require,
+            None,
+        ),
+        (
+            "postgresql://u:p?sslmode=disable@h/db?sslmode=verify%2Dca",
+            "postgresql://u:p?sslmode=disable@h/db?sslmode=require",
+            SslMode::VerifyCa,
+            None,
         ),
     ];
-    for (url, rest, mode, root) in cases {
+    for (url, for_driver, mode, root) in cases {
         assert_eq!(
-            take_tls_params(url).expect(url),
-            (rest.to_owned(), Some(mode), Some(PathBuf::from(root))),
+            read_tls_params(url).expect(url),
+            (for_driver.to_owned(), Some(mode), root.map(PathBuf::from)),
             "{url}"
         );
     }
+}
+
+#[test]
+fn require_with_spaces_around_the_equals_sign_is_require_for_the_driver_too() {
+    let target = parse_url("host=h dbname=db sslmode = require").expect("parsed");
+    assert_eq!(
+        (target.mode, target.config.get_ssl_mode()),
+        (SslMode::Require, tokio_postgres::config::SslMode::Require)
+    );
+}
+
+#[test]
+fn require_after_a_password_holding_a_question_mark_is_require_and_the_password_whole() {
+    let target = parse_url("postgresql://u:pa?ss@h/db?sslmode=require").expect("parsed");
+    assert_eq!(
+        (
+            target.mode,
+            target.config.get_ssl_mode(),
+            target.config.get_password()
+        ),
+        (
+            SslMode::Require,
+            tokio_postgres::config::SslMode::Require,
+            Some(&b"pa?ss"[..])
+        )
+    );
+}
+
+#[test]
+fn an_sslmode_the_driver_reads_otherwise_is_refused_naming_both_readings() {
+    let e = same_reading(SslMode::VerifyFull, tokio_postgres::config::SslMode::Prefer)
+        .expect_err("refused");
+    assert_eq!(
+        (e.code(), e.to_string()),
+        (
+            "E_DB_URL",
+            "invalid database URL: sslmode is verify-full as Muster reads the connection string but prefer as the PostgreSQL driver reads it: percent-encode `?`, `@`, `&` and `/` in the user name and password (%3F, %40, %26, %2F)".to_owned()
+        )
+    );
 }
 
 #[test]
