@@ -374,6 +374,34 @@ mod tests {
     }
 
     #[test]
+    fn the_memory_budget_is_48_mib_by_default_and_takes_mebibytes_or_gibibytes() {
+        let parse = |v: &str| {
+            Cli::try_parse_from(["muster", "serve", "--memory-budget", v])
+                .map(|c| c.settings.memory_budget)
+                .ok()
+        };
+        let default = Cli::try_parse_from(["muster", "serve"]).expect("arguments parse");
+        assert_eq!(
+            (
+                default.settings.memory_budget,
+                parse("64"),
+                parse("64Mi"),
+                parse("1Gi"),
+                parse("23Mi"),
+                parse("64M")
+            ),
+            (
+                48 << 20,
+                Some(64 << 20),
+                Some(64 << 20),
+                Some(1 << 30),
+                None,
+                None
+            )
+        );
+    }
+
+    #[test]
     fn the_development_web_directory_is_off_by_default() {
         let cli = Cli::try_parse_from(["muster", "serve"]).expect("arguments parse");
         assert_eq!(cli.settings.dev_web_dir, None);
