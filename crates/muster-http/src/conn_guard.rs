@@ -114,6 +114,9 @@ impl Activity {
     /// An answer is ready: on probation, whether its request authenticated decides whether
     /// the connection stays. True when the answer must close the connection.
     fn answered(&self, authenticated: bool) -> bool {
+        if self.probation.is_none() {
+            return false;
+        }
         let evict = self.with(|s| {
             if !s.probation || s.authenticated {
                 return false;
