@@ -81,6 +81,11 @@ async fn encrypted(url: &str) -> Result<bool, String> {
         .get()
         .await
         .map_err(|e| crate::PgError::from(e).to_string())?;
+    ssl_of(&client).await
+}
+
+/// Whether `client`'s connection is encrypted, as the server sees it.
+async fn ssl_of(client: &tokio_postgres::Client) -> Result<bool, String> {
     let row = client
         .query_one(
             "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
@@ -116,14 +121,7 @@ async fn encrypted_with_home(url: &str, home: &Path) -> Result<bool, String> {
         format!("{e}: {}", cause.unwrap_or_default())
     })?;
     tokio::spawn(connection);
-    let row = client
-        .query_one(
-            "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
-            &[],
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    Ok(row.get(0))
+    ssl_of(&client).await
 }
 
 /// A home directory whose `.postgresql/root.crt` is a copy of `ca` (or that has none).
@@ -213,35 +211,30 @@ async fn require_with_a_root_certificate_checks_the_chain_as_libpq_does() {
     );
 }
 
-#[tokio::test]
-async fn key_value_require_with_spaces_connects_encrypted() {
-    let port = fixture().cluster.port();
-    assert_eq!(encrypted(&key_value_require(port)).await, Ok(true));
+/// Per connection string under `sslmode=require` (made for a cluster's port): one test that it
+/// connects encrypted to the cluster with TLS, one that the cluster without TLS is refused (no
+/// fall-back to plain text).
+macro_rules! require_holds {
+    ($($encrypted:ident, $refused:ident: $string:expr,)*) => {$(
+        #[tokio::test]
+        async fn $encrypted() {
+            assert_eq!(encrypted(&$string(fixture().cluster.port())).await, Ok(true));
+        }
+
+        #[tokio::test]
+        async fn $refused() {
+            let e = encrypted(&$string(plain_cluster().port())).await.expect_err("refused");
+            assert!(e.contains("server does not support TLS"), "{e}");
+        }
+    )*};
 }
 
-#[tokio::test]
-async fn key_value_require_with_spaces_is_refused_by_a_server_without_tls() {
-    let e = encrypted(&key_value_require(plain_cluster().port()))
-        .await
-        .expect_err("refused");
-    assert!(e.contains("server does not support TLS"), "{e}");
-}
-
-#[tokio::test]
-async fn require_after_a_password_holding_a_question_mark_connects_encrypted() {
-    let port = fixture().cluster.port();
-    assert_eq!(
-        encrypted(&question_mark_password_require(port)).await,
-        Ok(true)
-    );
-}
-
-#[tokio::test]
-async fn require_after_a_password_holding_a_question_mark_is_refused_by_a_server_without_tls() {
-    let e = encrypted(&question_mark_password_require(plain_cluster().port()))
-        .await
-        .expect_err("refused");
-    assert!(e.contains("server does not support TLS"), "{e}");
+require_holds! {
+    key_value_require_with_spaces_connects_encrypted,
+    key_value_require_with_spaces_is_refused_by_a_server_without_tls: key_value_require,
+    require_after_a_password_holding_a_question_mark_connects_encrypted,
+    require_after_a_password_holding_a_question_mark_is_refused_by_a_server_without_tls:
+        question_mark_password_require,
 }
 
 #[tokio::test]
