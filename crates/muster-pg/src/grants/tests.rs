@@ -304,6 +304,19 @@ async fn a_runtime_role_that_lacks_a_grant_is_reported_with_the_grant() {
     );
 }
 
+#[tokio::test]
+async fn a_login_without_usage_on_the_schema_is_reported_missing_it_not_refused() {
+    let db = db_after("CREATE ROLE {db}_l LOGIN PASSWORD 'pw'").await;
+    let check = check_as(&db, &format!("{}_l", db.name)).await;
+    let RoleCheck::Missing { missing, .. } = check else {
+        panic!("{check:?}");
+    };
+    assert_eq!(
+        missing.last().map(String::as_str),
+        Some("USAGE on schema core")
+    );
+}
+
 /// Runs `sql` as the runtime role on a database with a ledger row; answers the SQLSTATE.
 async fn as_runtime_role(sql: &str) -> String {
     let db = fresh_db().await;
