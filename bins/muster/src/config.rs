@@ -50,6 +50,23 @@ pub enum Command {
         /// also confirm its digest): the later checkpoints and the entries after it.
         #[arg(long, value_name = "CHECKPOINT")]
         since: Option<String>,
+        /// Verify an archive file (`ledger-archive`) offline, without a database.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["head", "against", "since"])]
+        archive: Option<PathBuf>,
+    },
+    /// Export the ledger entries between two checkpoints to an archive file (JSON lines,
+    /// docs/operations.md), checked against the checkpoints as they are written.
+    LedgerArchive {
+        /// The file to write; it must not exist yet.
+        #[arg(long, value_name = "FILE")]
+        to: PathBuf,
+        /// The checkpoint the archive ends at (`SEQ` or `SEQ:DIGEST`).
+        #[arg(long, value_name = "CHECKPOINT")]
+        until: String,
+        /// The checkpoint the archive starts after (`SEQ` or `SEQ:DIGEST`; 0, the default,
+        /// is the ledger's start).
+        #[arg(long, value_name = "CHECKPOINT", default_value = "0")]
+        from: String,
     },
     /// Run one retention pass now (as `serve` does every minute, with `--retain-days` and
     /// `--retain-edit-text-days`), print what it removed, and exit.

@@ -533,6 +533,49 @@ pub async fn ledger_verify_with(
     Ok((muster_pg::verify_ledger(&pool).await?, None))
 }
 
+/// Writes the ledger entries after checkpoint `from` up to checkpoint `until` to a new file
+/// `to`; answers the entries written. On an error the file is removed.
+pub async fn ledger_archive(
+    settings: &Settings,
+    to: &Path,
+    from: &str,
+    until: &str,
+) -> anyhow::Result<u64> {
+    let (from, until) = (
+        muster_pg::parse_checkpoint(from)?,
+        muster_pg::parse_checkpoint(until)?,
+    );
+    let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
+    let file = std::fs::File::options()
+        .write(true)
+        .create_new(true)
+        .open(to)
+        .with_context(|| format!("create {}", to.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let written = async {
+        let entries = muster_pg::export_archive(&pool, from, until, &mut out).await?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        anyhow::Ok(entries)
+    }
+    .await;
+    if written.is_err() {
+        let _ = std::fs::remove_file(to);
+    }
+    written
+}
+
+/// Verifies an archive file offline; answers its header and number of entries.
+pub fn verify_archive(path: &Path) -> anyhow::Result<(muster_ledger::archive::ArchiveHeader, u64)> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
+    let mut reader = muster_ledger::archive::ArchiveReader::default();
+    for line in std::io::BufReader::new(file).lines() {
+        reader.line(&line.with_context(|| format!("read {}", path.display()))?)?;
+    }
+    Ok(reader.finish()?)
+}
+
 /// Resolves on SIGTERM or SIGINT.
 pub async fn termination() {
     use tokio::signal::unix::{SignalKind, signal};

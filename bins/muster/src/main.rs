@@ -68,23 +68,38 @@ async fn main() -> anyhow::Result<()> {
             println!("{nonce}");
         }
         Command::LedgerVerify {
+            archive: Some(path),
+            ..
+        } => match muster::verify_archive(&path) {
+            Ok((header, entries)) => println!(
+                "archive verified: {entries} entries after checkpoint {} up to checkpoint {}, \
+                 every entry hash and {} checkpoint digests matching",
+                muster_pg::checkpoint_text(&header.from),
+                muster_pg::checkpoint_text(&header.until()),
+                header.checkpoints.len()
+            ),
+            Err(e) => fail("ledger-verify", &e),
+        },
+        Command::LedgerArchive { to, until, from } => {
+            match muster::ledger_archive(&cli.settings, &to, &from, &until).await {
+                Ok(entries) => println!("{entries} ledger entries archived to {}", to.display()),
+                Err(e) => fail("ledger-archive", &e),
+            }
+        }
+        Command::LedgerVerify {
             head,
             against,
             since,
+            archive: None,
         } => {
             let check = muster::LedgerCheck {
                 head,
                 against,
                 since,
             };
-            // An operator's command: its error is one line and a non-zero exit, never a
-            // backtrace, whatever RUST_BACKTRACE says.
             match muster::ledger_verify_with(&cli.settings, &check).await {
                 Ok((report, head)) => print_ledger_report(&check, &report, head),
-                Err(e) => {
-                    eprintln!("ledger-verify: {e:#}");
-                    std::process::exit(1);
-                }
+                Err(e) => fail("ledger-verify", &e),
             }
         }
     }
@@ -123,4 +138,11 @@ fn print_ledger_report(
         }
         None => println!("{summary}"),
     }
+}
+
+/// An operator's command failed: one line and exit 1, never a backtrace, whatever
+/// RUST_BACKTRACE says.
+fn fail(command: &str, e: &anyhow::Error) -> ! {
+    eprintln!("{command}: {e:#}");
+    std::process::exit(1);
 }

@@ -12,6 +12,8 @@
 
 use time::OffsetDateTime;
 
+pub mod archive;
+
 /// Domain separation for the hash: a future encoding gets a new tag.
 const ENCODING_TAG: &[u8] = b"muster-ledger-v1";
 

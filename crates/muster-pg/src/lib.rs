@@ -8,6 +8,7 @@
 //! reach the database surface as [`StoreError::Unavailable`] so callers answer fast; the pool
 //! replaces broken connections by itself, so service resumes when the database returns.
 
+mod archive;
 mod checkpoint;
 mod error;
 mod feed;
@@ -32,6 +33,7 @@ pub use migrate::{MIGRATIONS, Migration, SchemaStatus, migrate, schema_status};
 pub use muster_app::ports::StoreError;
 pub use pool::{PoolSettings, ROUND_TRIP_TIMEOUT, connect_pool};
 pub use tls::{DbTarget, MakeRustls, SslMode, parse_url};
+pub use archive::{CheckpointName, export_archive};
 pub use checkpoint::{
     CheckpointSettings, Checkpointer, RecordedCheckpoint, checkpoint_text, latest_checkpoint,
     parse_checkpoint, take_checkpoint,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::harness::TestApp;
+use crate::harness::{TempDir, TestApp};
 use crate::roles::ledger_verify;
 
 /// A server that takes a checkpoint after every ledger entry, with two items enqueued and a
@@ -82,6 +82,156 @@ async fn ledger_verify_of_a_checkpoint_name_that_is_no_number_fails_in_one_line(
         (
             false,
             "ledger-verify: ledger: \"yesterday\" is not a checkpoint: SEQ or SEQ:DIGEST (as `ledger-verify` prints it)"
+        )
+    );
+}
+
+/// `muster ARGS` with the app's database: (exit code, stdout, stderr).
+fn muster(app: &TestApp, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
+        .args(args)
+        .env("MUSTER_DATABASE_URL", &app.db.url)
+        .env("MUSTER_LOG_FORMAT", "pretty")
+        .output()
+        .expect("run muster");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    )
+}
+
+/// `muster ledger-verify --archive FILE`, with no database at all.
+fn verify_offline(file: &std::path::Path) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
+        .arg("ledger-verify")
+        .arg("--archive")
+        .arg(file)
+        .env_remove("MUSTER_DATABASE_URL")
+        .output()
+        .expect("run muster");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
+        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    )
+}
+
+/// An archive of the ledger up to the checkpoint of [`checkpointed`]: its file and checkpoint.
+async fn archived() -> (TempDir, std::path::PathBuf, i64) {
+    let (app, seq) = checkpointed().await;
+    let dir = TempDir::new("muster-archive");
+    let file = dir.path().join("ledger.jsonl");
+    let to = file.to_str().expect("utf-8 path");
+    let (code, stdout, stderr) = muster(
+        &app,
+        &["ledger-archive", "--to", to, "--until", &seq.to_string()],
+    );
+    assert_eq!(
+        (code, stdout.as_str()),
+        (
+            Some(0),
+            format!("{seq} ledger entries archived to {to}").as_str()
+        ),
+        "{stderr}"
+    );
+    (dir, file, seq)
+}
+
+#[tokio::test]
+async fn an_archive_verifies_offline_from_the_start_to_its_checkpoint() {
+    let (_dir, file, seq) = archived().await;
+    let (code, stdout, _) = verify_offline(&file);
+    assert_eq!(
+        (code, stdout.split(" up to checkpoint ").next()),
+        (
+            Some(0),
+            Some(
+                format!(
+                    "archive verified: {seq} entries after checkpoint 0:{}",
+                    "0".repeat(64)
+                )
+                .as_str()
+            )
+        )
+    );
+}
+
+#[tokio::test]
+async fn an_archive_with_an_entry_changed_fails_offline_verification() {
+    let (_dir, file, _) = archived().await;
+    let text = std::fs::read_to_string(&file).expect("read");
+    std::fs::write(
+        &file,
+        text.replacen("\"event\":\"enqueued\"", "\"event\":\"forged\"", 1),
+    )
+    .expect("write");
+    let (code, _, stderr) = verify_offline(&file);
+    assert_eq!(
+        (
+            code,
+            stderr.contains("was altered (its hash does not match its contents)")
+        ),
+        (Some(1), true),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn an_archive_cut_short_fails_offline_verification() {
+    let (_dir, file, _) = archived().await;
+    let text = std::fs::read_to_string(&file).expect("read");
+    let cut: Vec<&str> = text.lines().collect();
+    std::fs::write(&file, cut[..cut.len() - 1].join("\n")).expect("write");
+    let (code, _, stderr) = verify_offline(&file);
+    assert_eq!(
+        (
+            code,
+            stderr.starts_with("ledger-verify: the archive is truncated")
+        ),
+        (Some(1), true),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn a_file_that_is_no_archive_fails_offline_verification_in_one_line() {
+    let dir = TempDir::new("muster-archive");
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "dear auditor\n").expect("write");
+    let (code, _, stderr) = verify_offline(&file);
+    assert_eq!(
+        (
+            code,
+            stderr.lines().count(),
+            stderr.starts_with("ledger-verify: not a ledger archive")
+        ),
+        (Some(1), 1, true),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn an_archive_until_a_checkpoint_that_does_not_exist_is_refused_and_no_file_left() {
+    let app = TestApp::spawn().await;
+    let dir = TempDir::new("muster-archive");
+    let file = dir.path().join("ledger.jsonl");
+    let (code, _, stderr) = muster(
+        &app,
+        &[
+            "ledger-archive",
+            "--to",
+            file.to_str().expect("utf-8"),
+            "--until",
+            "7",
+        ],
+    );
+    assert_eq!(
+        (code, stderr.as_str(), file.exists()),
+        (
+            Some(1),
+            "ledger-archive: ledger: there is no checkpoint 7 (`muster ledger-verify` prints the latest)",
+            false
         )
     );
 }

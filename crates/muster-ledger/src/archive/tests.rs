@@ -1,0 +1,124 @@
+use time::macros::datetime;
+
+use super::*;
+use crate::ChainHead;
+
+/// Two items' chains of two entries each, at ledger sequences 1 to 4, interleaved.
+fn entries() -> Vec<(u64, SealedEntry)> {
+    let mut heads = [ChainHead::genesis(), ChainHead::genesis()];
+    (1..=4u64)
+        .map(|seq| {
+            let i = (seq % 2) as usize;
+            let e = Entry {
+                subject_type: "item".into(),
+                subject_id: format!("item-{i}"),
+                event: "noted".into(),
+                from_state: None,
+                to_state: Some("queued".into()),
+                actor: "conn".into(),
+                fence: if i == 0 { None } else { Some(seq) },
+                at: datetime!(2026-12-02 14:00:00.123456 UTC),
+                data: format!("{{\"n\":{seq}}}"),
+            };
+            (seq, heads[i].seal(e))
+        })
+        .collect()
+}
+
+fn fold(prev: Checkpoint, seq: u64, entries: &[(u64, SealedEntry)]) -> Checkpoint {
+    let mut f = CheckpointFold::new(prev, seq);
+    for (s, e) in entries.iter().filter(|(s, _)| *s > prev.seq && *s <= seq) {
+        f.push(*s, &e.hash).expect("in order");
+    }
+    f.finish()
+}
+
+/// The archive of entries 1 to 4 with checkpoints at 2 and 4, as lines.
+fn archive() -> Vec<String> {
+    let entries = entries();
+    let first = fold(Checkpoint::ORIGIN, 2, &entries);
+    let second = fold(first, 4, &entries);
+    let header = ArchiveHeader {
+        from: Checkpoint::ORIGIN,
+        checkpoints: vec![first, second],
+    };
+    let mut lines = vec![header_line(&header)];
+    lines.extend(entries.iter().map(|(s, e)| entry_line(*s, e)));
+    lines.push(end_line(4));
+    lines
+}
+
+fn read(lines: &[String]) -> Result<(ArchiveHeader, u64), ArchiveError> {
+    let mut reader = ArchiveReader::default();
+    for l in lines {
+        reader.line(l)?;
+    }
+    reader.finish()
+}
+
+#[test]
+fn an_archive_as_written_verifies_from_its_start_to_its_end_checkpoint() {
+    let (header, entries) = read(&archive()).expect("verifies");
+    assert_eq!((header.from.seq, header.until().seq, entries), (0, 4, 4));
+}
+
+#[test]
+fn an_entry_changed_in_the_file_is_found() {
+    let mut lines = archive();
+    lines[2] = lines[2].replace("{\\\"n\\\":2}", "{\\\"n\\\":9}");
+    assert_eq!(
+        read(&lines).map_err(|e| e.to_string()),
+        Err("line 3: subject item:item-0: entry 1 was altered (its hash does not match its contents)".into())
+    );
+}
+
+#[test]
+fn an_entry_taken_out_of_the_file_is_found() {
+    let mut lines = archive();
+    lines.remove(2);
+    lines[4] = end_line(3);
+    assert_eq!(
+        read(&lines).map_err(|e| e.code()),
+        Err("E_LEDGER_CHECKPOINT")
+    );
+}
+
+#[test]
+fn an_archive_cut_short_is_truncated() {
+    let mut lines = archive();
+    lines.truncate(4);
+    assert_eq!(
+        read(&lines).map_err(|e| e.to_string()),
+        Err("the archive is truncated: no end line after line 4".into())
+    );
+}
+
+#[test]
+fn a_file_of_another_format_is_refused() {
+    assert_eq!(
+        read(&["{\"format\": \"pg_dump\"}".to_owned()]).map_err(|e| e.code()),
+        Err("E_ARCHIVE_FOREIGN")
+    );
+}
+
+#[test]
+fn a_later_format_version_is_refused() {
+    let mut lines = archive();
+    lines[0] = lines[0].replace("\"version\":1", "\"version\":2");
+    assert_eq!(
+        read(&lines).map_err(|e| e.to_string()),
+        Err("not a ledger archive: format version 2 (this binary reads version 1)".into())
+    );
+}
+
+#[test]
+fn a_header_whose_checkpoints_do_not_end_at_until_is_refused() {
+    let mut lines = archive();
+    let mut v: Value = serde_json::from_str(&lines[0]).expect("json");
+    v["until"]["seq"] = json!(3);
+    lines[0] = v.to_string();
+    assert_eq!(
+        read(&lines).map_err(|e| e.code()),
+        Err("E_ARCHIVE_MALFORMED")
+    );
+}
