@@ -1,9 +1,9 @@
-//! Request extractors: the caller's principal, JSON bodies under a size limit and ids in
-//! paths; and the body budget's middleware, which authenticates a large request before its
-//! room is reserved.
+//! Request extractors: the caller's principal, JSON bodies under a size limit, ids in paths
+//! and query strings; and the body budget's middleware, which authenticates a large request
+//! before its room is reserved.
 
 use axum::body::Body;
-use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::header;
 use axum::http::request::Parts;
 use axum::middleware::Next;
@@ -164,26 +164,19 @@ pub(crate) trait Named: Sized {
     fn parse(raw: &str) -> Option<Self>;
 }
 
-impl Named for LeaseId {
-    const WHAT: &'static str = "lease";
-    fn parse(raw: &str) -> Option<Self> {
-        Uuid::parse_str(raw).ok().map(LeaseId)
-    }
+/// `Named` for ids that wrap a UUID: `Id => "what"`.
+macro_rules! named_by_uuid {
+    ($($id:ident => $what:literal),+ $(,)?) => {$(
+        impl Named for $id {
+            const WHAT: &'static str = $what;
+            fn parse(raw: &str) -> Option<Self> {
+                Uuid::parse_str(raw).ok().map($id)
+            }
+        }
+    )+};
 }
 
-impl Named for ItemId {
-    const WHAT: &'static str = "item";
-    fn parse(raw: &str) -> Option<Self> {
-        Uuid::parse_str(raw).ok().map(ItemId)
-    }
-}
-
-impl Named for EditId {
-    const WHAT: &'static str = "edit";
-    fn parse(raw: &str) -> Option<Self> {
-        Uuid::parse_str(raw).ok().map(EditId)
-    }
-}
+named_by_uuid!(LeaseId => "lease", ItemId => "item", EditId => "edit");
 
 impl Named for Kind {
     const WHAT: &'static str = "worker kind";
@@ -209,6 +202,21 @@ impl<T: Named + Send> FromRequestParts<AppState> for InPath<T> {
             .await
             .map_err(|e| ApiError::bad_request(format!("invalid path: {e}")))?;
         named(&raw).map(InPath)
+    }
+}
+
+/// The query string as a `T`; one that does not parse is 400 `E_BAD_REQUEST`.
+#[derive(Debug)]
+pub(crate) struct InQuery<T>(pub T);
+
+impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for InQuery<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let Query(q) = Query::<T>::from_request_parts(parts, state)
+            .await
+            .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+        Ok(InQuery(q))
     }
 }
 

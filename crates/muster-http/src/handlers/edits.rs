@@ -1,7 +1,6 @@
 //! The anonymous edit intake routes (Conn) and the review gate (Countersign).
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use muster_app::intake::{ChallengeView, Submission, Submitted};
 use muster_app::views::EditList;
@@ -10,7 +9,7 @@ use serde::Deserialize;
 
 use super::{Answer, Json};
 use crate::error::ApiError;
-use crate::extract::{Caller, InPath, JsonBody, read_limited};
+use crate::extract::{Caller, InPath, InQuery, JsonBody, read_limited};
 use crate::state::AppState;
 
 /// The contract's limit on an edit submission, enforced while the body is read.
@@ -90,9 +89,8 @@ fn fifty() -> i64 {
 pub(crate) async fn list(
     State(s): State<AppState>,
     Caller(p): Caller,
-    q: Result<Query<ListQuery>, QueryRejection>,
+    InQuery(q): InQuery<ListQuery>,
 ) -> Answer<EditList> {
-    let Query(q) = q.map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
     let edits = s
         .intake
         .list(p, q.state, q.after.map(EditId), q.limit)

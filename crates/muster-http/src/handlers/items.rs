@@ -1,7 +1,6 @@
 //! Items: enqueue, inspect, find, retry (one or a kind's failed items).
 
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use muster_app::views::{
     BulkCancelled, BulkRetried, Cancelled, EnqueueRequest, Enqueued, ItemPage, ItemView, Retried,
@@ -13,7 +12,7 @@ use serde_json::Value;
 
 use super::{Answer, Json};
 use crate::error::ApiError;
-use crate::extract::{Caller, InPath, JsonBody};
+use crate::extract::{Caller, InPath, InQuery, JsonBody};
 use crate::state::AppState;
 
 #[derive(Deserialize)]
@@ -89,9 +88,8 @@ pub(crate) struct ListQuery {
 pub(crate) async fn list(
     State(s): State<AppState>,
     Caller(p): Caller,
-    q: Result<Query<ListQuery>, QueryRejection>,
+    InQuery(q): InQuery<ListQuery>,
 ) -> Answer<ItemPage> {
-    let Query(q) = q.map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
     let filter = ItemFilter::new(q.state, q.kind, q.priority, q.after.map(ItemId), q.limit)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     Ok(Json(s.muster.list_items(p, filter).await?))
