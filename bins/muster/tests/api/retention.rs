@@ -345,3 +345,28 @@ async fn a_rejected_proposals_text_stays_within_its_period() {
         1
     );
 }
+
+#[tokio::test]
+async fn muster_retention_pass_runs_one_pass_and_prints_what_it_removed() {
+    let app = TestApp::spawn().await;
+    done_item(&app).await;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_muster"));
+    cmd.args(["retention-pass", "--retain-days", "0"])
+        .env("MUSTER_DATABASE_URL", &app.db.app_url)
+        .env("MUSTER_LOG_FORMAT", "json");
+    let out = tokio::task::spawn_blocking(move || cmd.output())
+        .await
+        .expect("the blocking task")
+        .expect("run muster");
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).as_ref()
+        ),
+        (
+            Some(0),
+            "retention pass: 1 finished items and 1 leases removed, 0 edit texts removed\n"
+        )
+    );
+    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.items").await, 0);
+}
