@@ -55,20 +55,12 @@ async fn ledger_verify_since_a_checkpoint_verifies_what_came_after_it() {
 #[tokio::test]
 async fn ledger_verify_since_a_checkpoint_that_does_not_exist_fails_in_one_line() {
     let app = TestApp::spawn().await;
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
-        .args(["ledger-verify", "--since", "999"])
-        .env("MUSTER_DATABASE_URL", &app.db.url)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("run muster ledger-verify");
+    let (code, _, stderr) = muster(Some(&app.db.url), &["ledger-verify", "--since", "999"]);
     assert_eq!(
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).as_ref()
-        ),
+        (code, stderr.as_str()),
         (
             Some(1),
-            "ledger-verify: ledger: there is no checkpoint 999 (`muster ledger-verify` prints the latest)\n"
+            "ledger-verify: ledger: there is no checkpoint 999 (`muster ledger-verify` prints the latest)"
         )
     );
 }
@@ -86,14 +78,19 @@ async fn ledger_verify_of_a_checkpoint_name_that_is_no_number_fails_in_one_line(
     );
 }
 
-/// `muster ARGS` with the app's database: (exit code, stdout, stderr).
-fn muster(app: &TestApp, args: &[&str]) -> (Option<i32>, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
+/// `muster ARGS` with the database at `db` (none: no database at all) and `RUST_BACKTRACE=1`
+/// (an operator's error is one line whatever it says): (exit code, stdout, stderr).
+fn muster(db: Option<&str>, args: &[&str]) -> (Option<i32>, String, String) {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_muster"));
+    command
         .args(args)
-        .env("MUSTER_DATABASE_URL", &app.db.url)
         .env("MUSTER_LOG_FORMAT", "pretty")
-        .output()
-        .expect("run muster");
+        .env("RUST_BACKTRACE", "1");
+    match db {
+        Some(url) => command.env("MUSTER_DATABASE_URL", url),
+        None => command.env_remove("MUSTER_DATABASE_URL"),
+    };
+    let out = command.output().expect("run muster");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).trim().to_owned(),
@@ -103,17 +100,13 @@ fn muster(app: &TestApp, args: &[&str]) -> (Option<i32>, String, String) {
 
 /// `muster ledger-verify --archive FILE`, with no database at all.
 fn verify_offline(file: &std::path::Path) -> (Option<i32>, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_muster"))
-        .arg("ledger-verify")
-        .arg("--archive")
-        .arg(file)
-        .env_remove("MUSTER_DATABASE_URL")
-        .output()
-        .expect("run muster");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).trim().to_owned(),
-        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+    muster(
+        None,
+        &[
+            "ledger-verify",
+            "--archive",
+            file.to_str().expect("utf-8 path"),
+        ],
     )
 }
 
@@ -124,7 +117,7 @@ async fn archived() -> (TempDir, std::path::PathBuf, i64) {
     let file = dir.path().join("ledger.jsonl");
     let to = file.to_str().expect("utf-8 path");
     let (code, stdout, stderr) = muster(
-        &app,
+        Some(&app.db.url),
         &["ledger-archive", "--to", to, "--until", &seq.to_string()],
     );
     assert_eq!(
@@ -217,7 +210,7 @@ async fn an_archive_until_a_checkpoint_that_does_not_exist_is_refused_and_no_fil
     let dir = TempDir::new("muster-archive");
     let file = dir.path().join("ledger.jsonl");
     let (code, _, stderr) = muster(
-        &app,
+        Some(&app.db.url),
         &[
             "ledger-archive",
             "--to",
