@@ -10,13 +10,14 @@
 //! reconnect every kind is woken once, for whatever was announced meanwhile.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use muster_app::signal::WorkSignal;
 use muster_domain::Kind;
-use tokio::sync::{mpsc, oneshot};
-use tokio_postgres::{AsyncMessage, Notification};
+use tokio::sync::{Notify, oneshot};
+use tokio_postgres::AsyncMessage;
 
 use crate::PgError;
 use crate::pool::hosts::HostBook;
@@ -89,23 +90,26 @@ impl WakeBridge {
         // The connection is driven by a task of its own (a query's answer needs it polled);
         // its notifications come here. It is aborted when the session ends: a connection
         // whose server went silent would otherwise wait for an answer for good.
-        let (tx, notifications) = mpsc::unbounded_channel::<Notification>();
+        let heard = Arc::new(Heard::default());
         let (end_tx, ended) = oneshot::channel::<String>();
-        let task = tokio::spawn(async move {
-            let mut messages = futures_util::stream::poll_fn(|cx| connection.poll_message(cx));
-            let reason = loop {
-                match messages.next().await {
-                    Some(Ok(AsyncMessage::Notification(n))) => {
-                        let _ = tx.send(n);
+        let task = tokio::spawn({
+            let heard = heard.clone();
+            async move {
+                let mut messages = futures_util::stream::poll_fn(|cx| connection.poll_message(cx));
+                let reason = loop {
+                    match messages.next().await {
+                        Some(Ok(AsyncMessage::Notification(n))) => {
+                            heard.add(n.process_id(), n.payload());
+                        }
+                        Some(Ok(_)) => {}
+                        Some(Err(e)) => break e.to_string(),
+                        None => break "the connection closed".to_owned(),
                     }
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => break e.to_string(),
-                    None => break "the connection closed".to_owned(),
-                }
-            };
-            let _ = end_tx.send(reason);
+                };
+                let _ = end_tx.send(reason);
+            }
         });
-        let (reason, silent) = self.listen(&client, notifications, ended, backoff).await;
+        let (reason, silent) = self.listen(&client, &heard, ended, backoff).await;
         if silent {
             self.hosts.went_silent(host);
         }
@@ -118,7 +122,7 @@ impl WakeBridge {
     async fn listen(
         &self,
         client: &tokio_postgres::Client,
-        mut notifications: mpsc::UnboundedReceiver<Notification>,
+        heard: &Heard,
         mut ended: oneshot::Receiver<String>,
         backoff: &mut Duration,
     ) -> (String, bool) {
@@ -135,6 +139,7 @@ impl WakeBridge {
             Ok(Err(e)) => return (e.to_string(), false),
             Err(_) => return unanswered(),
         };
+        heard.own_pid.store(own_pid, Ordering::Relaxed);
         *backoff = RECONNECT_MIN;
         tracing::info!("listening for other replicas' work");
         // Work announced while this replica was not listening: look again now.
@@ -153,11 +158,9 @@ impl WakeBridge {
                         Err(_) => return unanswered(),
                     }
                 }
-                Some(n) = notifications.recv() => {
-                    if n.process_id() != own_pid {
-                        for kind in n.payload().split(',').filter_map(|k| k.parse::<Kind>().ok()) {
-                            self.signal.wake_from_peer(kind);
-                        }
+                () = heard.arrived.notified() => {
+                    for kind in heard.take() {
+                        self.signal.wake_from_peer(kind);
                     }
                 }
                 kinds = self.signal.outbound() => {
@@ -184,8 +187,87 @@ impl WakeBridge {
     }
 }
 
+/// The kinds other replicas announced and this one has not woken yet: one bit per kind,
+/// whatever arrives and however fast (a notification's payload is never kept, so a flood of
+/// them — any role that can connect may NOTIFY — holds no memory here).
+#[derive(Default)]
+struct Heard {
+    kinds: AtomicU32,
+    /// This session's backend pid once known (its own notifications are not news).
+    own_pid: AtomicI32,
+    arrived: Notify,
+}
+
+impl Heard {
+    /// Notes the known kinds of a notification's `payload` sent by backend `pid`.
+    fn add(&self, pid: i32, payload: &str) {
+        if pid == self.own_pid.load(Ordering::Relaxed) {
+            return;
+        }
+        let bits = payload
+            .split(',')
+            .filter_map(|k| k.parse::<Kind>().ok())
+            .fold(0, |bits, kind| bits | bit(kind));
+        if bits != 0 {
+            self.kinds.fetch_or(bits, Ordering::AcqRel);
+            self.arrived.notify_one();
+        }
+    }
+
+    /// The kinds noted since the last take, each once.
+    fn take(&self) -> Vec<Kind> {
+        let bits = self.kinds.swap(0, Ordering::AcqRel);
+        Kind::ALL
+            .into_iter()
+            .filter(|&k| bits & bit(k) != 0)
+            .collect()
+    }
+}
+
+fn bit(kind: Kind) -> u32 {
+    let place = Kind::ALL.iter().position(|&k| k == kind).unwrap_or(0);
+    1 << place
+}
+
 #[cfg(test)]
 mod tests {
+    use muster_domain::Kind;
+
+    use super::Heard;
+
+    #[test]
+    fn a_peers_notification_is_taken_as_each_kind_it_names_once() {
+        let heard = Heard::default();
+        heard.add(7, "sextant,trawl,sextant,no-such-kind");
+        assert_eq!(heard.take(), vec![Kind::Trawl, Kind::Sextant]);
+    }
+
+    #[test]
+    fn kinds_are_taken_once() {
+        let heard = Heard::default();
+        heard.add(7, "trawl");
+        heard.take();
+        assert_eq!(heard.take(), Vec::<Kind>::new());
+    }
+
+    #[test]
+    fn the_replicas_own_notifications_are_not_news() {
+        let heard = Heard::default();
+        heard.own_pid.store(7, std::sync::atomic::Ordering::Relaxed);
+        heard.add(7, "trawl");
+        assert_eq!(heard.take(), Vec::<Kind>::new());
+    }
+
+    #[test]
+    fn a_flood_of_large_notifications_naming_one_kind_wakes_it_once() {
+        let heard = Heard::default();
+        let junk = format!("{},trawl", "x".repeat(7_990));
+        for pid in 0..10_000 {
+            heard.add(100 + pid, &junk);
+        }
+        assert_eq!(heard.take(), vec![Kind::Trawl]);
+    }
+
     #[test]
     fn the_listen_statement_names_the_channel_notifications_are_sent_on() {
         assert_eq!(super::LISTEN.trim(), format!("LISTEN {}", super::CHANNEL));
