@@ -502,3 +502,70 @@ impl RefusedConnections {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// The first read of a connection whose peer sent `bytes`, through [`Admitted`] (kept:
+    /// what it took of the budget is held while it lives).
+    async fn first_read(
+        budget: &MemoryBudget,
+        bytes: &[u8],
+    ) -> (io::Result<usize>, Admitted<tokio::io::DuplexStream>) {
+        let (mut peer, ours) = tokio::io::duplex(1024);
+        peer.write_all(bytes).await.unwrap();
+        let mut admitted = Admitted::new(ours, budget.clone());
+        let mut buf = [0u8; 64];
+        (admitted.read(&mut buf).await, admitted)
+    }
+
+    /// A budget whose connection share is full of HTTP/1 connections.
+    fn full() -> (MemoryBudget, Vec<ConnectionRoom>) {
+        let budget = MemoryBudget::default();
+        let rooms = std::iter::from_fn(|| budget.admit_connection(0)).collect();
+        (budget, rooms)
+    }
+
+    #[tokio::test]
+    async fn an_http2_preface_takes_an_http2_connections_share() {
+        let budget = MemoryBudget::default();
+        let (read, _conn) = first_read(&budget, HTTP2_PREFACE).await;
+        assert_eq!(
+            (read.unwrap(), budget.connection_bytes_used()),
+            (HTTP2_PREFACE.len(), crate::budget::HTTP2_COST)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_http2_preface_without_room_for_it_fails_the_read() {
+        let (budget, _rooms) = full();
+        let err = first_read(&budget, HTTP2_PREFACE).await.0.unwrap_err();
+        assert_eq!(
+            (err.kind(), budget.refusals.http2.load(Ordering::Relaxed)),
+            (io::ErrorKind::Other, 1)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_http1_request_needs_no_http2_share() {
+        let (budget, _rooms) = full();
+        let head = b"PUT /v1/kinds/trawl/paused HTTP/1.1\r\n";
+        assert_eq!(first_read(&budget, head).await.0.unwrap(), head.len());
+    }
+
+    #[test]
+    fn a_peer_holds_at_most_its_limit_and_a_closed_connection_gives_its_place_back() {
+        let peers = Peers::default();
+        let ip = IpAddr::from([10, 0, 0, 1]);
+        let first = peers.admit(ip, 2);
+        let second = peers.admit(ip, 2);
+        let third = peers.admit(ip, 2).is_some();
+        let other = peers.admit(IpAddr::from([10, 0, 0, 2]), 2).is_some();
+        drop(first);
+        let again = peers.admit(ip, 2).is_some();
+        assert!(second.is_some());
+        assert_eq!((third, other, again), (false, true, true));
+    }
+}
