@@ -370,3 +370,35 @@ async fn muster_retention_pass_runs_one_pass_and_prints_what_it_removed() {
     );
     assert_eq!(app.scalar_i64("SELECT count(*) FROM core.items").await, 0);
 }
+
+/// An item created 40 days ago (its UUIDv7 id says so) in `state`, whose one ledger entry is
+/// `finished_days_ago` old; its id.
+async fn old_item(app: &TestApp, n: u8, state: &str, finished_days_ago: i64) -> String {
+    let created = time::OffsetDateTime::now_utc() - time::Duration::days(40);
+    let ms = (created.unix_timestamp_nanos() / 1_000_000) as u128;
+    let id = uuid::Uuid::from_u128((ms << 80) | (0x7 << 76) | (0x8 << 60) | u128::from(n));
+    app.execute(&format!(
+        "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, payload,
+             created_at, chain_len, chain_head)
+         VALUES ('{id}', 'trawl', 1, '{state}', 1, 1, now(), '{{}}', now(), 1, decode(repeat('00', 32), 'hex'));
+         INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data,
+             prev_hash, hash)
+         VALUES ('item', '{id}', 1, 'completed', 'worker:trawl', now() - interval '{finished_days_ago} days',
+             '{{}}', decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))"
+    ))
+    .await;
+    id.to_string()
+}
+
+#[tokio::test]
+async fn an_item_counts_as_finished_at_its_newest_ledger_entry_not_at_its_creation() {
+    let app = TestApp::spawn_with(|s| s.retain_days = 30).await;
+    let recent = old_item(&app, 1, "done", 1).await;
+    old_item(&app, 2, "done", 31).await;
+    assert_eq!(pass(&app).await.items, 1);
+    assert_eq!(
+        app.scalar_text("SELECT string_agg(id::text, ',') FROM core.items")
+            .await,
+        recent
+    );
+}
