@@ -34,6 +34,9 @@ pub struct LedgerReport {
     /// Edit texts checked against their `submitted` entry (edits submitted before the entry
     /// recorded the text's BLAKE3 have none to check).
     pub bodies: u64,
+    /// Edit texts retention removed (rejected proposals past their period): their digest stays
+    /// in the chain, there is no text to compare with it.
+    pub texts_removed: u64,
     /// Checkpoints recomputed from the entries they fold.
     pub checkpoints: u64,
     /// The newest checkpoint, when any was taken.
@@ -78,7 +81,18 @@ impl std::str::FromStr for LedgerHead {
 /// A subject row's recorded head, and for an edit the BLAKE3 of its stored text.
 struct Recorded {
     head: ChainHead,
-    body: Option<String>,
+    body: Body,
+}
+
+/// An edit's text as its row holds it.
+enum Body {
+    /// Not an edit, or an edit whose text is not read.
+    None,
+    /// The BLAKE3 of the stored text.
+    Digest(String),
+    /// Removed by retention (a rejected proposal's text, after its period): nothing to compare,
+    /// its digest stays in the `submitted` entry.
+    Removed,
 }
 
 /// One ledger row as the chain statements answer it: the entry, its ledger sequence and, on
@@ -108,13 +122,19 @@ pub(crate) fn sealed(r: &tokio_postgres::Row) -> (SealedEntry, u64) {
 fn recorded(r: &tokio_postgres::Row) -> Option<Recorded> {
     let len: Option<i64> = r.get(13);
     let hash: Option<Vec<u8>> = r.get(14);
-    let body: Option<String> = r.get(15);
+    let text: Option<String> = r.get(15);
+    let removed: Option<bool> = r.get(16);
+    let body = match (text, removed) {
+        (Some(text), _) => Body::Digest(muster_domain::edit::body_digest(&text)),
+        (None, Some(true)) => Body::Removed,
+        (None, _) => Body::None,
+    };
     Some(Recorded {
         head: ChainHead {
             len: len? as u64,
             hash: hash?.try_into().unwrap_or([0xff; 32]),
         },
-        body: body.map(|b| muster_domain::edit::body_digest(&b)),
+        body,
     })
 }
 
@@ -163,9 +183,12 @@ impl Walker {
         if let Some(r) = &w.recorded
             && w.subject_type == "edit"
             && e.entry.event == "submitted"
-            && check_body(&w.walk.subject(), e, r)?
         {
-            self.report.bodies += 1;
+            match check_body(&w.walk.subject(), e, r)? {
+                BodyCheck::Matched => self.report.bodies += 1,
+                BodyCheck::Removed => self.report.texts_removed += 1,
+                BodyCheck::NoDigest => {}
+            }
         }
         Ok(())
     }
@@ -402,7 +425,7 @@ pub async fn verify_since(
             &e,
             || recorded(&r),
             |e| {
-                let before: Option<Vec<u8>> = r.get(16);
+                let before: Option<Vec<u8>> = r.get(17);
                 let head = match before {
                     Some(hash) => ChainHead {
                         len: e.subject_seq - 1,
@@ -423,25 +446,35 @@ pub async fn verify_since(
     Ok(walker.report)
 }
 
-/// Whether the edit's `submitted` entry records a text digest, and (if so) that it is the
-/// stored text's.
+/// What the check of an edit's text found.
+enum BodyCheck {
+    /// The stored text is the one the `submitted` entry's digest commits to.
+    Matched,
+    /// Retention removed the text.
+    Removed,
+    /// The entry records no digest (submitted before entries recorded one).
+    NoDigest,
+}
+
+/// Checks an edit's stored text against the digest its `submitted` entry records.
 fn check_body(
     subject: &str,
     submitted: &SealedEntry,
     recorded: &Recorded,
-) -> Result<bool, PgError> {
+) -> Result<BodyCheck, PgError> {
     let data: serde_json::Value = serde_json::from_str(&submitted.entry.data)
         .map_err(|e| PgError::Ledger(format!("{subject}: entry data is not JSON: {e}")))?;
     let Some(committed) = data.get("body_blake3").and_then(|v| v.as_str()) else {
-        return Ok(false);
+        return Ok(BodyCheck::NoDigest);
     };
-    if recorded.body.as_deref() != Some(committed) {
-        return Err(ChainError::BodyChanged {
+    match &recorded.body {
+        Body::Digest(digest) if digest == committed => Ok(BodyCheck::Matched),
+        Body::Removed => Ok(BodyCheck::Removed),
+        Body::Digest(_) | Body::None => Err(ChainError::BodyChanged {
             subject: subject.to_owned(),
         }
-        .into());
+        .into()),
     }
-    Ok(true)
 }
 
 #[cfg(test)]

@@ -13,6 +13,11 @@ const CS: Principal = Principal::Worker(muster_domain::Kind::Countersign);
 
 /// A database with one edit, submitted and approved by the runtime role; answers the edit's id.
 async fn one_approved_edit() -> (TestDb, String) {
+    one_decided_edit(Decision::Approve).await
+}
+
+/// A database with one edit, submitted and decided by the runtime role; answers the edit's id.
+async fn one_decided_edit(decision: Decision) -> (TestDb, String) {
     let db = fresh_db().await;
     let logbook = PgLogbook::new(
         crate::connect_pool(&db.app_url, &crate::PoolSettings::default()).expect("pool"),
@@ -33,8 +38,7 @@ async fn one_approved_edit() -> (TestDb, String) {
         .expect("insert");
     tx.append(&[entry]).await.expect("append");
     tx.commit().await.expect("commit");
-    let Ok(Decided::Now(decided)) = edit.decide(Decision::Approve, "alice", "alice", CS, now)
-    else {
+    let Ok(Decided::Now(decided)) = edit.decide(decision, "alice", "alice", CS, now) else {
         panic!("decided");
     };
     let mut tx = logbook.begin().await.expect("begin");
@@ -81,6 +85,29 @@ async fn an_edit_text_changed_after_submission_fails_verification() {
         .batch_execute("UPDATE core.edits SET body = 'worse wording'")
         .await
         .expect("change the text");
+    assert_eq!(error_code(&db).await, "E_LEDGER_BODY");
+}
+
+#[tokio::test]
+async fn a_rejected_edits_text_removed_by_retention_verifies_and_is_counted_as_removed() {
+    let (db, _) = one_decided_edit(Decision::Reject).await;
+    db.client()
+        .await
+        .batch_execute("UPDATE core.edits SET body = NULL")
+        .await
+        .expect("retention's removal");
+    let report = verify_ledger(&db.pool()).await.expect("verifies");
+    assert_eq!((report.bodies, report.texts_removed), (0, 1));
+}
+
+#[tokio::test]
+async fn an_approved_edits_text_removed_fails_verification() {
+    let (db, _) = one_approved_edit().await;
+    db.client()
+        .await
+        .batch_execute("UPDATE core.edits SET body = NULL")
+        .await
+        .expect("remove the text");
     assert_eq!(error_code(&db).await, "E_LEDGER_BODY");
 }
 

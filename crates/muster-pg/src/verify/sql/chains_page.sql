@@ -1,15 +1,17 @@
 SELECT l.subject_type, l.subject_id, l.subject_seq, l.event, l.from_state, l.to_state, l.actor,
        l.fence, l.at, l.data, l.prev_hash, l.hash, l.seq,
-       r.chain_len, r.chain_head, r.body
+       r.chain_len, r.chain_head, r.body, r.text_removed
 FROM core.ledger AS l
 LEFT JOIN LATERAL (
-    SELECT i.chain_len, i.chain_head, NULL::text AS body FROM core.items AS i
+    SELECT i.chain_len, i.chain_head, NULL::text AS body, false AS text_removed
+    FROM core.items AS i
     WHERE l.subject_seq = 1 AND l.subject_type = 'item' AND i.id = l.subject_id::uuid
     UNION ALL
-    SELECT e.chain_len, e.chain_head, e.body FROM core.edits AS e
+    SELECT e.chain_len, e.chain_head, e.body, e.body IS NULL AND e.state = 'rejected'
+    FROM core.edits AS e
     WHERE l.subject_seq = 1 AND l.subject_type = 'edit' AND e.id = l.subject_id::uuid
     UNION ALL
-    SELECT k.chain_len, k.chain_head, NULL::text FROM core.kind_pauses AS k
+    SELECT k.chain_len, k.chain_head, NULL::text, false FROM core.kind_pauses AS k
     WHERE l.subject_seq = 1 AND l.subject_type = 'kind' AND k.kind = l.subject_id
 ) AS r ON true
 WHERE (l.subject_type, l.subject_id, l.subject_seq) > ($1, $2, $3)

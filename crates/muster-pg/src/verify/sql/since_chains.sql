@@ -7,16 +7,18 @@ WITH after AS (
 )
 SELECT a.subject_type, a.subject_id, a.subject_seq, a.event, a.from_state, a.to_state, a.actor,
        a.fence, a.at, a.data, a.prev_hash, a.hash, a.seq,
-       r.chain_len, r.chain_head, r.body, p.hash AS before_hash
+       r.chain_len, r.chain_head, r.body, r.text_removed, p.hash AS before_hash
 FROM after AS a
 LEFT JOIN LATERAL (
-    SELECT i.chain_len, i.chain_head, NULL::text AS body FROM core.items AS i
+    SELECT i.chain_len, i.chain_head, NULL::text AS body, false AS text_removed
+    FROM core.items AS i
     WHERE a.first AND a.subject_type = 'item' AND i.id = a.subject_id::uuid
     UNION ALL
-    SELECT e.chain_len, e.chain_head, e.body FROM core.edits AS e
+    SELECT e.chain_len, e.chain_head, e.body, e.body IS NULL AND e.state = 'rejected'
+    FROM core.edits AS e
     WHERE a.first AND a.subject_type = 'edit' AND e.id = a.subject_id::uuid
     UNION ALL
-    SELECT k.chain_len, k.chain_head, NULL::text FROM core.kind_pauses AS k
+    SELECT k.chain_len, k.chain_head, NULL::text, false FROM core.kind_pauses AS k
     WHERE a.first AND a.subject_type = 'kind' AND k.kind = a.subject_id
 ) AS r ON true
 LEFT JOIN core.ledger AS p
