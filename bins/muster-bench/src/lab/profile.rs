@@ -131,7 +131,7 @@ struct Statement {
 fn statements(url: &str, top: u32) -> Result<(f64, Vec<Statement>)> {
     let sql = format!(
         "SELECT (SELECT sum(total_exec_time) FROM pg_stat_statements WHERE toplevel), \
-         total_exec_time, calls, NOT toplevel, regexp_replace(query, '\\s+', ' ', 'g') \
+         total_exec_time, calls, NOT toplevel, translate(query, E'\\n\\r\\t', E'\\x1f  ') \
          FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' \
          ORDER BY total_exec_time DESC LIMIT {top}"
     );
@@ -140,7 +140,7 @@ fn statements(url: &str, top: u32) -> Result<(f64, Vec<Statement>)> {
 }
 
 /// `total \t total_exec_time \t calls \t nested (t/f) \t query` lines, as `statements` asks
-/// psql for them.
+/// psql for them (the query's line breaks as `\x1f`).
 fn parse_statements(text: &str) -> (f64, Vec<Statement>) {
     let mut total = 0.0;
     let mut rows = Vec::new();
@@ -163,10 +163,20 @@ fn parse_statements(text: &str) -> (f64, Vec<Statement>) {
             total_ms,
             calls,
             nested: nested == "t",
-            query: query.to_owned(),
+            query: statement_text(query),
         });
     }
     (total, rows)
+}
+
+/// A statement on one line without the `--` comment lines it starts with (pg_stat_statements
+/// keeps a .sql file's header), its line breaks given as `\x1f`.
+fn statement_text(query: &str) -> String {
+    let lines = query
+        .split('\x1f')
+        .skip_while(|l| l.trim().is_empty() || l.trim_start().starts_with("--"));
+    let words: Vec<&str> = lines.flat_map(str::split_whitespace).collect();
+    words.join(" ")
 }
 
 fn render(
@@ -292,6 +302,15 @@ mod tests {
                     }
                 ]
             )
+        );
+    }
+
+    #[test]
+    fn a_statement_is_shown_on_one_line_without_its_leading_comment_lines() {
+        let text = "10\t5\t2\tf\t-- Leases the oldest item.\x1f  -- $1: kind\x1f\x1fSELECT id\x1f                      FROM core.items -- the queue\x1fWHERE kind = $1\n";
+        assert_eq!(
+            parse_statements(text).1[0].query,
+            "SELECT id FROM core.items -- the queue WHERE kind = $1"
         );
     }
 
