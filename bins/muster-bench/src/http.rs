@@ -37,6 +37,41 @@ impl Http {
         body: &Value,
         client_ip: Option<&str>,
     ) -> Result<(u16, Value)> {
+        let req = self.json_post(path, token, body, client_ip)?;
+        self.send(req).await.with_context(|| format!("POST {path}"))
+    }
+
+    /// POSTs JSON as [`Http::post`] does, but a 503 is sent again after its `Retry-After` (1 s
+    /// without one), `attempts` times in all at most; the last answer is returned.
+    pub(crate) async fn post_retrying_503(
+        &self,
+        path: &str,
+        token: &str,
+        body: &Value,
+        attempts: u32,
+    ) -> Result<(u16, Value)> {
+        for _ in 1..attempts {
+            let req = self.json_post(path, token, body, None)?;
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .with_context(|| format!("POST {path}"))?;
+            if resp.status() != hyper::StatusCode::SERVICE_UNAVAILABLE {
+                return answer(resp).await;
+            }
+            tokio::time::sleep(retry_after(resp.headers())).await;
+        }
+        self.post(path, token, body, None).await
+    }
+
+    fn json_post(
+        &self,
+        path: &str,
+        token: &str,
+        body: &Value,
+        client_ip: Option<&str>,
+    ) -> Result<hyper::Request<Full<Bytes>>> {
         let mut req = hyper::Request::builder()
             .method(hyper::Method::POST)
             .uri(format!("{}{path}", self.base))
@@ -45,8 +80,7 @@ impl Http {
         if let Some(ip) = client_ip {
             req = req.header("x-client-ip", ip);
         }
-        let req = req.body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?;
-        self.send(req).await.with_context(|| format!("POST {path}"))
+        Ok(req.body(Full::new(Bytes::from(serde_json::to_vec(body)?)))?)
     }
 
     /// GETs a path; returns the status and the parsed body (`Null` when empty).
@@ -61,15 +95,7 @@ impl Http {
 
     /// Sends a request; returns the status and the parsed body (`Null` when empty or not JSON).
     async fn send(&self, req: hyper::Request<Full<Bytes>>) -> Result<(u16, Value)> {
-        let resp = self.client.request(req).await?;
-        let status = resp.status().as_u16();
-        let bytes = resp.into_body().collect().await?.to_bytes();
-        let value = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-        };
-        Ok((status, value))
+        answer(self.client.request(req).await?).await
     }
 
     /// `POST /v1/leases` for one lease without waiting: the grant, `None` when the queue was
@@ -113,6 +139,28 @@ impl Http {
         self.post_expecting("enqueue", 201, "/v1/items", token, item)
             .await
     }
+}
+
+/// The status of an answer and its body parsed (`Null` when empty or not JSON).
+async fn answer(resp: hyper::Response<hyper::body::Incoming>) -> Result<(u16, Value)> {
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await?.to_bytes();
+    let value = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    };
+    Ok((status, value))
+}
+
+/// The wait a `Retry-After` of whole seconds asks for; 1 s when there is none or it is a date.
+fn retry_after(headers: &hyper::HeaderMap) -> Duration {
+    let secs = headers
+        .get(hyper::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(1);
+    Duration::from_secs(secs)
 }
 
 /// An open `GET /v1/events` stream ([`Http::events`]).
@@ -187,4 +235,35 @@ pub(crate) fn percentiles(mut sample: Vec<Duration>) -> Percentiles {
 
 pub(crate) fn ratio(a: f64, b: f64) -> Option<f64> {
     (b > 0.0).then(|| (a / b * 1000.0).round() / 1000.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::retry_after;
+
+    fn headers(retry: Option<&str>) -> hyper::HeaderMap {
+        let mut h = hyper::HeaderMap::new();
+        if let Some(v) = retry {
+            h.insert(hyper::header::RETRY_AFTER, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn a_retry_after_of_seconds_is_waited_and_one_second_without_one_or_with_a_date() {
+        assert_eq!(
+            [
+                retry_after(&headers(Some("3"))),
+                retry_after(&headers(None)),
+                retry_after(&headers(Some("Wed, 21 Oct 2026 07:28:00 GMT"))),
+            ],
+            [
+                Duration::from_secs(3),
+                Duration::from_secs(1),
+                Duration::from_secs(1)
+            ]
+        );
+    }
 }

@@ -103,7 +103,11 @@ impl RuntimePath {
     }
 }
 
-/// `items` trawl items, 16 enqueues at a time.
+/// Tries of one enqueue that the server answers 503 (over its memory budget or its pool's
+/// wait), each after the answer's `Retry-After`.
+const ENQUEUE_ATTEMPTS: u32 = 5;
+
+/// `items` trawl items, 16 enqueues at a time; a 503 is tried again after its `Retry-After`.
 async fn enqueue(http: &Http, token: &str, items: u64) -> Result<()> {
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
@@ -112,7 +116,9 @@ async fn enqueue(http: &Http, token: &str, items: u64) -> Result<()> {
         tasks.push(tokio::spawn(async move {
             while next.fetch_add(1, Ordering::Relaxed) < items {
                 let body = json!({"kind": "trawl", "priority": "normal", "payload": {}});
-                let (status, answer) = http.post("/v1/items", &token, &body, None).await?;
+                let (status, answer) = http
+                    .post_retrying_503("/v1/items", &token, &body, ENQUEUE_ATTEMPTS)
+                    .await?;
                 if status != 201 && status != 200 {
                     bail!("enqueue answered {status}: {answer}");
                 }
