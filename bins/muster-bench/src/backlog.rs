@@ -26,7 +26,7 @@ use crate::http::{Http, percentiles};
 use crate::results::{BacklogFill, BacklogMeasured};
 use crate::rounds::Tally;
 
-async fn connect(database_url: &str) -> Result<tokio_postgres::Client> {
+pub(crate) async fn connect(database_url: &str) -> Result<tokio_postgres::Client> {
     let (client, connection) = tokio_postgres::connect(database_url, tokio_postgres::NoTls)
         .await
         .context("connect to PostgreSQL")?;

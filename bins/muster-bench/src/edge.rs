@@ -64,7 +64,7 @@ pub(crate) struct Args {
     server_pid: Option<u32>,
 }
 
-fn addr(url: &str) -> String {
+pub(crate) fn addr(url: &str) -> String {
     url.trim_start_matches("http://")
         .trim_end_matches('/')
         .to_owned()
@@ -81,7 +81,7 @@ fn closed(s: &TcpStream) -> bool {
     }
 }
 
-fn count_open(conns: &[TcpStream]) -> usize {
+pub(crate) fn count_open(conns: &[TcpStream]) -> usize {
     conns.iter().filter(|c| !closed(c)).count()
 }
 

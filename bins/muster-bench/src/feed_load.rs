@@ -90,7 +90,7 @@ pub(crate) struct Args {
 
 /// Lease (wait 0) and complete for `length` with `workers` workers: items, lease and complete
 /// latencies, what went wrong, the time it took.
-async fn drain(
+pub(crate) async fn drain(
     http: &Http,
     token: &str,
     workers: usize,

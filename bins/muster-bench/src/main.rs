@@ -22,6 +22,7 @@ mod edge;
 mod feed;
 mod feed_load;
 mod feed_memory;
+mod hostile;
 mod http;
 mod lab;
 mod pickup;
@@ -97,6 +98,12 @@ enum Scenario {
     /// nothing and with `--slow` ones that send a request head a line a second, against none;
     /// the memory of one idle connection; how many the server closed within 12 s.
     Edge(edge::Args),
+    /// Hostile clients inside the cluster: the lease p99 of `--workers` single-call workers
+    /// beside a flood of random bearer tokens and beside the hostile-client suite's clients
+    /// (zero-window HTTP/2 feed resumes, HTTP/2 uploads without a length, slow heads, one peer
+    /// taking connections), each against the workers alone; the server's peak RSS after them
+    /// against its RSS idle. Needs a fresh server, a filled `trawl` queue and the server's pid.
+    Hostile(hostile::Args),
     /// What the live feed costs the workers: items/s and lease p99 of `--workers` single-call
     /// workers with 0, 50 and 1,000 SSE subscribers attached and reading (ratios to the phases
     /// with none), and server CPU per event per subscriber. Needs a filled `trawl` queue
@@ -178,6 +185,7 @@ fn main() -> Result<()> {
             Scenario::FeedLoad(args) => feed_load::feed_load(&args).await.and_then(doc),
             Scenario::Batch(args) => batch::batch(&args).await.and_then(doc),
             Scenario::Edge(args) => edge::edge(&args).await.and_then(doc),
+            Scenario::Hostile(args) => hostile::hostile(&args).await.and_then(doc),
             Scenario::BacklogFill(args) => backlog::fill(&args).await.and_then(doc),
             Scenario::Backlog(args) => backlog::measure(&args).await.and_then(doc),
             Scenario::Runtime(args) => runtime::runtime(&args).await.and_then(doc),

@@ -413,3 +413,52 @@ pub(crate) struct ServerMemory {
     /// After the cycles, pickup and spam scenarios, before the feed's subscribers.
     pub(crate) end: Memory,
 }
+
+// ---------------------------------------------------------------------------------------------
+// hostile
+
+/// One phase of `hostile`: the workers' drain beside it, the server's memory after it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct HostilePhase {
+    /// What the phase's hostile clients were answered, by kind and answer (`feed 503`).
+    pub(crate) answers: BTreeMap<String, u64>,
+    pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
+    pub(crate) items: u64,
+    pub(crate) items_per_s: Option<f64>,
+    pub(crate) lease: Percentiles,
+    pub(crate) ran_dry: bool,
+    pub(crate) seconds: f64,
+    pub(crate) server: Option<Memory>,
+}
+
+/// `muster-bench hostile` (`hostile.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Hostile {
+    /// Beside the hostile clients of the test suite.
+    pub(crate) clients: HostilePhase,
+    pub(crate) feed_connections: u64,
+    pub(crate) feed_streams: u64,
+    /// Beside the random-token flood.
+    pub(crate) flood: HostilePhase,
+    pub(crate) flood_connections: u64,
+    pub(crate) flood_lease_p99_over_quiet: Option<f64>,
+    /// Asked for, and sent.
+    pub(crate) flood_rate: u64,
+    pub(crate) flood_requests_per_s: Option<f64>,
+    pub(crate) hog: u64,
+    pub(crate) hostile_lease_p99_over_quiet: Option<f64>,
+    /// The server's `VmHWM` after the hostile phase over its RSS idle after start.
+    pub(crate) hostile_peak_rss_over_idle: Option<f64>,
+    /// The server's memory idle after start, before the first phase.
+    pub(crate) idle: Option<Memory>,
+    /// The baseline: the workers alone.
+    pub(crate) quiet: HostilePhase,
+    pub(crate) resume_back: u64,
+    pub(crate) scenario: String,
+    pub(crate) slow_heads: u64,
+    pub(crate) uploads: u64,
+    pub(crate) workers: u64,
+}

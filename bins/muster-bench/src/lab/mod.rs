@@ -31,7 +31,7 @@ use crate::procinfo::memory;
 use crate::report::{Suite, render};
 use crate::results::{
     BacklogFill, BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, Feed, FeedLoad, FeedMemory,
-    Pickup, Runs, RuntimeDoc, ServerMemory, Spam,
+    Hostile, Pickup, Runs, RuntimeDoc, ServerMemory, Spam,
 };
 
 /// Batch sizes compared (the first, the v1 single calls, is the baseline), whether completions
@@ -54,6 +54,9 @@ const FEED_MEMORY_LAYOUTS: [(&str, &str); 2] =
 
 /// Queued items for `feed-load` (16 workers, four phases of 20 s at up to ~3,500 items/s).
 const FEED_LOAD_ITEMS: u64 = 300_000;
+
+/// Queued items for `hostile` (16 workers, three phases of 10 s).
+const HOSTILE_ITEMS: u64 = 100_000;
 
 /// The backlog sizes compared (the first is the baseline).
 const BACKLOG_SIZES: [u64; 2] = [1_000, 1_000_000];
@@ -197,6 +200,31 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         server.stop();
         feed_memory.push(measured);
     }
+
+    // Hostile clients and a random-token flood beside the workers: a fresh server (its idle
+    // RSS is the baseline of its peak) on the feed-load database, whose ledger the feed
+    // resumes reach back into, its queue topped up before the server starts.
+    runner.fill("hostile-fill", &feed_load_url, HOSTILE_ITEMS)?;
+    let mut server = ServeArgs {
+        url: &feed_load_url,
+        ..serve
+    }
+    .start(&out.join("server-hostile.log"))?;
+    std::thread::sleep(Duration::from_secs(1));
+    let pid = server.pid().to_string();
+    let hostile: Hostile = runner.run(
+        "hostile",
+        &[
+            "hostile",
+            "--url",
+            &base,
+            "--server-pid",
+            &pid,
+            "--database-url",
+            &feed_load_url,
+        ],
+    )?;
+    server.stop();
 
     // Backlog: a database of its own, filled in SQL, a fresh server per size.
     let backlog_url = migrated_database(cluster, muster, "muster_backlog")?;
@@ -391,6 +419,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         feed,
         feed_load,
         feed_memory,
+        hostile,
         backlog,
         delayed,
         history,

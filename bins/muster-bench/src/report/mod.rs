@@ -2,6 +2,7 @@
 //! run, and their ratio, from the documents of [`crate::results`]. See docs/benchmarks.md.
 
 mod feed_load;
+mod hostile;
 #[cfg(test)]
 mod tests;
 
@@ -9,7 +10,7 @@ use serde::Serialize;
 
 use crate::results::{
     BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FeedMemory,
-    FloorResult, Percentiles, Pickup, RuntimeDoc, ServerMemory, Spam, WalPerItem,
+    FloorResult, Hostile, Percentiles, Pickup, RuntimeDoc, ServerMemory, Spam, WalPerItem,
 };
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
@@ -27,6 +28,8 @@ pub(crate) struct Suite {
     pub(crate) feed_load: FeedLoad,
     /// Idle subscribers' memory, one layout per fresh server (`feed-memory-*.json`).
     pub(crate) feed_memory: Vec<FeedMemory>,
+    /// Hostile clients and a random-token flood beside the workers (`hostile.json`).
+    pub(crate) hostile: Hostile,
     pub(crate) backlog: Vec<BacklogSize>,
     /// The largest backlog with half as many delayed items beside it (`delayed.json`).
     pub(crate) delayed: Option<BacklogSize>,
@@ -100,6 +103,7 @@ pub(crate) fn render(suite: &Suite) -> String {
     feed_rows(&mut rows, &suite.feed);
     feed_load::rows(&mut rows, &suite.feed_load);
     feed_load::memory_rows(&mut rows, &suite.feed_memory);
+    hostile::rows(&mut rows, &suite.hostile);
     backlog_rows(&mut rows, &suite.backlog);
     if let (Some(base), Some(delayed)) = (suite.backlog.last(), &suite.delayed) {
         delayed_rows(&mut rows, base, delayed);

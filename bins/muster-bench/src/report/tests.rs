@@ -353,3 +353,61 @@ fn without_a_wal_sample_of_the_plain_sql_run_there_is_no_wal_row() {
 
     assert_eq!(rows, Vec::<[String; 4]>::new());
 }
+
+fn hostile_run() -> Hostile {
+    typed(&json!({
+        "scenario": "hostile", "workers": 16, "feed_connections": 10, "feed_streams": 20,
+        "resume_back": 9999, "uploads": 60, "slow_heads": 200, "hog": 80,
+        "flood_rate": 400, "flood_connections": 8, "flood_requests_per_s": 398.4,
+        "idle": {"hwm_mib": 11.0, "rss_mib": 10.0},
+        "quiet": {"lease": {"n": 900, "p99_ms": 8.0}, "server": {"hwm_mib": 14.0, "rss_mib": 13.0}},
+        "flood": {"lease": {"n": 800, "p99_ms": 10.0}, "answers": {"flood 401": 3985}},
+        "clients": {"lease": {"n": 700, "p99_ms": 12.0}, "errors": 2,
+                    "server": {"hwm_mib": 25.0, "rss_mib": 20.0},
+                    "answers": {"feed 200": 16, "feed 503": 184, "hog closed by the server": 16}},
+    }))
+}
+
+#[test]
+fn the_hostile_rows_set_the_peak_rss_beside_the_idle_rss_and_each_lease_p99_beside_the_quiet_one() {
+    let mut rows = Vec::new();
+    hostile::rows(&mut rows, &hostile_run());
+    assert_eq!(
+        figures(&rows),
+        [
+            ["25.00", "10.00 idle after start", "2.50×"],
+            ["12.00", "8.00 without (same run)", "1.50×"],
+            ["10.00", "8.00 without (same run)", "1.25×"],
+        ]
+    );
+}
+
+#[test]
+fn the_hostile_rows_name_the_clients_their_answers_the_auth_path_and_the_workers_errors() {
+    let mut rows = Vec::new();
+    hostile::rows(&mut rows, &hostile_run());
+    assert_eq!(
+        [
+            rows[0][0].as_str(),
+            rows[1][0].as_str(),
+            rows[2][0].as_str()
+        ],
+        [
+            "hostile clients: server peak RSS (VmHWM), MiB, fresh server, after 10 HTTP/2 \
+             connections with a zero window opening 20 feed resumes 9999 events back each, 60 \
+             HTTP/2 uploads of 1 MiB without a length, 200 slow heads, 80 idle connections from \
+             one peer (answered feed 200: 16, feed 503: 184, hog closed by the server: 16)",
+            "hostile clients: lease p99 ms of 16 single-call workers beside them (workers: 2 errors)",
+            "token flood: lease p99 ms of 16 single-call workers beside `POST /v1/leases` with \
+             random bearer tokens, 400 a second asked over 8 connections, 398 sent (token-file \
+             auth: the edge's rejection path; answered flood 401: 3985)",
+        ]
+    );
+}
+
+#[test]
+fn a_suite_without_a_hostile_document_has_no_hostile_rows() {
+    let mut rows = Vec::new();
+    hostile::rows(&mut rows, &Hostile::default());
+    assert!(rows.is_empty());
+}
