@@ -366,7 +366,6 @@ pub(crate) async fn hostile(o: &Args) -> Result<Hostile> {
     let server: SocketAddr = addr(&o.server.url)
         .parse()
         .context("--url is http://<ip>:<port>")?;
-    let newest = newest_seq(&o.database_url).await?;
     let http = Http::new(&o.server.url);
 
     let quiet = measure(o, &http, "quiet").await?;
@@ -384,6 +383,8 @@ pub(crate) async fn hostile(o: &Args) -> Result<Hostile> {
     let flood_requests_per_s = sent as f64 / flood_started.elapsed().as_secs_f64();
     flood.answers = answers.take();
 
+    // Read now: the phases before have written to the ledger.
+    let newest = newest_seq(&o.database_url).await?;
     let clients = start_clients(o, server, newest).await?;
     // The uploads' windows and the resumes' first pages are taken by now.
     tokio::time::sleep(Duration::from_secs(2)).await;
