@@ -156,10 +156,7 @@ pub async fn take_checkpoint(
             .await?
             .get(1);
         let (seq, age) = match last {
-            Some(l) => (
-                l.checkpoint.seq,
-                OffsetDateTime::now_utc() - l.taken_at,
-            ),
+            Some(l) => (l.checkpoint.seq, OffsetDateTime::now_utc() - l.taken_at),
             None => (0, time::Duration::MAX),
         };
         let new = (newest as u64).saturating_sub(seq);

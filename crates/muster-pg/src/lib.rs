@@ -23,6 +23,11 @@ mod tls;
 mod verify;
 mod wake;
 
+pub use archive::{CheckpointName, export_archive};
+pub use checkpoint::{
+    CheckpointSettings, Checkpointer, RecordedCheckpoint, checkpoint_text, latest_checkpoint,
+    parse_checkpoint, take_checkpoint,
+};
 pub use error::PgError;
 pub use grants::{
     DEFAULT_RUNTIME_ROLE, Grant, ObjectKind, RUNTIME_GRANTS, RoleCheck, check_connected_role,
@@ -31,14 +36,9 @@ pub use grants::{
 pub use logbook::PgLogbook;
 pub use migrate::{MIGRATIONS, Migration, SchemaStatus, migrate, schema_status};
 pub use muster_app::ports::StoreError;
+pub use muster_ledger::Checkpoint;
 pub use pool::{PoolSettings, ROUND_TRIP_TIMEOUT, connect_pool};
 pub use tls::{DbTarget, MakeRustls, SslMode, parse_url};
-pub use archive::{CheckpointName, export_archive};
-pub use checkpoint::{
-    CheckpointSettings, Checkpointer, RecordedCheckpoint, checkpoint_text, latest_checkpoint,
-    parse_checkpoint, take_checkpoint,
-};
-pub use muster_ledger::Checkpoint;
 pub use verify::{
     LedgerHead, LedgerReport, ledger_head, verify_against, verify_ledger, verify_since,
 };
