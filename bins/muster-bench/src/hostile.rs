@@ -78,7 +78,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 80)]
     hog: usize,
     /// Random-token `POST /v1/leases` a second during the flood.
-    #[arg(long, default_value_t = 400)]
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u32).range(1..))]
     flood_rate: u32,
     #[arg(long, default_value_t = 8)]
     flood_connections: usize,
@@ -236,7 +236,7 @@ struct Clients {
     answers: Answers,
 }
 
-async fn start_clients(o: &Args, server: SocketAddr, newest: i64) -> Result<Clients> {
+async fn start_clients(o: &Args, server: SocketAddr, newest: i64) -> Clients {
     let (stop, stopped) = watch::channel(false);
     let answers = Answers::default();
     let mut tasks = JoinSet::new();
@@ -264,12 +264,12 @@ async fn start_clients(o: &Args, server: SocketAddr, newest: i64) -> Result<Clie
             Err(_) => answers.count("hog", "connect failed"),
         }
     }
-    Ok(Clients {
+    Clients {
         stop,
         tasks,
         hog,
         answers,
-    })
+    }
 }
 
 impl Clients {
@@ -324,7 +324,7 @@ fn start_flood(o: &Args, answers: &Answers, stopped: &watch::Receiver<bool>) -> 
 }
 
 /// The workers' drain, and the server's memory after it.
-async fn measure(o: &Args, http: &Http, name: &str) -> Result<HostilePhase> {
+async fn measure(o: &Args, http: &Http, name: &str) -> HostilePhase {
     let (items, lease, _, tally, elapsed) = drain(
         http,
         &o.server.worker_token,
@@ -348,7 +348,7 @@ async fn measure(o: &Args, http: &Http, name: &str) -> Result<HostilePhase> {
         "muster-bench: hostile, {name}: {:?} items/s, lease p99 {:?} ms, server {:?}",
         phase.items_per_s, phase.lease.p99_ms, phase.server
     );
-    Ok(phase)
+    phase
 }
 
 /// The feed's newest sequence number.
@@ -368,13 +368,13 @@ pub(crate) async fn hostile(o: &Args) -> Result<Hostile> {
         .context("--url is http://<ip>:<port>")?;
     let http = Http::new(&o.server.url);
 
-    let quiet = measure(o, &http, "quiet").await?;
+    let quiet = measure(o, &http, "quiet").await;
 
     let answers = Answers::default();
     let (stop_flood, flood_stopped) = watch::channel(false);
     let mut flood_tasks = start_flood(o, &answers, &flood_stopped);
     let flood_started = Instant::now();
-    let mut flood = measure(o, &http, "token flood").await?;
+    let mut flood = measure(o, &http, "token flood").await;
     let _ = stop_flood.send(true);
     let mut sent = 0;
     while let Some(n) = flood_tasks.join_next().await {
@@ -385,10 +385,10 @@ pub(crate) async fn hostile(o: &Args) -> Result<Hostile> {
 
     // Read now: the phases before have written to the ledger.
     let newest = newest_seq(&o.database_url).await?;
-    let clients = start_clients(o, server, newest).await?;
+    let clients = start_clients(o, server, newest).await;
     // The uploads' windows and the resumes' first pages are taken by now.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut hostile = measure(o, &http, "hostile clients").await?;
+    let mut hostile = measure(o, &http, "hostile clients").await;
     hostile.answers = clients.stop().await;
 
     let p99 = |p: &HostilePhase| p.lease.p99_ms;
