@@ -115,7 +115,20 @@ pub(crate) struct ServeArgs<'a> {
     pub(crate) listen: &'a str,
     /// Where [`write_serve_files`] wrote the tokens and the ownership map.
     pub(crate) dir: &'a Path,
+    /// Admission flags: [`ROOMY`] unless a phase measures the defaults.
+    pub(crate) limits: &'a [&'a str],
 }
+
+/// The admission limits of the bench's servers: every load generator connects from one
+/// address, and the feed rows hold 1,000 subscribers (on 1,000 HTTP/1.1 connections, or as
+/// HTTP/2 streams at most 16 a connection), which the default budget of 48 MiB does not admit
+/// (its subscriber share holds 153). Admission only: what the server allocates is the same.
+pub(crate) const ROOMY: &[&str] = &[
+    "--memory-budget",
+    "256Mi",
+    "--max-connections-per-peer",
+    "4096",
+];
 
 impl<'a> ServeArgs<'a> {
     pub(crate) fn new(muster: &'a Path, url: &'a str, listen: &'a str, dir: &'a Path) -> Self {
@@ -124,6 +137,7 @@ impl<'a> ServeArgs<'a> {
             url,
             listen,
             dir,
+            limits: ROOMY,
         }
     }
 
@@ -153,6 +167,7 @@ impl<'a> ServeArgs<'a> {
             // Solving is not timed: a low difficulty only keeps the spam scenario's 256
             // pre-solved challenges quick to make, whatever the default is.
             .args(["--pow-difficulty", &BENCH_POW_DIFFICULTY.to_string()])
+            .args(self.limits)
             // The glibc setting deploy/k8s/deployment.yaml gives the pod, so that the
             // memory figures are the deployed server's.
             .env("MALLOC_MMAP_THRESHOLD_", "131072")
