@@ -3,7 +3,8 @@
 //! `backlog-fill` tops the `trawl` queue up to N queued items straight in SQL (one
 //! `INSERT … SELECT generate_series`), and with `--done M` the finished `trawl` items up to M,
 //! **bypassing the ledger**: the rows have `chain_len` 0 (the queued) or a zero chain head (the
-//! done) and no ledger entry, so `ledger-verify` would reject them. The bench database is thrown
+//! done, with UUIDv7 ids as a running system's, so that a retention pass finds them) and no
+//! ledger entry, so `ledger-verify` would reject them. The bench database is thrown
 //! away and `ledger-verify` is never run on it. The server must be (re)started after a fill: its
 //! live feed counts the depths once at start.
 //!
@@ -45,6 +46,19 @@ async fn count(client: &tokio_postgres::Client, state: &str) -> Result<i64> {
     Ok(row.get::<_, i64>(0))
 }
 
+/// The `id` (UUIDv7) and creation time `at` of the finished item number `g` of a fill, as a
+/// `LATERAL` subquery: created a millisecond apart from two days ago on, in id order, with a
+/// random tail. A running system's ids are UUIDv7, and retention relies on it: it scans each
+/// group of finished items in id order up to the id of its cutoff (`core.remove_finished`).
+macro_rules! v7_ids {
+    () => {
+        "SELECT (lpad(to_hex(t.ms), 12, '0') || '7' || substr(t.r, 1, 3) || '8' \
+         || substr(t.r, 4, 15))::uuid AS id, to_timestamp(t.ms / 1000.0) AS at \
+         FROM (SELECT (extract(epoch FROM now() - interval '2 days') * 1000)::bigint + g AS ms, \
+         md5(random()::text) AS r) t"
+    };
+}
+
 /// Finished items that a database without any lease gets before it is measured, each with its
 /// finished lease and two ledger rows (see [`seed_history`]).
 const HISTORY: i64 = 20_000;
@@ -73,12 +87,15 @@ async fn seed_history(client: &tokio_postgres::Client) -> Result<()> {
     let t = Instant::now();
     client
         .execute(
-            "WITH done AS ( \
+            concat!(
+                "WITH done AS ( \
                  INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
                      payload, result, created_at, chain_len, chain_head) \
-                 SELECT gen_random_uuid(), 'trawl', 1, 'done', 1, 1, now(), '{}'::jsonb, \
-                     '{}'::jsonb, now(), 2, decode(repeat('00', 32), 'hex') \
-                 FROM generate_series(1, $1::bigint) \
+                 SELECT v.id, 'trawl', 1, 'done', 1, 1, v.at, '{}'::jsonb, '{}'::jsonb, v.at, \
+                     2, decode(repeat('00', 32), 'hex') \
+                 FROM generate_series(1, $1::bigint) g, LATERAL (",
+                v7_ids!(),
+                ") v \
                  RETURNING id), \
              finished AS ( \
                  INSERT INTO core.leases (id, item_id, kind, fence, worker_id, leased_at, outcome, \
@@ -93,7 +110,8 @@ async fn seed_history(client: &tokio_postgres::Client) -> Result<()> {
                  'worker:trawl', 1, now(), '{}', decode(repeat('00', 32), 'hex'), \
                  decode(repeat('00', 32), 'hex'), 'trawl', 1 \
              FROM finished f CROSS JOIN (VALUES (1, 'leased', 'queued', 'leased'), \
-                 (2, 'completed', 'leased', 'done')) AS s(seq, event, from_state, to_state)",
+                 (2, 'completed', 'leased', 'done')) AS s(seq, event, from_state, to_state)"
+            ),
             &[&HISTORY],
         )
         .await
@@ -150,11 +168,15 @@ async fn fill_done(client: &tokio_postgres::Client, to: u64) -> Result<i64> {
         .max(0);
     client
         .execute(
-            "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
+            concat!(
+                "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
              payload, result, created_at, chain_len, chain_head) \
-             SELECT gen_random_uuid(), 'trawl', 1, 'done', 1, 1, now(), '{}'::jsonb, \
-             '{}'::jsonb, now(), 2, decode(repeat('00', 32), 'hex') \
-             FROM generate_series(1, $1::bigint)",
+             SELECT v.id, 'trawl', 1, 'done', 1, 1, v.at, '{}'::jsonb, '{}'::jsonb, v.at, 2, \
+             decode(repeat('00', 32), 'hex') \
+             FROM generate_series(1, $1::bigint) g, LATERAL (",
+                v7_ids!(),
+                ") v"
+            ),
             &[&add],
         )
         .await

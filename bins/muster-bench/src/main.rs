@@ -29,6 +29,7 @@ mod pickup;
 mod procinfo;
 mod report;
 mod results;
+mod retention;
 mod rounds;
 mod runtime;
 mod spam;
@@ -116,6 +117,12 @@ enum Scenario {
     /// `POST /v1/completions` per batch (batch 1: the v1 single calls), until drained, `--items`
     /// are done, or `--seconds` have passed.
     Batch(batch::Args),
+    /// Retention's cost to the workers: lease p99 and items/s of `--workers` single-call
+    /// workers beside a `muster retention-pass --retain-days 0` started with the phase (every
+    /// finished item goes), against the same workers alone before and after; the pass's
+    /// removal rate. Needs a filled `trawl` queue and finished items with UUIDv7 ids
+    /// (`backlog-fill --done`).
+    Retention(retention::Args),
     /// Backlog cost against a running server: `GET /v1/queues` latency and lease→complete
     /// (with one `next` item, so the backlog keeps its size) cycles/s.
     Backlog(backlog::MeasureArgs),
@@ -189,6 +196,7 @@ fn main() -> Result<()> {
             Scenario::BacklogFill(args) => backlog::fill(&args).await.and_then(doc),
             Scenario::Backlog(args) => backlog::measure(&args).await.and_then(doc),
             Scenario::Runtime(args) => runtime::runtime(&args).await.and_then(doc),
+            Scenario::Retention(args) => retention::retention(&args).await.and_then(doc),
             other => anyhow::bail!("not a scenario: {other:?}"),
         }
     })?;

@@ -462,3 +462,54 @@ pub(crate) struct Hostile {
     pub(crate) uploads: u64,
     pub(crate) workers: u64,
 }
+
+// ---------------------------------------------------------------------------------------------
+// retention
+
+/// One phase of `retention`: the workers' drain.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RetentionPhase {
+    pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
+    pub(crate) items: u64,
+    pub(crate) items_per_s: Option<f64>,
+    pub(crate) lease: Percentiles,
+    pub(crate) ran_dry: bool,
+    pub(crate) seconds: f64,
+}
+
+/// The retention pass of `retention` (`muster retention-pass`, a process of its own).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct RetentionPassRun {
+    /// Finished items (`done`, `failed`, `cancelled`) in Logbook before and after the pass.
+    pub(crate) finished_after: i64,
+    pub(crate) finished_before: i64,
+    /// Finished items removed per second of the pass.
+    pub(crate) items_per_s: Option<f64>,
+    pub(crate) items_removed: u64,
+    pub(crate) leases_removed: u64,
+    /// What the pass printed.
+    pub(crate) output: String,
+    /// Whether the pass was still running when the workers' phase beside it ended.
+    pub(crate) outlasted_phase: bool,
+    pub(crate) seconds: f64,
+}
+
+/// `muster-bench retention` (`retention.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct Retention {
+    /// The workers while the pass runs.
+    pub(crate) during: RetentionPhase,
+    /// Against the mean of the phases without a pass.
+    pub(crate) items_per_s_over_quiet: Option<f64>,
+    pub(crate) lease_p99_over_quiet: Option<f64>,
+    pub(crate) pass: RetentionPassRun,
+    pub(crate) phase_seconds: u64,
+    /// The workers alone, before the pass and after it.
+    pub(crate) quiet: Vec<RetentionPhase>,
+    pub(crate) scenario: String,
+    pub(crate) workers: u64,
+}

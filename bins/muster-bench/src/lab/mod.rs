@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use muster_devdb::{ClusterOptions, TempCluster, migrated_database};
+use muster_devdb::{ClusterOptions, TempCluster, migrated_database, runtime_url};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
@@ -31,7 +31,7 @@ use crate::procinfo::memory;
 use crate::report::{Suite, render};
 use crate::results::{
     BacklogFill, BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, Feed, FeedLoad, FeedMemory,
-    Hostile, Pickup, Runs, RuntimeDoc, ServerMemory, Spam,
+    Hostile, Pickup, Retention, Runs, RuntimeDoc, ServerMemory, Spam,
 };
 
 /// Batch sizes compared (the first, the v1 single calls, is the baseline), whether completions
@@ -66,6 +66,10 @@ const BACKLOG_SIZES: [u64; 2] = [1_000, 1_000_000];
 /// the first backlog size, with its 20,000 seeded finished items).
 const HISTORY_QUEUED: u64 = 1_000;
 const HISTORY_DONE: u64 = 1_000_000;
+
+/// Queued items for `retention` on the history database (16 workers, three phases of 10 s),
+/// beside its million finished items, which the pass removes.
+const RETENTION_QUEUED: u64 = 150_000;
 
 /// Runs the whole suite with the `muster` binary at `muster`, writing into `out`.
 pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
@@ -312,6 +316,26 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         start_to_first_queues_ms: Some(first_queues.as_secs_f64() * 1000.0),
     });
 
+    // Retention: the workers beside a pass that removes the history's finished items, its
+    // queue topped up before a fresh server starts. The pass runs as the server's role.
+    runner.fill("retention-fill", &history_url, RETENTION_QUEUED)?;
+    let mut server = serve_history.start(&out.join("server-retention.log"))?;
+    let pass_url = runtime_url(&history_url);
+    let muster_path = muster.display().to_string();
+    let retention: Retention = runner.run(
+        "retention",
+        &[
+            "retention",
+            "--url",
+            &base,
+            "--database-url",
+            &pass_url,
+            "--muster",
+            &muster_path,
+        ],
+    )?;
+    server.stop();
+
     // Batching: a database of its own, the trawl queue topped up to BATCH_ITEMS in SQL before
     // each batch size, a fresh server per size (its peak RSS is read at the end of the run, the
     // cluster's WAL counters before and after it).
@@ -427,6 +451,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         backlog,
         delayed,
         history,
+        retention,
         batches,
         floor,
         bloat,

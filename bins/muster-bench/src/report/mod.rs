@@ -3,6 +3,7 @@
 
 mod feed_load;
 mod hostile;
+mod retention;
 #[cfg(test)]
 mod tests;
 
@@ -10,7 +11,8 @@ use serde::Serialize;
 
 use crate::results::{
     BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FeedMemory,
-    FloorResult, Hostile, Percentiles, Pickup, RuntimeDoc, ServerMemory, Spam, WalPerItem,
+    FloorResult, Hostile, Percentiles, Pickup, Retention, RuntimeDoc, ServerMemory, Spam,
+    WalPerItem,
 };
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
@@ -35,6 +37,8 @@ pub(crate) struct Suite {
     pub(crate) delayed: Option<BacklogSize>,
     /// A short queue beside a million finished items (`history.json`).
     pub(crate) history: Option<BacklogSize>,
+    /// The workers beside a retention pass over that history (`retention.json`).
+    pub(crate) retention: Retention,
     pub(crate) batches: Vec<BatchRun>,
     pub(crate) floor: Vec<FloorResult>,
     pub(crate) bloat: Bloat,
@@ -111,6 +115,7 @@ pub(crate) fn render(suite: &Suite) -> String {
     if let (Some(base), Some(history)) = (suite.backlog.first(), &suite.history) {
         history_rows(&mut rows, base, history);
     }
+    retention::rows(&mut rows, &suite.retention);
     batch_rows(&mut rows, &suite.batches);
     floor_rows(&mut rows, &suite.batches, &suite.floor);
     wal_rows(&mut rows, &suite.batches, &suite.floor);

@@ -411,3 +411,65 @@ fn a_suite_without_a_hostile_document_has_no_hostile_rows() {
     hostile::rows(&mut rows, &Hostile::default());
     assert!(rows.is_empty());
 }
+
+fn retention_run() -> Retention {
+    typed(&json!({
+        "scenario": "retention", "workers": 16, "phase_seconds": 10,
+        "quiet": [{"lease": {"n": 900, "p99_ms": 8.0}, "items_per_s": 2000.0},
+                  {"lease": {"n": 900, "p99_ms": 12.0}, "items_per_s": 1800.0}],
+        "during": {"lease": {"n": 800, "p99_ms": 15.0}, "items_per_s": 1520.0, "errors": 3},
+        "pass": {"items_removed": 1_020_000, "leases_removed": 20_000, "seconds": 51.0,
+                 "items_per_s": 20_000.0, "finished_before": 1_050_000, "outlasted_phase": true},
+    }))
+}
+
+#[test]
+fn the_retention_rows_set_the_workers_beside_the_pass_against_their_mean_alone_and_the_removal_rate_against_their_rate()
+ {
+    let mut rows = Vec::new();
+    retention::rows(&mut rows, &retention_run());
+    assert_eq!(
+        figures(&rows),
+        [
+            ["15.00", "10.00 without (same run)", "1.50×"],
+            ["1520", "1900 without (same run)", "0.80×"],
+            ["20000", "1900 finished/s (same run)", "10.53×"],
+        ]
+    );
+}
+
+#[test]
+fn the_retention_rows_name_what_the_pass_removed_and_the_workers_errors() {
+    let mut rows = Vec::new();
+    retention::rows(&mut rows, &retention_run());
+    assert_eq!(
+        [rows[0][0].as_str(), rows[2][0].as_str()],
+        [
+            "retention: lease p99 ms of 16 single-call workers while a retention pass removes \
+             1,020,000 finished items (of 1,050,000) (workers: 3 errors)",
+            "retention: finished items removed per second by the pass (1,020,000 items and \
+             20,000 leases in 51.00 s, beside the workers), against the rate \
+             the workers finish them",
+        ]
+    );
+}
+
+#[test]
+fn a_pass_that_ended_within_the_phase_is_named_in_the_rows() {
+    let mut run = retention_run();
+    run.pass.outlasted_phase = false;
+    let mut rows = Vec::new();
+    retention::rows(&mut rows, &run);
+    assert_eq!(
+        rows[1][0],
+        "retention: items/s of 16 single-call workers while a retention pass removes 1,020,000 \
+         finished items (of 1,050,000); the pass ended within the phase"
+    );
+}
+
+#[test]
+fn a_suite_without_a_retention_document_has_no_retention_rows() {
+    let mut rows = Vec::new();
+    retention::rows(&mut rows, &Retention::default());
+    assert!(rows.is_empty());
+}
