@@ -503,12 +503,12 @@ pub(crate) struct RetentionPassRun {
 pub(crate) struct Retention {
     /// The workers while the pass runs.
     pub(crate) during: RetentionPhase,
-    /// Against the mean of the phases without a pass.
+    /// Against the phase before the pass.
     pub(crate) items_per_s_over_quiet: Option<f64>,
     pub(crate) lease_p99_over_quiet: Option<f64>,
     pub(crate) pass: RetentionPassRun,
     pub(crate) phase_seconds: u64,
-    /// The workers alone, before the pass and after it.
+    /// The workers alone, before the pass (the baseline) and after it.
     pub(crate) quiet: Vec<RetentionPhase>,
     pub(crate) scenario: String,
     pub(crate) workers: u64,

@@ -1,20 +1,16 @@
 //! The rows of `retention`: the workers' lease p99 and items/s while a retention pass removes
-//! finished items, against the same workers alone in the same run; and the pass's removal rate
-//! against the rate at which those workers finish items.
+//! finished items, against the same workers alone just before it in the same run (the phase
+//! after it, beside the removed rows' vacuum, is named in the label); and the pass's removal
+//! rate against the rate at which those workers finish items.
 
 use super::{Row, num, ratio, thousands, trouble};
-use crate::results::{Retention, RetentionPhase};
-
-/// The mean of a figure over the phases without a pass.
-fn mean(phases: &[RetentionPhase], figure: impl Fn(&RetentionPhase) -> Option<f64>) -> Option<f64> {
-    let values: Vec<f64> = phases.iter().filter_map(figure).collect();
-    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
-}
+use crate::results::Retention;
 
 pub(super) fn rows(rows: &mut Vec<Row>, r: &Retention) {
-    if r.scenario.is_empty() || r.quiet.is_empty() {
+    let Some(before) = r.quiet.first() else {
         return;
-    }
+    };
+    let after = r.quiet.get(1);
     let (during, pass) = (&r.during, &r.pass);
     let removing = format!(
         "while a retention pass removes {} finished items (of {}){}",
@@ -26,32 +22,32 @@ pub(super) fn rows(rows: &mut Vec<Row>, r: &Retention) {
             "; the pass ended within the phase"
         }
     );
-    let p99 = mean(&r.quiet, |p| p.lease.p99_ms);
-    let rate = mean(&r.quiet, |p| p.items_per_s);
+    let (p99, rate) = (before.lease.p99_ms, before.items_per_s);
     rows.push([
         format!(
-            "retention: lease p99 ms of {} single-call workers {removing}{}",
+            "retention: lease p99 ms of {} single-call workers {removing}{} (alone after it: {})",
             r.workers,
-            trouble("workers", during.errors, during.ran_dry)
+            trouble("workers", during.errors, during.ran_dry),
+            num(after.and_then(|a| a.lease.p99_ms))
         ),
         num(during.lease.p99_ms),
-        format!("{} without (same run)", num(p99)),
+        format!("{} alone before it (same run)", num(p99)),
         ratio(during.lease.p99_ms, p99),
     ]);
     rows.push([
         format!(
-            "retention: items/s of {} single-call workers {removing}",
-            r.workers
+            "retention: items/s of {} single-call workers {removing} (alone after it: {})",
+            r.workers,
+            num(after.and_then(|a| a.items_per_s))
         ),
         num(during.items_per_s),
-        format!("{} without (same run)", num(rate)),
+        format!("{} alone before it (same run)", num(rate)),
         ratio(during.items_per_s, rate),
     ]);
     rows.push([
         format!(
             "retention: finished items removed per second by the pass ({} items and {} leases \
-             in {} s, beside the workers), against the rate the workers finish \
-             them",
+             in {} s, beside the workers), against the rate the workers finish them",
             thousands(pass.items_removed),
             thousands(pass.leases_removed),
             num(Some(pass.seconds))
