@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 use crate::backlog::connect;
-use crate::feed_load::drain;
+use crate::feed_load::{drain, round1, round3};
 use crate::http::{Http, percentiles, ratio};
 use crate::results::{Retention, RetentionPassRun, RetentionPhase};
 
@@ -71,14 +71,6 @@ async fn phase(o: &Args, http: &Http) -> RetentionPhase {
         ran_dry: tally.ran_dry,
         seconds: round3(seconds),
     }
-}
-
-fn round1(x: f64) -> f64 {
-    (x * 10.0).round() / 10.0
-}
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
 }
 
 /// `(items, leases)` of `muster retention-pass`'s line: "retention pass: N finished items and
