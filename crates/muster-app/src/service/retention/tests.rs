@@ -131,6 +131,19 @@ fn an_unknown_lease_granted_within_the_retention_period_is_not_found() {
     assert!(matches!(m.unknown_lease(v4), AppError::NotFound(_)));
 }
 
+#[test]
+fn after_a_batch_the_pass_rests_pace_times_as_long_as_the_batch_took() {
+    assert_eq!(
+        super::rest_after(std::time::Duration::from_millis(40), 3),
+        std::time::Duration::from_millis(120)
+    );
+}
+
+#[test]
+fn by_default_a_pass_rests_three_times_as_long_as_each_batch_took() {
+    assert_eq!(RetentionSettings::default().pace, 3);
+}
+
 fn settings(batch: u32) -> RetentionSettings {
     RetentionSettings {
         batch,
