@@ -259,21 +259,23 @@ impl MemoryBudget {
     /// Room for one connection ([`CONNECTION_COST`]), if the share has it with `keep` bytes
     /// left over for others.
     pub(crate) fn admit_connection(&self, keep: u64) -> Option<ConnectionRoom> {
-        let cost = kib(CONNECTION_COST);
+        self.take(CONNECTION_COST, keep)
+    }
+
+    /// Room for an HTTP/2 connection's extra state ([`HTTP2_COST`]), with `keep` bytes left
+    /// over for others (the authenticated callers' reserve, for a connection not let in on it).
+    pub(crate) fn admit_http2(&self, keep: u64) -> Option<ConnectionRoom> {
+        self.take(HTTP2_COST, keep)
+    }
+
+    fn take(&self, bytes: u64, keep: u64) -> Option<ConnectionRoom> {
+        let cost = kib(bytes);
         let free = self.connections.available_permits() as u64;
         if free < u64::from(cost) + u64::from(kib(keep)) {
             return None;
         }
         Arc::clone(&self.connections)
             .try_acquire_many_owned(cost)
-            .ok()
-            .map(ConnectionRoom)
-    }
-
-    /// Room for an HTTP/2 connection's extra state ([`HTTP2_COST`]).
-    pub(crate) fn admit_http2(&self) -> Option<ConnectionRoom> {
-        Arc::clone(&self.connections)
-            .try_acquire_many_owned(kib(HTTP2_COST))
             .ok()
             .map(ConnectionRoom)
     }

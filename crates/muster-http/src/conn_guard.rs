@@ -22,7 +22,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::http::{HeaderValue, Request, header};
 use axum::response::Response;
 use hyper::body::Incoming;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -108,6 +108,7 @@ impl Activity {
             activity: Arc::clone(self),
             id,
             waiting: false,
+            answered: false,
         }
     }
 
@@ -122,7 +123,9 @@ impl Activity {
                 return false;
             }
             if authenticated {
+                // Another stream's unauthenticated answer no longer closes it either.
                 s.authenticated = true;
+                s.evict = false;
                 false
             } else {
                 s.evict = true;
@@ -175,6 +178,8 @@ struct Open {
     activity: Arc<Activity>,
     id: u64,
     waiting: bool,
+    /// Its answer was ready (a request cancelled before, by an HTTP/2 reset say, never is).
+    answered: bool,
 }
 
 impl Open {
@@ -195,13 +200,18 @@ impl Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        let (id, waiting) = (self.id, self.waiting);
+        let (id, waiting, answered) = (self.id, self.waiting, self.answered);
         let evict = self.activity.with(|s| {
             if waiting {
                 s.waiting.retain(|&(w, _)| w != id);
             }
             s.in_flight = s.in_flight.saturating_sub(1);
             s.since = Instant::now();
+            // On probation, a request given up before its answer does not keep the
+            // connection either (else resetting every stream would).
+            if !answered && s.probation && !s.authenticated {
+                s.evict = true;
+            }
             s.evict
         });
         if evict {
@@ -290,20 +300,18 @@ impl Service<Request<Incoming>> for Tracked {
     fn call(&mut self, mut req: Request<Incoming>) -> Self::Future {
         req.extensions_mut().insert(Peer(self.peer));
         let mut open = self.activity.open();
-        let bearer = crate::extract::bearer(req.headers()).is_some();
+        let authenticated = crate::extract::TokenAccepted::default();
+        req.extensions_mut().insert(authenticated.clone());
         req.extensions_mut()
             .insert(ConnHandle(Arc::clone(&self.activity)));
         let activity = Arc::clone(&self.activity);
         let answer = self.router.call(req);
         Box::pin(async move {
             let mut res = answer.await?;
-            // A token the server did not refuse (401), nor could not check (503).
-            let authenticated = bearer
-                && !matches!(
-                    res.status(),
-                    StatusCode::UNAUTHORIZED | StatusCode::SERVICE_UNAVAILABLE
-                );
-            if activity.answered(authenticated) {
+            // Whether a token of this request named a principal (not merely whether one was
+            // sent: a route that checks none answers a made-up one too).
+            open.answered = true;
+            if activity.answered(authenticated.get()) {
                 res.headers_mut()
                     .insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
@@ -404,14 +412,18 @@ const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 pub(crate) struct Admitted<T> {
     inner: T,
     budget: Option<MemoryBudget>,
+    /// Bytes of the share the HTTP/2 charge must leave free (the authenticated callers'
+    /// reserve, unless the connection was let in on it).
+    keep: u64,
     _http2: Option<ConnectionRoom>,
 }
 
 impl<T> Admitted<T> {
-    pub(crate) fn new(inner: T, budget: MemoryBudget) -> Self {
+    pub(crate) fn new(inner: T, budget: MemoryBudget, keep: u64) -> Self {
         Admitted {
             inner,
             budget: Some(budget),
+            keep,
             _http2: None,
         }
     }
@@ -432,7 +444,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Admitted<T> {
         {
             let n = read.len().min(HTTP2_PREFACE.len());
             if read[..n] == HTTP2_PREFACE[..n] {
-                match budget.admit_http2() {
+                match budget.admit_http2(self.keep) {
                     Some(room) => self._http2 = Some(room),
                     None => {
                         budget.refusals.http2.fetch_add(1, Ordering::Relaxed);
@@ -514,9 +526,18 @@ mod tests {
         budget: &MemoryBudget,
         bytes: &[u8],
     ) -> (io::Result<usize>, Admitted<tokio::io::DuplexStream>) {
+        first_read_keeping(budget, bytes, 0).await
+    }
+
+    /// [`first_read`] of a connection whose HTTP/2 charge must leave `keep` bytes free.
+    async fn first_read_keeping(
+        budget: &MemoryBudget,
+        bytes: &[u8],
+        keep: u64,
+    ) -> (io::Result<usize>, Admitted<tokio::io::DuplexStream>) {
         let (mut peer, ours) = tokio::io::duplex(1024);
         peer.write_all(bytes).await.unwrap();
-        let mut admitted = Admitted::new(ours, budget.clone());
+        let mut admitted = Admitted::new(ours, budget.clone(), keep);
         let mut buf = [0u8; 64];
         (admitted.read(&mut buf).await, admitted)
     }
@@ -549,10 +570,48 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_http2_preface_of_a_connection_let_in_outside_the_reserve_leaves_the_reserve_free() {
+        let budget = MemoryBudget::default();
+        let reserve = budget.authenticated_reserve();
+        let _rooms: Vec<_> = std::iter::from_fn(|| budget.admit_connection(reserve)).collect();
+        let err = first_read_keeping(&budget, HTTP2_PREFACE, reserve)
+            .await
+            .0
+            .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::Other);
+    }
+
+    #[tokio::test]
     async fn an_http1_request_needs_no_http2_share() {
         let (budget, _rooms) = full();
         let head = b"PUT /v1/kinds/trawl/paused HTTP/1.1\r\n";
         assert_eq!(first_read(&budget, head).await.0.unwrap(), head.len());
+    }
+
+    fn evicted(activity: &Activity) -> bool {
+        activity.with(|s| s.evict)
+    }
+
+    #[test]
+    fn on_probation_a_request_given_up_before_its_answer_closes_the_connection() {
+        let activity = Activity::new(Some(Arc::default()));
+        drop(activity.open());
+        assert!(evicted(&activity));
+    }
+
+    #[test]
+    fn outside_probation_a_request_given_up_before_its_answer_closes_nothing() {
+        let activity = Activity::new(None);
+        drop(activity.open());
+        assert!(!evicted(&activity));
+    }
+
+    #[test]
+    fn on_probation_an_authenticated_answer_keeps_the_connection_after_an_unauthenticated_one() {
+        let activity = Activity::new(Some(Arc::default()));
+        activity.answered(false);
+        activity.answered(true);
+        assert!(!evicted(&activity));
     }
 
     #[test]

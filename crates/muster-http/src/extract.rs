@@ -29,16 +29,37 @@ impl FromRequestParts<AppState> for Caller {
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
         // Already authenticated by the body budget (a large body is, before its room is
         // reserved): the token is not checked twice.
-        if let Some(Authenticated(p)) = parts.extensions.get::<Authenticated>() {
-            return Ok(Caller(*p));
+        let caller = if let Some(Authenticated(p)) = parts.extensions.get::<Authenticated>() {
+            Caller(*p)
+        } else {
+            let token = bearer(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
+            let peer = parts.extensions.get::<Peer>().map(|p| p.0);
+            match state.auth.authenticate_from(token, peer).await {
+                Ok(Some(p)) => Caller(p),
+                Ok(None) => return Err(ApiError::unauthenticated()),
+                Err(AuthError::Unavailable) => return Err(ApiError::unavailable()),
+            }
+        };
+        // The connection's guard: this connection carries a caller's valid token.
+        if let Some(accepted) = parts.extensions.get::<TokenAccepted>() {
+            accepted.set();
         }
-        let token = bearer(&parts.headers).ok_or_else(ApiError::unauthenticated)?;
-        let peer = parts.extensions.get::<Peer>().map(|p| p.0);
-        match state.auth.authenticate_from(token, peer).await {
-            Ok(Some(p)) => Ok(Caller(p)),
-            Ok(None) => Err(ApiError::unauthenticated()),
-            Err(AuthError::Unavailable) => Err(ApiError::unavailable()),
-        }
+        Ok(caller)
+    }
+}
+
+/// Set, in a request's extensions, once its token named a principal (the `Caller` extractor):
+/// what lets a connection on probation stay (`conn_guard`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TokenAccepted(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl TokenAccepted {
+    pub(crate) fn set(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn get(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
 

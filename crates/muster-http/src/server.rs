@@ -243,7 +243,7 @@ pub async fn serve(
                 let activity = Activity::new(probation.then(|| Arc::clone(&memory.refusals)));
                 let svc = TowerToHyperService::new(Tracked::new(router.clone(), activity.clone(), peer.ip()));
                 let conn = builder.serve_connection_with_upgrades(
-                    TokioIo::new(WriteStall::new(Admitted::new(stream, memory.clone()), settings.write_stall)),
+                    TokioIo::new(WriteStall::new(Admitted::new(stream, memory.clone(), if probation { 0 } else { reserve }), settings.write_stall)),
                     svc,
                 );
                 let conn = graceful.watch(conn.into_owned());

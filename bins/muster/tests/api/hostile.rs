@@ -281,10 +281,16 @@ async fn connect_from(ip: Ipv4Addr, addr: SocketAddr) -> TcpStream {
 /// `GET /v1/queues` as conn over raw HTTP/1 on `stream`: the answer's status line and
 /// whether it says `connection: close`.
 async fn queues_over(stream: &mut TcpStream, principal: Option<&str>) -> (String, bool) {
-    let auth = principal
-        .map(|p| format!("Authorization: Bearer {}\r\n", token(p)))
+    get_over(stream, "/v1/queues", principal.map(token).as_deref()).await
+}
+
+/// `GET path` on `stream` with `bearer` (if any): the status line (lowercase) and whether the
+/// answer says `Connection: close`.
+async fn get_over(stream: &mut TcpStream, path: &str, bearer: Option<&str>) -> (String, bool) {
+    let auth = bearer
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
-    let head = format!("GET /v1/queues HTTP/1.1\r\nHost: muster\r\n{auth}\r\n");
+    let head = format!("GET {path} HTTP/1.1\r\nHost: muster\r\n{auth}\r\n");
     stream.write_all(head.as_bytes()).await.unwrap();
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
@@ -386,16 +392,7 @@ async fn slow_heads_from_one_peer_hold_at_most_its_limit_and_a_worker_is_served(
 /// 199 connections.
 #[tokio::test]
 async fn past_the_public_share_only_an_authenticated_connection_stays() {
-    let app = TestApp::spawn_with(|s| {
-        s.memory_budget = 24 * 1024 * 1024;
-        s.max_connections_per_peer = 1_000;
-    })
-    .await;
-    let mut idle = Vec::new();
-    for _ in 0..199 {
-        idle.push(connect_from(Ipv4Addr::new(127, 0, 0, 7), app.addr).await);
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (app, _idle) = public_share_taken().await;
     let mut anonymous = connect_from(Ipv4Addr::new(127, 0, 0, 8), app.addr).await;
     let (status, close) = queues_over(&mut anonymous, None).await;
     let anonymous_closed = closed_within(&mut anonymous, Duration::from_secs(2)).await;
@@ -412,5 +409,34 @@ async fn past_the_public_share_only_an_authenticated_connection_stays() {
             ("http/1.1 200 ok".to_owned(), false),
             ("http/1.1 200 ok".to_owned(), false)
         )
+    );
+}
+
+/// A server whose connection share's public part is taken by 199 idle connections of one peer
+/// (kept open while the answer lives).
+async fn public_share_taken() -> (TestApp, Vec<TcpStream>) {
+    let app = TestApp::spawn_with(|s| {
+        s.memory_budget = 24 * 1024 * 1024;
+        s.max_connections_per_peer = 1_000;
+    })
+    .await;
+    let mut idle = Vec::new();
+    for _ in 0..199 {
+        idle.push(connect_from(Ipv4Addr::new(127, 0, 0, 7), app.addr).await);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    (app, idle)
+}
+
+#[tokio::test]
+async fn past_the_public_share_a_made_up_token_on_a_route_that_checks_none_does_not_keep_a_connection()
+ {
+    let (app, _idle) = public_share_taken().await;
+    let mut pretender = connect_from(Ipv4Addr::new(127, 0, 0, 8), app.addr).await;
+    let (status, close) = get_over(&mut pretender, "/healthz", Some("made-up")).await;
+    let closed = closed_within(&mut pretender, Duration::from_secs(2)).await;
+    assert_eq!(
+        (status.as_str(), close, closed),
+        ("http/1.1 200 ok", true, true)
     );
 }
