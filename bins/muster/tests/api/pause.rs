@@ -168,11 +168,12 @@ async fn a_resume_wakes_a_lease_call_waiting_on_this_replica_and_on_another() {
     for (name, waiter) in [("this replica", here), ("the other replica", there)] {
         let (r, answered) = waiter.await.unwrap();
         assert_eq!(r.status, StatusCode::OK, "{name}: {:?}", r.body);
-        // The lease calls re-check every second on their own: well under that is a wake-up
-        // (the contract's 50 ms is a figure of the bench's pickup rows, not of a timed test).
+        // The lease calls re-check every second on their own, 700 ms after the resume: well
+        // under that is a wake-up (the contract's 50 ms is a figure of the bench's pickup
+        // rows, not of a timed test; on a loaded machine a wake-up has taken 300 ms).
         let took = answered.saturating_duration_since(resumed);
         assert!(
-            took < Duration::from_millis(250),
+            took < Duration::from_millis(600),
             "{name}: leased {took:?} after the resume"
         );
     }
