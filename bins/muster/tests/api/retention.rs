@@ -402,3 +402,110 @@ async fn an_item_counts_as_finished_at_its_newest_ledger_entry_not_at_its_creati
         recent
     );
 }
+
+/// A trawl item cancelled by the operator; its id.
+async fn cancelled_item(app: &TestApp) -> String {
+    let id = app.enqueue("trawl", "normal", json!({})).await;
+    let r = app
+        .post(
+            &format!("/v1/items/{id}/cancel"),
+            "operator",
+            json!({"reason": "not needed"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    id
+}
+
+/// A trawl item failed for good; its id.
+async fn failed_item(app: &TestApp) -> String {
+    let lease = app.enqueue_and_lease("trawl").await;
+    app.fail_with(&lease, "E_BROKEN", "broken", false).await;
+    lease["item"]["id"].as_str().unwrap().to_owned()
+}
+
+async fn cancel(app: &TestApp, id: &str) -> muster_testkit::Resp {
+    app.post(
+        &format!("/v1/items/{id}/cancel"),
+        "operator",
+        json!({"reason": "again"}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn cancelling_a_removed_cancelled_item_answers_200_and_records_nothing() {
+    let app = zero_retention().await;
+    let id = cancelled_item(&app).await;
+    pass(&app).await;
+    let ledger = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    let r = cancel(&app, &id).await;
+    assert_eq!(
+        (r.status, &r.body),
+        (
+            StatusCode::OK,
+            &json!({"item_id": id, "state": "cancelled"})
+        )
+    );
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.ledger").await,
+        ledger
+    );
+}
+
+#[tokio::test]
+async fn cancelling_a_removed_done_item_is_a_conflict() {
+    let app = zero_retention().await;
+    let (id, _) = done_item(&app).await;
+    pass(&app).await;
+    cancel(&app, &id)
+        .await
+        .assert_error(StatusCode::CONFLICT, "E_CONFLICT");
+}
+
+#[tokio::test]
+async fn cancelling_a_removed_failed_item_is_a_conflict() {
+    let app = zero_retention().await;
+    let id = failed_item(&app).await;
+    pass(&app).await;
+    cancel(&app, &id)
+        .await
+        .assert_error(StatusCode::CONFLICT, "E_CONFLICT");
+}
+
+#[tokio::test]
+async fn retrying_a_removed_failed_item_is_a_conflict_and_records_nothing() {
+    let app = zero_retention().await;
+    let id = failed_item(&app).await;
+    pass(&app).await;
+    let ledger = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    app.retry(&id, "operator")
+        .await
+        .assert_error(StatusCode::CONFLICT, "E_CONFLICT");
+    assert_eq!(
+        app.scalar_i64("SELECT count(*) FROM core.ledger").await,
+        ledger
+    );
+}
+
+#[tokio::test]
+async fn retrying_a_removed_done_item_is_a_conflict() {
+    let app = zero_retention().await;
+    let (id, _) = done_item(&app).await;
+    pass(&app).await;
+    app.retry(&id, "operator")
+        .await
+        .assert_error(StatusCode::CONFLICT, "E_CONFLICT");
+}
+
+#[tokio::test]
+async fn cancelling_or_retrying_an_item_that_never_was_is_not_found() {
+    let app = zero_retention().await;
+    let id = "0192f1f4-8a4e-7cc0-b3c1-4f4f7d0a1b2c";
+    cancel(&app, id)
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "E_NOT_FOUND");
+    app.retry(id, "operator")
+        .await
+        .assert_error(StatusCode::NOT_FOUND, "E_NOT_FOUND");
+}

@@ -4,6 +4,11 @@
 //! naming the operator (and, for a cancel, the reason), in the same transaction as the change;
 //! the feed publishes it like every transition. Both are idempotent where the contract says
 //! so: cancelling a cancelled item answers as the first cancel did and writes nothing.
+//!
+//! An item retention removed is read from the ledger (404 when it has no entries there): it
+//! is finished, so a cancel answers as for its recorded state (200 when cancelled, else 409)
+//! and a retry is 409 (it is not parked, and a removed failed item stays removed), both
+//! writing nothing.
 
 use muster_domain::listing::bulk_retry_max;
 use muster_domain::{ItemId, ItemState, Kind, Principal};
@@ -21,7 +26,13 @@ impl Muster {
     pub async fn retry(&self, actor: Principal, id: ItemId) -> Result<Retried, AppError> {
         may_control_items(actor)?;
         let now = self.clock.now();
-        let (mut tx, mut item) = self.lock_item(id).await?;
+        let Some((mut tx, mut item)) = self.lock_item(id).await? else {
+            let removed = self.removed_item(id).await?;
+            return Err(AppError::Conflict(format!(
+                "item {id} is {} and removed by retention: only failed and parked items in the working tables can be retried",
+                removed.state
+            )));
+        };
         let entry = item.retry(actor, now)?;
         tx.save_item(&item).await?;
         self.commit_with(tx, &[entry]).await?;
@@ -83,7 +94,17 @@ impl Muster {
         may_control_items(actor)?;
         check_reason(reason)?;
         let now = self.clock.now();
-        let (mut tx, mut item) = self.lock_item(id).await?;
+        let Some((mut tx, mut item)) = self.lock_item(id).await? else {
+            return match self.removed_item(id).await?.state {
+                ItemState::Cancelled => Ok(Cancelled {
+                    item_id: id.to_string(),
+                    state: ItemState::Cancelled,
+                }),
+                state => Err(AppError::Conflict(format!(
+                    "item {id} is {state} and removed by retention: a finished item cannot be cancelled"
+                ))),
+            };
+        };
         if let Some(entry) = item.cancel(actor, reason, now)? {
             tx.save_item(&item).await?;
             self.commit_with(tx, &[entry]).await?;
@@ -142,17 +163,14 @@ impl Muster {
 }
 
 impl Muster {
-    /// A transaction with item `id` locked in it, or 404.
+    /// A transaction with item `id` locked in it, or `None` when the working tables do not
+    /// hold it (removed by retention, read from the ledger, or never there).
     async fn lock_item(
         &self,
         id: ItemId,
-    ) -> Result<(Box<dyn crate::ports::LogbookTx>, muster_domain::Item), AppError> {
+    ) -> Result<Option<(Box<dyn crate::ports::LogbookTx>, muster_domain::Item)>, AppError> {
         let mut tx = self.stores.logbook.begin().await?;
-        let item = tx
-            .lock_item(id)
-            .await?
-            .ok_or_else(|| AppError::NotFound(format!("no item {id}")))?;
-        Ok((tx, item))
+        Ok(tx.lock_item(id).await?.map(|item| (tx, item)))
     }
 }
 
