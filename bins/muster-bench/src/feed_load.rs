@@ -16,7 +16,7 @@ use serde_json::json;
 
 use crate::http::{Http, percentiles, ratio};
 use crate::procinfo::{cpu_seconds, ticks_per_second};
-use crate::results::{FeedLoad, FeedLoadRun};
+use crate::results::{FeedLoad, FeedLoadRun, WorkerPhase};
 use crate::rounds::Tally;
 
 /// What the subscribers of one phase received, summed over all of them.
@@ -88,16 +88,10 @@ pub(crate) struct Args {
     server_pid: u32,
 }
 
-/// Lease (wait 0) and complete for `length` with `workers` workers: items, lease and complete
-/// latencies, what went wrong, the time it took.
-pub(crate) async fn drain(
-    http: &Http,
-    token: &str,
-    workers: usize,
-    length: Duration,
-) -> (u64, Vec<Duration>, Vec<Duration>, Tally, Duration) {
+/// Lease (wait 0) and complete for `seconds` with `workers` workers.
+pub(crate) async fn drain(http: &Http, token: &str, workers: usize, seconds: u64) -> WorkerPhase {
     let start = Instant::now();
-    let deadline = start + length;
+    let deadline = start + Duration::from_secs(seconds);
     let tasks: Vec<_> = (0..workers)
         .map(|w| {
             let (http, token) = (http.clone(), token.to_owned());
@@ -138,13 +132,17 @@ pub(crate) async fn drain(
             Err(e) => tally.failed(e.to_string()),
         }
     }
-    (
-        complete.len() as u64,
-        lease,
-        complete,
-        tally,
-        start.elapsed(),
-    )
+    let (items, seconds) = (complete.len() as u64, start.elapsed().as_secs_f64());
+    WorkerPhase {
+        complete: percentiles(complete),
+        errors: tally.errors,
+        first_error: tally.first_error,
+        items,
+        items_per_s: Some(round1(items as f64 / seconds)),
+        lease: percentiles(lease),
+        ran_dry: tally.ran_dry,
+        seconds: round3(seconds),
+    }
 }
 
 async fn phase(
@@ -189,13 +187,7 @@ async fn phase(
     );
     let cpu0 = cpu_seconds(&pid, ticks)?;
     let bench0 = cpu_seconds("self", ticks)?;
-    let (items, lease, complete, tally, elapsed) = drain(
-        http,
-        &o.server.worker_token,
-        o.workers,
-        Duration::from_secs(o.seconds),
-    )
-    .await;
+    let drain = drain(http, &o.server.worker_token, o.workers, o.seconds).await;
     let cpu = cpu_seconds(&pid, ticks)? - cpu0;
     let bench_cpu = cpu_seconds("self", ticks)? - bench0;
     let events = received.events.load(Ordering::Relaxed) - events0;
@@ -206,20 +198,13 @@ async fn phase(
     for t in tasks {
         let _ = t.await;
     }
-    let seconds = elapsed.as_secs_f64();
+    let items = drain.items;
     let run = FeedLoadRun {
         bench_cpu_seconds: Some(round3(bench_cpu)),
         bytes_delivered: bytes,
-        complete: percentiles(complete),
         connected,
-        errors: tally.errors,
+        drain,
         events_delivered: events,
-        first_error: tally.first_error,
-        items,
-        items_per_s: Some(round1(items as f64 / seconds)),
-        lease: percentiles(lease),
-        ran_dry: tally.ran_dry,
-        seconds: round3(seconds),
         server_cpu_seconds: Some(round3(cpu)),
         server_cpu_us_per_item: (items > 0).then(|| round1(cpu * 1e6 / items as f64)),
         streams_ended_early: ended,
@@ -228,8 +213,8 @@ async fn phase(
     };
     eprintln!(
         "muster-bench: feed-load {subscribers} subscribers ({connected} connected): {} items/s, lease p99 {:?} ms, server CPU {cpu:.2} s, {events} events delivered",
-        run.items_per_s.unwrap_or(0.0),
-        run.lease.p99_ms,
+        run.drain.items_per_s.unwrap_or(0.0),
+        run.drain.lease.p99_ms,
     );
     Ok(run)
 }
@@ -267,19 +252,19 @@ pub(crate) async fn feed_load(o: &Args) -> Result<FeedLoad> {
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     subscriber_rt.shutdown_background();
-    let rate0 = baseline(&runs, |r| r.items_per_s);
-    let p99_0 = baseline(&runs, |r| r.lease.p99_ms);
+    let rate0 = baseline(&runs, |r| r.drain.items_per_s);
+    let p99_0 = baseline(&runs, |r| r.drain.lease.p99_ms);
     let cpu_item0 = baseline(&runs, |r| r.server_cpu_us_per_item);
     for run in &mut runs {
-        run.items_per_s_over_none = rate0.and_then(|b| ratio(run.items_per_s?, b));
-        run.lease_p99_over_none = p99_0.and_then(|b| ratio(run.lease.p99_ms?, b));
+        run.items_per_s_over_none = rate0.and_then(|b| ratio(run.drain.items_per_s?, b));
+        run.lease_p99_over_none = p99_0.and_then(|b| ratio(run.drain.lease.p99_ms?, b));
         // The server CPU beyond what the same items cost without subscribers, per event each
         // subscriber received.
         if run.subscribers > 0
             && run.events_delivered > 0
             && let (Some(cpu), Some(per_item)) = (run.server_cpu_seconds, cpu_item0)
         {
-            let extra_us = cpu * 1e6 - per_item * run.items as f64;
+            let extra_us = cpu * 1e6 - per_item * run.drain.items as f64;
             run.server_cpu_us_per_event_per_subscriber =
                 Some(round3(extra_us / run.events_delivered as f64));
         }

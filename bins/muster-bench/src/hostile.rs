@@ -34,7 +34,7 @@ use tokio::task::JoinSet;
 
 use crate::edge::{addr, count_open};
 use crate::feed_load::drain;
-use crate::http::{Http, percentiles, ratio};
+use crate::http::{Http, ratio};
 use crate::procinfo::memory;
 use crate::results::{Hostile, HostilePhase};
 
@@ -325,28 +325,14 @@ fn start_flood(o: &Args, answers: &Answers, stopped: &watch::Receiver<bool>) -> 
 
 /// The workers' drain, and the server's memory after it.
 async fn measure(o: &Args, http: &Http, name: &str) -> HostilePhase {
-    let (items, lease, _, tally, elapsed) = drain(
-        http,
-        &o.server.worker_token,
-        o.workers,
-        Duration::from_secs(o.seconds),
-    )
-    .await;
-    let seconds = elapsed.as_secs_f64();
     let phase = HostilePhase {
-        errors: tally.errors,
-        first_error: tally.first_error,
-        items,
-        items_per_s: Some((items as f64 / seconds * 10.0).round() / 10.0),
-        lease: percentiles(lease),
-        ran_dry: tally.ran_dry,
-        seconds: (seconds * 1000.0).round() / 1000.0,
+        drain: drain(http, &o.server.worker_token, o.workers, o.seconds).await,
         server: memory(o.server_pid).ok(),
         ..HostilePhase::default()
     };
     eprintln!(
         "muster-bench: hostile, {name}: {:?} items/s, lease p99 {:?} ms, server {:?}",
-        phase.items_per_s, phase.lease.p99_ms, phase.server
+        phase.drain.items_per_s, phase.drain.lease.p99_ms, phase.server
     );
     phase
 }
@@ -391,7 +377,7 @@ pub(crate) async fn hostile(o: &Args) -> Result<Hostile> {
     let mut hostile = measure(o, &http, "hostile clients").await;
     hostile.answers = clients.stop().await;
 
-    let p99 = |p: &HostilePhase| p.lease.p99_ms;
+    let p99 = |p: &HostilePhase| p.drain.lease.p99_ms;
     Ok(Hostile {
         feed_connections: o.feed_connections as u64,
         feed_streams: o.feed_streams as u64,

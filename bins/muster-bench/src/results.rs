@@ -25,6 +25,22 @@ pub(crate) struct Runs<T> {
     pub(crate) runs: T,
 }
 
+/// One drain of `--workers` single-call workers (lease with wait 0, then complete) over a
+/// filled queue: what they finished, how fast, their latencies, what went wrong. Flattened
+/// into the documents that hold it, so its fields stand beside theirs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct WorkerPhase {
+    pub(crate) complete: Percentiles,
+    pub(crate) errors: u64,
+    pub(crate) first_error: Option<String>,
+    pub(crate) items: u64,
+    pub(crate) items_per_s: Option<f64>,
+    pub(crate) lease: Percentiles,
+    pub(crate) ran_dry: bool,
+    pub(crate) seconds: f64,
+}
+
 // ---------------------------------------------------------------------------------------------
 // cycles, pickup
 
@@ -185,20 +201,15 @@ pub(crate) struct FeedLoadRun {
     /// CPU of the bench process (workers and subscribers) during the drain.
     pub(crate) bench_cpu_seconds: Option<f64>,
     pub(crate) bytes_delivered: u64,
-    pub(crate) complete: Percentiles,
     pub(crate) connected: u64,
-    pub(crate) errors: u64,
+    /// The workers' drain.
+    #[serde(flatten)]
+    pub(crate) drain: WorkerPhase,
     /// SSE frames received by all subscribers together during the drain.
     pub(crate) events_delivered: u64,
-    pub(crate) first_error: Option<String>,
-    pub(crate) items: u64,
-    pub(crate) items_per_s: Option<f64>,
     /// Against the mean of the same run's phases without subscribers.
     pub(crate) items_per_s_over_none: Option<f64>,
-    pub(crate) lease: Percentiles,
     pub(crate) lease_p99_over_none: Option<f64>,
-    pub(crate) ran_dry: bool,
-    pub(crate) seconds: f64,
     pub(crate) server_cpu_seconds: Option<f64>,
     /// Server CPU beyond the same items' cost without subscribers, per event delivered to one
     /// subscriber.
@@ -423,13 +434,8 @@ pub(crate) struct ServerMemory {
 pub(crate) struct HostilePhase {
     /// What the phase's hostile clients were answered, by kind and answer (`feed 503`).
     pub(crate) answers: BTreeMap<String, u64>,
-    pub(crate) errors: u64,
-    pub(crate) first_error: Option<String>,
-    pub(crate) items: u64,
-    pub(crate) items_per_s: Option<f64>,
-    pub(crate) lease: Percentiles,
-    pub(crate) ran_dry: bool,
-    pub(crate) seconds: f64,
+    #[serde(flatten)]
+    pub(crate) drain: WorkerPhase,
     pub(crate) server: Option<Memory>,
 }
 
@@ -466,19 +472,6 @@ pub(crate) struct Hostile {
 // ---------------------------------------------------------------------------------------------
 // retention
 
-/// One phase of `retention`: the workers' drain.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub(crate) struct RetentionPhase {
-    pub(crate) errors: u64,
-    pub(crate) first_error: Option<String>,
-    pub(crate) items: u64,
-    pub(crate) items_per_s: Option<f64>,
-    pub(crate) lease: Percentiles,
-    pub(crate) ran_dry: bool,
-    pub(crate) seconds: f64,
-}
-
 /// The retention pass of `retention` (`muster retention-pass`, a process of its own).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -502,14 +495,42 @@ pub(crate) struct RetentionPassRun {
 #[serde(default)]
 pub(crate) struct Retention {
     /// The workers while the pass runs.
-    pub(crate) during: RetentionPhase,
+    pub(crate) during: WorkerPhase,
     /// Against the phase before the pass.
     pub(crate) items_per_s_over_quiet: Option<f64>,
     pub(crate) lease_p99_over_quiet: Option<f64>,
     pub(crate) pass: RetentionPassRun,
     pub(crate) phase_seconds: u64,
     /// The workers alone, before the pass (the baseline) and after it.
-    pub(crate) quiet: Vec<RetentionPhase>,
+    pub(crate) quiet: Vec<WorkerPhase>,
     pub(crate) scenario: String,
     pub(crate) workers: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{HostilePhase, WorkerPhase};
+
+    #[test]
+    fn a_phase_with_a_drain_is_written_with_the_drains_fields_beside_its_own() {
+        let phase = HostilePhase {
+            drain: WorkerPhase {
+                items: 7,
+                ..WorkerPhase::default()
+            },
+            ..HostilePhase::default()
+        };
+        let written = serde_json::to_value(&phase).expect("serialisable");
+        assert_eq!(
+            written,
+            json!({
+                "answers": {}, "complete": {"n": 0, "p50_ms": null, "p99_ms": null}, "errors": 0,
+                "first_error": null, "items": 7, "items_per_s": null,
+                "lease": {"n": 0, "p50_ms": null, "p99_ms": null}, "ran_dry": false,
+                "seconds": 0.0, "server": null,
+            })
+        );
+    }
 }

@@ -14,14 +14,14 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 
 use crate::backlog::connect;
 use crate::feed_load::{drain, round1, round3};
-use crate::http::{Http, percentiles, ratio};
-use crate::results::{Retention, RetentionPassRun, RetentionPhase};
+use crate::http::{Http, ratio};
+use crate::results::{Retention, RetentionPassRun, WorkerPhase};
 
 /// `muster-bench retention`.
 #[derive(Debug, clap::Args)]
@@ -53,24 +53,8 @@ async fn finished(client: &tokio_postgres::Client) -> Result<i64> {
     Ok(row.get(0))
 }
 
-async fn phase(o: &Args, http: &Http) -> RetentionPhase {
-    let (items, lease, _, tally, elapsed) = drain(
-        http,
-        &o.server.worker_token,
-        o.workers,
-        Duration::from_secs(o.seconds),
-    )
-    .await;
-    let seconds = elapsed.as_secs_f64();
-    RetentionPhase {
-        errors: tally.errors,
-        first_error: tally.first_error,
-        items,
-        items_per_s: Some(round1(items as f64 / seconds)),
-        lease: percentiles(lease),
-        ran_dry: tally.ran_dry,
-        seconds: round3(seconds),
-    }
+async fn phase(o: &Args, http: &Http) -> WorkerPhase {
+    drain(http, &o.server.worker_token, o.workers, o.seconds).await
 }
 
 /// `(items, leases)` of `muster retention-pass`'s line: "retention pass: N finished items and
@@ -83,7 +67,7 @@ fn removed(output: &str) -> Option<(u64, u64)> {
 }
 
 /// The workers' phase beside a pass started with it, and the pass (awaited to its end).
-async fn beside_a_pass(o: &Args, http: &Http) -> Result<(RetentionPhase, RetentionPassRun)> {
+async fn beside_a_pass(o: &Args, http: &Http) -> Result<(WorkerPhase, RetentionPassRun)> {
     let muster = o
         .muster
         .clone()
@@ -143,7 +127,7 @@ async fn beside_a_pass(o: &Args, http: &Http) -> Result<(RetentionPhase, Retenti
     Ok((during, run))
 }
 
-fn report(what: &str, p: &RetentionPhase) {
+fn report(what: &str, p: &WorkerPhase) {
     eprintln!(
         "muster-bench: retention, workers {what}: {} items/s, lease p99 {:?} ms",
         p.items_per_s.unwrap_or(0.0),

@@ -19,17 +19,17 @@ pub(super) fn rows(rows: &mut Vec<Row>, load: &FeedLoad) {
         let v: Vec<f64> = none.iter().filter_map(f).collect();
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
     };
-    let rate0 = mean(&|r| r.items_per_s);
-    let p99_0 = mean(&|r| r.lease.p99_ms);
+    let rate0 = mean(&|r| r.drain.items_per_s);
+    let p99_0 = mean(&|r| r.drain.lease.p99_ms);
     for run in load.runs.iter().filter(|r| r.subscribers > 0) {
         let mut note = format!(
             "{}/{} connected; streams ended early: {}",
             run.connected, run.subscribers, run.streams_ended_early
         );
-        if run.errors > 0 {
-            note.push_str(&format!("; {} errors", run.errors));
+        if run.drain.errors > 0 {
+            note.push_str(&format!("; {} errors", run.drain.errors));
         }
-        if run.ran_dry {
+        if run.drain.ran_dry {
             note.push_str("; backlog ran dry");
         }
         rows.push([
@@ -37,18 +37,18 @@ pub(super) fn rows(rows: &mut Vec<Row>, load: &FeedLoad) {
                 "feed cost: items/s of {} single-call workers with {} SSE subscribers reading ({note})",
                 load.workers, run.subscribers
             ),
-            num(run.items_per_s),
+            num(run.drain.items_per_s),
             format!("{} with none (same run)", num(rate0)),
-            ratio(run.items_per_s, rate0),
+            ratio(run.drain.items_per_s, rate0),
         ]);
         rows.push([
             format!(
                 "feed cost: lease p99 ms with {} SSE subscribers reading",
                 run.subscribers
             ),
-            num(run.lease.p99_ms),
+            num(run.drain.lease.p99_ms),
             format!("{} with none (same run)", num(p99_0)),
-            ratio(run.lease.p99_ms, p99_0),
+            ratio(run.drain.lease.p99_ms, p99_0),
         ]);
         rows.push([
             format!(

@@ -15,10 +15,10 @@ fn answered(answers: &BTreeMap<String, u64>) -> String {
 
 fn lease_row(rows: &mut Vec<Row>, what: String, phase: &HostilePhase, quiet: &HostilePhase) {
     rows.push([
-        what + &trouble("workers", phase.errors, phase.ran_dry),
-        num(phase.lease.p99_ms),
-        format!("{} without (same run)", num(quiet.lease.p99_ms)),
-        ratio(phase.lease.p99_ms, quiet.lease.p99_ms),
+        what + &trouble("workers", phase.drain.errors, phase.drain.ran_dry),
+        num(phase.drain.lease.p99_ms),
+        format!("{} without (same run)", num(quiet.drain.lease.p99_ms)),
+        ratio(phase.drain.lease.p99_ms, quiet.drain.lease.p99_ms),
     ]);
 }
 
