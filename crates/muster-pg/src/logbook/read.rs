@@ -19,8 +19,6 @@ pub(crate) struct Reader {
     client: Option<Object>,
 }
 
-type Bounded<T> = Result<Result<T, tokio_postgres::Error>, tokio::time::error::Elapsed>;
-
 impl PgLogbook {
     /// A connection from the pool for reads (the checkout has the pool's own timeout).
     pub(crate) async fn reader(&self) -> Result<Reader, StoreError> {
@@ -36,14 +34,6 @@ impl Reader {
         self.client
             .as_ref()
             .ok_or_else(|| StoreError::Unavailable("the connection was closed".into()))
-    }
-
-    /// The answer of a bounded round trip; past the deadline the connection is closed.
-    fn answer<T>(&mut self, bounded: Bounded<T>) -> Result<T, StoreError> {
-        match bounded {
-            Ok(answer) => answer.map_err(store_err),
-            Err(_) => Err(self.silent("a read")),
-        }
     }
 
     /// Logbook did not answer `what` in time: the connection is closed, never pooled again.
@@ -64,12 +54,24 @@ impl Reader {
             .ok_or_else(|| StoreError::Unavailable("the connection was closed".into()))
     }
 
-    pub(crate) async fn prepare_cached(&mut self, sql: &str) -> Result<Statement, StoreError> {
+    /// One round trip on the connection, bounded by [`ROUND_TRIP_TIMEOUT`]: past it the
+    /// connection is closed and the read answers `Unavailable`.
+    async fn round_trip<R>(
+        &mut self,
+        call: impl AsyncFnOnce(&Object) -> Result<R, tokio_postgres::Error>,
+    ) -> Result<R, StoreError> {
         let bounded = {
             let c = self.client()?;
-            tokio::time::timeout(ROUND_TRIP_TIMEOUT, c.prepare_cached(sql)).await
+            tokio::time::timeout(ROUND_TRIP_TIMEOUT, call(c)).await
         };
-        self.answer(bounded)
+        match bounded {
+            Ok(answer) => answer.map_err(store_err),
+            Err(_) => Err(self.silent("a read")),
+        }
+    }
+
+    pub(crate) async fn prepare_cached(&mut self, sql: &str) -> Result<Statement, StoreError> {
+        self.round_trip(async |c| c.prepare_cached(sql).await).await
     }
 
     pub(crate) async fn query<T: ?Sized + ToStatement>(
@@ -77,11 +79,8 @@ impl Reader {
         statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let bounded = {
-            let c = self.client()?;
-            tokio::time::timeout(ROUND_TRIP_TIMEOUT, c.query(statement, params)).await
-        };
-        self.answer(bounded)
+        self.round_trip(async |c| c.query(statement, params).await)
+            .await
     }
 
     pub(crate) async fn query_opt<T: ?Sized + ToStatement>(
@@ -89,11 +88,8 @@ impl Reader {
         statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Option<Row>, StoreError> {
-        let bounded = {
-            let c = self.client()?;
-            tokio::time::timeout(ROUND_TRIP_TIMEOUT, c.query_opt(statement, params)).await
-        };
-        self.answer(bounded)
+        self.round_trip(async |c| c.query_opt(statement, params).await)
+            .await
     }
 
     pub(crate) async fn query_one<T: ?Sized + ToStatement>(
@@ -101,11 +97,8 @@ impl Reader {
         statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Row, StoreError> {
-        let bounded = {
-            let c = self.client()?;
-            tokio::time::timeout(ROUND_TRIP_TIMEOUT, c.query_one(statement, params)).await
-        };
-        self.answer(bounded)
+        self.round_trip(async |c| c.query_one(statement, params).await)
+            .await
     }
 
     pub(crate) async fn execute<T: ?Sized + ToStatement>(
@@ -113,10 +106,7 @@ impl Reader {
         statement: &T,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<u64, StoreError> {
-        let bounded = {
-            let c = self.client()?;
-            tokio::time::timeout(ROUND_TRIP_TIMEOUT, c.execute(statement, params)).await
-        };
-        self.answer(bounded)
+        self.round_trip(async |c| c.execute(statement, params).await)
+            .await
     }
 }
