@@ -30,6 +30,16 @@ impl PgTx {
         params.extend_from_slice(extra);
         self.execute(sql, &params).await
     }
+
+    /// Runs a conditional write whose `RETURNING` answers a row when it took effect, and says
+    /// whether it did.
+    async fn took_effect(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<bool, StoreError> {
+        Ok(!self.query(sql, params).await?.is_empty())
+    }
 }
 
 #[async_trait]
@@ -61,13 +71,13 @@ impl IntakeStore for PgTx {
         client_hash: [u8; 32],
         limit: u32,
     ) -> Result<bool, StoreError> {
-        let rows = self
-            .query(
+        let counted = self
+            .took_effect(
                 include_str!("sql/count_submission.sql"),
                 &[&day, &client_hash.as_slice(), &(limit as i32)],
             )
             .await?;
-        Ok(!rows.is_empty() && limit > 0)
+        Ok(counted && limit > 0)
     }
 
     async fn spend_challenge(
@@ -75,13 +85,11 @@ impl IntakeStore for PgTx {
         spend_key: [u8; 32],
         expires_at: OffsetDateTime,
     ) -> Result<bool, StoreError> {
-        let rows = self
-            .query(
-                include_str!("sql/spend_challenge.sql"),
-                &[&spend_key.as_slice(), &expires_at],
-            )
-            .await?;
-        Ok(!rows.is_empty())
+        self.took_effect(
+            include_str!("sql/spend_challenge.sql"),
+            &[&spend_key.as_slice(), &expires_at],
+        )
+        .await
     }
 
     async fn insert_edit(
