@@ -84,6 +84,13 @@ async fn encrypted(url: &str) -> Result<bool, String> {
     ssl_of(&client).await
 }
 
+/// Whether a connection to the fixture's cluster as `host`, with `sslmode` and `root` as
+/// `sslrootcert`, is encrypted, or why none was made.
+async fn encrypted_with_root(host: &str, sslmode: &str, root: &Path) -> Result<bool, String> {
+    let params = format!("sslmode={sslmode}&sslrootcert={}", root.display());
+    encrypted(&url(host, &params)).await
+}
+
 /// Whether `client`'s connection is encrypted, as the server sees it.
 async fn ssl_of(client: &tokio_postgres::Client) -> Result<bool, String> {
     let row = client
@@ -160,16 +167,15 @@ async fn the_default_prefers_tls_when_the_server_offers_it() {
 
 #[tokio::test]
 async fn verify_full_connects_with_the_right_ca_and_host_name() {
-    let ca = fixture().ca.display().to_string();
-    let params = format!("sslmode=verify-full&sslrootcert={ca}");
-    assert_eq!(encrypted(&url(HOST, &params)).await, Ok(true));
+    assert_eq!(
+        encrypted_with_root(HOST, "verify-full", &fixture().ca).await,
+        Ok(true)
+    );
 }
 
 #[tokio::test]
 async fn verify_full_refuses_a_host_name_the_certificate_does_not_name() {
-    let ca = fixture().ca.display().to_string();
-    let params = format!("sslmode=verify-full&sslrootcert={ca}");
-    let e = encrypted(&url("127.0.0.1", &params))
+    let e = encrypted_with_root("127.0.0.1", "verify-full", &fixture().ca)
         .await
         .expect_err("refused");
     assert!(
@@ -182,9 +188,9 @@ async fn verify_full_refuses_a_host_name_the_certificate_does_not_name() {
 
 #[tokio::test]
 async fn verify_full_refuses_a_server_whose_ca_is_unknown() {
-    let stranger = fixture().stranger.display().to_string();
-    let params = format!("sslmode=verify-full&sslrootcert={stranger}");
-    let e = encrypted(&url(HOST, &params)).await.expect_err("refused");
+    let e = encrypted_with_root(HOST, "verify-full", &fixture().stranger)
+        .await
+        .expect_err("refused");
     assert!(
         e.contains("Logbook's certificate refused (sslmode=verify-full): the certificate is not signed by a CA of sslrootcert (UnknownIssuer)"),
         "{e}"
@@ -193,16 +199,15 @@ async fn verify_full_refuses_a_server_whose_ca_is_unknown() {
 
 #[tokio::test]
 async fn verify_ca_accepts_any_host_name_on_a_certificate_of_the_ca() {
-    let ca = fixture().ca.display().to_string();
-    let params = format!("sslmode=verify-ca&sslrootcert={ca}");
-    assert_eq!(encrypted(&url("127.0.0.1", &params)).await, Ok(true));
+    assert_eq!(
+        encrypted_with_root("127.0.0.1", "verify-ca", &fixture().ca).await,
+        Ok(true)
+    );
 }
 
 #[tokio::test]
 async fn require_with_a_root_certificate_checks_the_chain_as_libpq_does() {
-    let stranger = fixture().stranger.display().to_string();
-    let params = format!("sslmode=require&sslrootcert={stranger}");
-    let e = encrypted(&url("127.0.0.1", &params))
+    let e = encrypted_with_root("127.0.0.1", "require", &fixture().stranger)
         .await
         .expect_err("refused");
     assert!(
