@@ -159,6 +159,32 @@ impl TestApp {
             .await
     }
 
+    /// `POST /v1/items/retry` as the operator: a bulk retry of what `body` selects.
+    pub async fn bulk_retry(&self, body: Value) -> Resp {
+        self.post("/v1/items/retry", "operator", body).await
+    }
+
+    /// `POST /v1/items/{id}/cancel` as the operator, with `reason`.
+    pub async fn cancel(&self, id: &str, reason: &str) -> Resp {
+        self.post(
+            &format!("/v1/items/{id}/cancel"),
+            "operator",
+            json!({ "reason": reason }),
+        )
+        .await
+    }
+
+    /// `POST /v1/edits/{id}/decision` as `worker:countersign`: `decision` (`approve` or
+    /// `reject`) by the owner `alice`.
+    pub async fn decide_edit(&self, id: &str, decision: &str) -> Resp {
+        self.post(
+            &format!("/v1/edits/{id}/decision"),
+            "worker:countersign",
+            json!({"decision": decision, "owner": "alice"}),
+        )
+        .await
+    }
+
     /// `POST /v1/leases` as a worker of `kind`, waiting up to `wait_ms` for work: the answer
     /// as it came (200 with a lease, or 204).
     pub async fn lease_waiting(&self, kind: &str, worker_id: &str, wait_ms: u64) -> Resp {

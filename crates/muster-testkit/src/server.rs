@@ -196,6 +196,27 @@ impl TestApp {
         self.scalar(sql).await
     }
 
+    /// How many rows `rows` names in the test's database: `core.items WHERE state = 'done'`.
+    pub async fn count(&self, rows: &str) -> i64 {
+        self.scalar(&format!("SELECT count(*) FROM {rows}")).await
+    }
+
+    /// How many items of `kind` are in `state`.
+    pub async fn items_in(&self, kind: &str, state: &str) -> i64 {
+        self.count(&format!(
+            "core.items WHERE kind = '{kind}' AND state = '{state}'"
+        ))
+        .await
+    }
+
+    /// How many ledger rows of the subject `id` (an item or an edit) record `event`.
+    pub async fn ledger_events(&self, id: &str, event: &str) -> i64 {
+        self.count(&format!(
+            "core.ledger WHERE subject_id = '{id}' AND event = '{event}'"
+        ))
+        .await
+    }
+
     /// A single text value from the test's database.
     pub async fn scalar_text(&self, sql: &str) -> String {
         self.scalar(sql).await

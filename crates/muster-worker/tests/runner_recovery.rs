@@ -8,11 +8,11 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use muster_worker::runtime::{PANIC_CODE, RunnerBuilder};
+use muster_worker::runtime::RunnerBuilder;
 use muster_worker::{Lease, Outcome, Runner};
 use serde_json::json;
 use support::{
-    GENEROUS, Gate, TempDir, TestApp, completions_of, eventually, quick_retry, signal, token,
+    GENEROUS, Gate, TempDir, TestApp, eventually, panics_logged, quick_retry, signal, token,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -88,7 +88,7 @@ async fn an_item_granted_to_the_lease_request_in_flight_at_stop_is_worked_and_co
 
     assert_eq!(report.abandoned, Vec::<String>::new());
     assert_eq!(state_of(&app, &id).await, "done");
-    assert_eq!(completions_of(&app, &id).await, 1);
+    assert_eq!(app.ledger_events(&id, "completed").await, 1);
     assert_eq!((metrics.snapshot().leased, metrics.snapshot().done), (1, 1));
 }
 
@@ -114,12 +114,7 @@ async fn a_panicking_image_digest_source_fails_the_item_retryably_instead_of_los
 
     assert_eq!(state_of(&app, &id).await, "queued");
     assert_eq!(metrics.snapshot().panicked, 1);
-    let panics_logged = app
-        .scalar_i64(&format!(
-            "SELECT count(*) FROM core.ledger WHERE subject_id = '{id}' AND data LIKE '%{PANIC_CODE}%'"
-        ))
-        .await;
-    assert_eq!(panics_logged, 1);
+    assert_eq!(panics_logged(&app, &id).await, 1);
     assert_eq!(spool.names(), vec![".lock".to_owned()]);
 }
 
@@ -158,7 +153,7 @@ async fn an_outcome_left_in_the_spool_is_redelivered_while_the_runner_runs() {
     run.await.unwrap().unwrap();
 
     assert_eq!(state_of(&app, &id).await, "done");
-    assert_eq!(completions_of(&app, &id).await, 1);
+    assert_eq!(app.ledger_events(&id, "completed").await, 1);
     assert_eq!(spool.names(), vec![".lock".to_owned()]);
 }
 

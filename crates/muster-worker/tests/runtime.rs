@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use muster_worker::runtime::{PANIC_CODE, SpoolLock};
+use muster_worker::runtime::SpoolLock;
 use muster_worker::{Lease, NextStep, Outcome, RetryPolicy, Runner};
 use serde_json::json;
-use support::{GENEROUS, Gate, TempDir, TestApp, completions_of, eventually, signal, token};
+use support::{GENEROUS, Gate, TempDir, TestApp, eventually, panics_logged, signal, token};
 
 /// A runner of `trawl` on `url` spooling to `spool`.
 fn runner(url: &str, spool: &TempDir, concurrency: usize) -> Runner {
@@ -22,14 +22,6 @@ fn runner(url: &str, spool: &TempDir, concurrency: usize) -> Runner {
         .wait_ms(200)
         .build()
         .unwrap()
-}
-
-/// How many items of `kind` are in `state`.
-async fn items_in(app: &TestApp, kind: &str, state: &str) -> i64 {
-    app.scalar_i64(&format!(
-        "SELECT count(*) FROM core.items WHERE kind = '{kind}' AND state = '{state}'"
-    ))
-    .await
 }
 
 #[tokio::test]
@@ -66,8 +58,8 @@ async fn a_runner_works_up_to_its_concurrency_at_once_and_completes_every_item()
 
     assert_eq!(report.abandoned, Vec::<String>::new());
     assert_eq!(most.load(Ordering::SeqCst), 4);
-    assert_eq!(items_in(&app, "trawl", "done").await, 8);
-    assert_eq!(items_in(&app, "sextant", "queued").await, 8);
+    assert_eq!(app.items_in("trawl", "done").await, 8);
+    assert_eq!(app.items_in("sextant", "queued").await, 8);
     for id in &ids {
         assert_eq!(
             app.item(id).await["result"]["echo"],
@@ -105,12 +97,7 @@ async fn a_panicking_worker_function_fails_its_item_retryably_and_the_runner_wor
     let bad_view = app.item(&bad).await;
     assert_eq!(bad_view["state"], "queued");
     assert!(bad_view["not_before"].is_string());
-    let panics_logged = app
-        .scalar_i64(&format!(
-            "SELECT count(*) FROM core.ledger WHERE subject_id = '{bad}' AND data LIKE '%{PANIC_CODE}%'"
-        ))
-        .await;
-    assert_eq!(panics_logged, 1);
+    assert_eq!(panics_logged(&app, &bad).await, 1);
     assert_eq!(app.item(&good).await["state"], "done");
 }
 
@@ -347,9 +334,9 @@ async fn sigterm_with_items_in_flight_lets_them_finish_and_deliver_each_once() {
     assert!(out.status.success(), "{out:?}");
     for id in &ids {
         assert_eq!(app.item(id).await["state"], "done", "{id}");
-        assert_eq!(completions_of(&app, id).await, 1, "{id}");
+        assert_eq!(app.ledger_events(id, "completed").await, 1, "{id}");
     }
-    assert_eq!(items_in(&app, "sextant", "queued").await, 4);
+    assert_eq!(app.items_in("sextant", "queued").await, 4);
     assert_eq!(spool.names(), vec![".lock".to_owned()]);
 }
 
@@ -398,7 +385,7 @@ async fn a_worker_killed_mid_item_loses_nothing_the_item_is_leased_again_after_e
     exit_of(second).await;
 
     assert_eq!(app.item(&id).await["attempt"], 2);
-    assert_eq!(completions_of(&app, &id).await, 1);
+    assert_eq!(app.ledger_events(&id, "completed").await, 1);
 }
 
 #[tokio::test]
@@ -436,7 +423,7 @@ async fn a_worker_killed_with_a_spooled_outcome_delivers_it_once_on_restart() {
     exit_of(second).await;
 
     assert_eq!(app.item(&id).await["attempt"], 1);
-    assert_eq!(completions_of(&app, &id).await, 1);
+    assert_eq!(app.ledger_events(&id, "completed").await, 1);
     assert_eq!(spool.names(), vec![".lock".to_owned()]);
 }
 

@@ -66,11 +66,7 @@ async fn with_work_queued_each_item_costs_one_round_trip_its_completion_bringing
     expected.extend(std::iter::repeat_n("complete+lease_next", 20));
     assert_eq!(calls, expected);
     assert_eq!((s.leased, s.leased_with_completion), (20, 19));
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'done'")
-            .await,
-        20
-    );
+    assert_eq!(app.count("core.items WHERE state = 'done'").await, 20);
 }
 
 #[tokio::test]

@@ -8,9 +8,9 @@ use crate::harness::TestApp;
 /// Rows in every working table: unchanged by any refused request.
 async fn footprint(app: &TestApp) -> (i64, i64, i64) {
     (
-        app.scalar_i64("SELECT count(*) FROM core.items").await,
-        app.scalar_i64("SELECT count(*) FROM core.leases").await,
-        app.scalar_i64("SELECT count(*) FROM core.ledger").await,
+        app.count("core.items").await,
+        app.count("core.leases").await,
+        app.count("core.ledger").await,
     )
 }
 

@@ -64,14 +64,6 @@ fn statuses(results: &Value) -> Vec<u64> {
         .collect()
 }
 
-/// How many items of `kind` are in `state`.
-async fn items_in(app: &TestApp, kind: &str, state: &str) -> i64 {
-    app.scalar_i64(&format!(
-        "SELECT count(*) FROM core.items WHERE kind = '{kind}' AND state = '{state}'"
-    ))
-    .await
-}
-
 #[tokio::test]
 async fn a_lease_request_with_max_hands_out_up_to_max_items_in_lease_order() {
     let app = TestApp::spawn().await;
@@ -143,8 +135,8 @@ async fn a_batch_completes_every_lease_and_enqueues_each_next_step() {
             Some(false)
         )
     );
-    assert_eq!(items_in(&app, "sextant", "queued").await, 3);
-    assert_eq!(items_in(&app, "trawl", "done").await, 3);
+    assert_eq!(app.items_in("sextant", "queued").await, 3);
+    assert_eq!(app.items_in("trawl", "done").await, 3);
     app.verify_ledger().await;
 }
 
@@ -159,10 +151,10 @@ async fn each_completion_of_a_batch_answers_the_ledger_seq_of_its_own_completed_
     for result in r.body["results"].as_array().unwrap() {
         let seq = result["ledger_seq"].as_i64().unwrap();
         let item = result["item_id"].as_str().unwrap();
-        let sql = format!(
-            "SELECT count(*) FROM core.ledger WHERE seq = {seq} AND subject_id = '{item}' AND event = 'completed'"
+        let rows = format!(
+            "core.ledger WHERE seq = {seq} AND subject_id = '{item}' AND event = 'completed'"
         );
-        assert_eq!(app.scalar_i64(&sql).await, 1, "{result}");
+        assert_eq!(app.count(&rows).await, 1, "{result}");
     }
 }
 
@@ -172,7 +164,7 @@ async fn a_retried_batch_is_answered_as_replayed_with_the_first_answers() {
     let completions = for_each_lease(&leased, |id| json!({"lease_id": id, "result": {"r": 1}}));
     let body = json!({ "completions": completions });
     let first = post_completions(&app, body.clone()).await;
-    let rows = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    let rows = app.count("core.ledger").await;
     let again = post_completions(&app, body).await;
     let seqs = |r: &Value| -> Vec<(i64, bool)> {
         r["results"]
@@ -192,10 +184,7 @@ async fn a_retried_batch_is_answered_as_replayed_with_the_first_answers() {
         .map(|(s, _)| (s, true))
         .collect();
     assert_eq!(seqs(&again.body), replayed);
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.ledger").await,
-        rows
-    );
+    assert_eq!(app.count("core.ledger").await, rows);
 }
 
 #[tokio::test]
@@ -234,11 +223,7 @@ async fn a_batch_answers_unknown_malformed_repeated_and_refused_entries_one_by_o
         ]
     );
     // The refused completion left its item leased, as a refused single completion would.
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'leased'")
-            .await,
-        1
-    );
+    assert_eq!(app.count("core.items WHERE state = 'leased'").await, 1);
 }
 
 #[tokio::test]
@@ -261,8 +246,7 @@ async fn a_late_completion_in_a_batch_answers_lease_lost_and_keeps_its_result_in
     assert_eq!(statuses(&r.body), [200, 409]);
     assert_eq!(r.body["results"][1]["error"]["code"], "E_LEASE_LOST");
     assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.ledger WHERE event = 'late_result'")
-            .await,
+        app.count("core.ledger WHERE event = 'late_result'").await,
         1
     );
     app.verify_ledger().await;
@@ -271,7 +255,7 @@ async fn a_late_completion_in_a_batch_answers_lease_lost_and_keeps_its_result_in
 #[tokio::test]
 async fn a_batch_whose_every_entry_the_database_refuses_writes_none_of_them() {
     let (app, leased) = two_leased_in_one_batch().await;
-    let before = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    let before = app.count("core.ledger").await;
     crate::harness::fail_recording_lease_outcomes(&app).await;
     let completions = for_each_lease(
         &leased,
@@ -282,11 +266,9 @@ async fn a_batch_whose_every_entry_the_database_refuses_writes_none_of_them() {
     assert_eq!(statuses(&r.body), [500, 500]);
     assert_eq!(
         (
-            app.scalar_i64("SELECT count(*) FROM core.ledger").await,
-            app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'leased'")
-                .await,
-            app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'sextant'")
-                .await,
+            app.count("core.ledger").await,
+            app.count("core.items WHERE state = 'leased'").await,
+            app.count("core.items WHERE kind = 'sextant'").await,
         ),
         (before, 2, 0)
     );
@@ -342,8 +324,8 @@ async fn a_completion_with_lease_next_answers_the_next_item_leased_to_the_same_w
         (StatusCode::OK, Some("done"), Some(second.as_str()))
     );
     let next = r.body["next_lease"]["lease_id"].as_str().unwrap();
-    let sql = format!("SELECT count(*) FROM core.leases WHERE id = '{next}' AND worker_id = 'w-7'");
-    assert_eq!(app.scalar_i64(&sql).await, 1);
+    let rows = format!("core.leases WHERE id = '{next}' AND worker_id = 'w-7'");
+    assert_eq!(app.count(&rows).await, 1);
     app.verify_ledger().await;
 }
 
@@ -367,7 +349,7 @@ async fn a_completion_without_lease_next_has_no_next_lease_field() {
     let l = app.enqueue_and_lease("trawl").await;
     let r = app.complete(&l, json!({"result": {}})).await;
     assert_eq!((r.status, r.body.get("next_lease")), (StatusCode::OK, None));
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 1);
+    assert_eq!(app.count("core.leases").await, 1);
 }
 
 #[tokio::test]
@@ -382,7 +364,7 @@ async fn a_refused_completion_with_lease_next_leases_nothing() {
         )
         .await;
     r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE");
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 1);
+    assert_eq!(app.count("core.leases").await, 1);
 }
 
 #[tokio::test]
@@ -398,7 +380,7 @@ async fn a_replayed_completion_with_lease_next_leases_afresh() {
         again.body["next_lease"]["item"]["id"],
         first.body["next_lease"]["item"]["id"]
     );
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 3);
+    assert_eq!(app.count("core.leases").await, 3);
 }
 
 /// Settings: trawl items get one attempt, leases live 200 ms, and an expired lease on the last
@@ -436,10 +418,10 @@ async fn expired_last_attempt_then(max: Option<u32>) -> (TestApp, String, Value)
 #[tokio::test]
 async fn a_lease_fails_an_expired_item_without_attempts_left_and_hands_out_the_next() {
     let (app, poison, _) = expired_last_attempt_then(None).await;
-    let sql = format!(
-        "SELECT count(*) FROM core.ledger WHERE subject_id = '{poison}' AND event = 'expired' AND to_state = 'failed'"
+    let rows = format!(
+        "core.ledger WHERE subject_id = '{poison}' AND event = 'expired' AND to_state = 'failed'"
     );
-    assert_eq!(app.scalar_i64(&sql).await, 1);
+    assert_eq!(app.count(&rows).await, 1);
     app.verify_ledger().await;
 }
 
@@ -466,10 +448,8 @@ async fn a_completion_with_lease_next_leases_to_the_worker_it_names() {
         )
         .await;
     let next = r.body["next_lease"]["lease_id"].as_str().unwrap();
-    let sql = format!(
-        "SELECT count(*) FROM core.leases WHERE id = '{next}' AND worker_id = 'after-restart'"
-    );
-    assert_eq!(app.scalar_i64(&sql).await, 1);
+    let rows = format!("core.leases WHERE id = '{next}' AND worker_id = 'after-restart'");
+    assert_eq!(app.count(&rows).await, 1);
 }
 
 #[tokio::test]
@@ -492,7 +472,7 @@ async fn a_completion_naming_another_worker_changes_nothing() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "w").await.unwrap();
-    let ledger_before = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    let ledger_before = app.count("core.ledger").await;
     let r = app
         .complete(
             &l,
@@ -503,15 +483,8 @@ async fn a_completion_naming_another_worker_changes_nothing() {
     r.assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
     let item = app.item(l["item"]["id"].as_str().unwrap()).await;
     assert_eq!(item["state"], "leased");
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.ledger").await,
-        ledger_before
-    );
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'sextant'")
-            .await,
-        0
-    );
+    assert_eq!(app.count("core.ledger").await, ledger_before);
+    assert_eq!(app.count("core.items WHERE kind = 'sextant'").await, 0);
 }
 
 #[tokio::test]
@@ -608,8 +581,7 @@ async fn an_entry_the_database_refuses_fails_only_itself_and_the_others_are_appl
     assert_eq!(
         (
             statuses(&r.body),
-            app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'done'")
-                .await
+            app.count("core.items WHERE state = 'done'").await
         ),
         (vec![500, 200], 1)
     );

@@ -108,7 +108,7 @@ async fn a_refused_body_writes_nothing() {
     let app = one_mib_budget().await;
     let _held = hold_most_of_the_budget(&app).await;
     enqueue_of(&app, 100).await;
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.items").await, 0);
+    assert_eq!(app.count("core.items").await, 0);
 }
 
 #[tokio::test]

@@ -519,13 +519,7 @@ async fn items_cancel_cancels_one_item_or_a_kinds_items_in_a_state_with_the_reas
     let done = app.enqueue("assay", "normal", json!({})).await;
     let lease = app.lease("assay", "w").await.unwrap();
     app.complete(&lease, json!({"result": {}})).await;
-    let answer = app
-        .post(
-            &format!("/v1/items/{done}/cancel"),
-            "operator",
-            json!({"reason": "x"}),
-        )
-        .await;
+    let answer = app.cancel(&done, "x").await;
     assert_eq!(
         muster(
             &app,

@@ -33,21 +33,12 @@ async fn item_in(app: &TestApp, state: &str) -> String {
             assert_eq!(r.status, 200, "{:?}", r.body);
         }
         "cancelled" => {
-            let r = cancel(app, &id).await;
+            let r = app.cancel(&id, "test").await;
             assert_eq!(r.status, 200, "{:?}", r.body);
         }
         other => panic!("no setup for {other}"),
     }
     id
-}
-
-async fn cancel(app: &TestApp, id: &str) -> crate::harness::Resp {
-    app.post(
-        &format!("/v1/items/{id}/cancel"),
-        "operator",
-        json!({"reason": "test"}),
-    )
-    .await
 }
 
 /// Shipkeeper reports `digest` as the deployed trawl image.
@@ -62,10 +53,8 @@ async fn report_digest(app: &TestApp, digest: &str) -> crate::harness::Resp {
 }
 
 async fn ledger_rows(app: &TestApp, id: &str) -> i64 {
-    app.scalar_i64(&format!(
-        "SELECT count(*) FROM core.ledger WHERE subject_id = '{id}'"
-    ))
-    .await
+    app.count(&format!("core.ledger WHERE subject_id = '{id}'"))
+        .await
 }
 
 #[tokio::test]
@@ -91,7 +80,7 @@ async fn every_state_answers_each_control_as_the_contract_says() {
         let id = item_in(&app, state).await;
         let before = ledger_rows(&app, &id).await;
         let r = match control {
-            "cancel" => cancel(&app, &id).await,
+            "cancel" => app.cancel(&id, "test").await,
             _ => app.retry(&id, "operator").await,
         };
         assert_eq!(r.status, status, "{state} × {control}: {:?}", r.body);
@@ -115,13 +104,7 @@ async fn every_state_answers_each_control_as_the_contract_says() {
 async fn a_cancel_names_the_operator_and_the_reason_in_the_ledger() {
     let app = TestApp::spawn().await;
     let id = app.enqueue("trawl", "normal", json!({})).await;
-    let r = app
-        .post(
-            &format!("/v1/items/{id}/cancel"),
-            "operator",
-            json!({"reason": "wrong payload"}),
-        )
-        .await;
+    let r = app.cancel(&id, "wrong payload").await;
     assert_eq!(r.status, 200);
     let item = app.item(&id).await;
     let last = item["history"].as_array().unwrap().last().unwrap().clone();
@@ -147,19 +130,14 @@ async fn a_cancelled_leases_worker_is_fenced_off_at_once_and_its_late_result_kep
     let app = TestApp::spawn().await;
     let id = app.enqueue("trawl", "normal", json!({})).await;
     let lease = app.lease("trawl", "w").await.unwrap();
-    assert_eq!(cancel(&app, &id).await.status, 200);
+    assert_eq!(app.cancel(&id, "test").await.status, 200);
     app.heartbeat(&lease, "w")
         .await
         .assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
     app.complete(&lease, json!({"result": {"late": true}}))
         .await
         .assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
-    let late = app
-        .scalar_i64(&format!(
-            "SELECT count(*) FROM core.ledger WHERE subject_id = '{id}' AND event = 'late_result'"
-        ))
-        .await;
-    assert_eq!(late, 1);
+    assert_eq!(app.ledger_events(&id, "late_result").await, 1);
     assert_eq!(app.item(&id).await["state"], "cancelled");
 }
 
@@ -171,7 +149,7 @@ async fn a_cancel_racing_a_completion_lets_exactly_one_win() {
         let lease = app.lease("trawl", "w").await.unwrap();
         let (done, cancelled) = tokio::join!(
             app.complete(&lease, json!({"result": {}})),
-            cancel(&app, &id)
+            app.cancel(&id, "test")
         );
         let state = app.item(&id).await["state"].clone();
         match (done.status.as_u16(), cancelled.status.as_u16()) {
@@ -186,8 +164,8 @@ async fn a_cancel_racing_a_completion_lets_exactly_one_win() {
             other => panic!("both or neither won: {other:?}"),
         }
         let finishing = app
-            .scalar_i64(&format!(
-                "SELECT count(*) FROM core.ledger WHERE subject_id = '{id}' AND event IN ('completed', 'cancelled')"
+            .count(&format!(
+                "core.ledger WHERE subject_id = '{id}' AND event IN ('completed', 'cancelled')"
             ))
             .await;
         assert_eq!(finishing, 1, "the ledger records exactly the winner");
@@ -266,11 +244,7 @@ async fn a_bulk_retry_sends_parked_items_back_with_their_attempts_reset() {
     let parked = item_in(&app, "needs_subtool").await;
     let failed = item_in(&app, "failed").await;
     let r = app
-        .post(
-            "/v1/items/retry",
-            "operator",
-            json!({"kind": "trawl", "state": "needs_subtool"}),
-        )
+        .bulk_retry(json!({"kind": "trawl", "state": "needs_subtool"}))
         .await;
     assert_eq!(r.body, json!({"retried": 1, "item_ids": [parked]}));
     let item = app.item(&parked).await;

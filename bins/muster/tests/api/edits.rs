@@ -159,7 +159,7 @@ async fn the_same_challenge_submitted_twice_at_once_is_accepted_exactly_once() {
     }
     statuses.sort();
     assert_eq!(statuses, [(202, String::new()), (400, "E_POW".to_owned())]);
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.edits").await, 1);
+    assert_eq!(app.count("core.edits").await, 1);
 }
 
 #[tokio::test]
@@ -175,12 +175,7 @@ async fn a_filled_honeypot_gets_an_ordinary_answer_and_nothing_is_stored_or_publ
     );
     assert!(r.body["edit_id"].is_string());
     for table in ["core.edits", "core.ledger"] {
-        assert_eq!(
-            app.scalar_i64(&format!("SELECT count(*) FROM {table}"))
-                .await,
-            0,
-            "{table}"
-        );
+        assert_eq!(app.count(table).await, 0, "{table}");
     }
     assert!(
         feed.next_named("transition", std::time::Duration::from_millis(500))
@@ -197,9 +192,8 @@ async fn a_filled_honeypot_spends_its_challenge_and_counts_against_the_cap_like_
     submit(&app, Some("203.0.113.7"), body.clone()).await;
     assert_eq!(
         (
-            app.scalar_i64("SELECT count(*) FROM core.pow_spent").await,
-            app.scalar_i64("SELECT count(*) FROM core.intake_counts")
-                .await
+            app.count("core.pow_spent").await,
+            app.count("core.intake_counts").await
         ),
         (1, 1)
     );
@@ -238,7 +232,7 @@ async fn each_bad_submission_gets_its_contract_error() {
     r.assert_error(StatusCode::BAD_REQUEST, "E_POW");
     let r = submit(&app, Some("203.0.113.7"), json!({"target": "docs/intro", "body": "t", "pow": {"challenge": "c", "nonce": "1"}, "extra": 1})).await;
     r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.edits").await, 0);
+    assert_eq!(app.count("core.edits").await, 0);
 }
 
 #[tokio::test]
@@ -356,7 +350,7 @@ async fn no_client_ip_reaches_the_database_or_the_log() {
             assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
         }
     }
-    assert!(app.scalar_i64("SELECT count(*) FROM core.edits").await >= 200);
+    assert!(app.count("core.edits").await >= 200);
     let pg_dump = muster_devdb::find_bin("pg_dump").expect("pg_dump");
     let out = std::process::Command::new(pg_dump)
         .args(["-d", &app.db.url])
@@ -456,13 +450,7 @@ async fn an_edits_transitions_on_the_feed_carry_its_target_and_its_decision_even
     let mut feed = app.events("conn", None).await;
     let r = submit(&app, Some("203.0.113.7"), proposal(&app, "t").await).await;
     let id = r.body["edit_id"].as_str().unwrap().to_owned();
-    let ok = app
-        .post(
-            &format!("/v1/edits/{id}/decision"),
-            "worker:countersign",
-            json!({"decision": "reject", "owner": "alice"}),
-        )
-        .await;
+    let ok = app.decide_edit(&id, "reject").await;
     assert_eq!(ok.status, StatusCode::OK, "{:?}", ok.body);
     let mut seen = Vec::new();
     while seen.len() < 4 {

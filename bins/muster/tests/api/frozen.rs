@@ -129,13 +129,6 @@ fn unanswered_limit() -> Duration {
     ROUND_TRIP_TIMEOUT + Duration::from_secs(2) + Duration::from_secs(3)
 }
 
-async fn completions_of(app: &TestApp, item: &str) -> i64 {
-    app.scalar_i64(&format!(
-        "SELECT count(*) FROM core.ledger WHERE subject_id = '{item}' AND event = 'completed'"
-    ))
-    .await
-}
-
 #[tokio::test]
 async fn a_frozen_primary_gets_503_within_the_round_trip_deadline_and_service_resumes_when_it_thaws()
  {
@@ -177,7 +170,7 @@ async fn a_frozen_primary_gets_503_within_the_round_trip_deadline_and_service_re
         answer.body["replayed"], false,
         "the frozen completion never reached Logbook's commit"
     );
-    assert_eq!(completions_of(&app, &item).await, 1);
+    assert_eq!(app.ledger_events(&item, "completed").await, 1);
 }
 
 #[tokio::test]
@@ -199,7 +192,7 @@ async fn a_completion_whose_commit_answer_was_lost_is_503_and_its_retry_is_repla
     );
     assert!(took < unanswered_limit(), "the completion took {took:?}");
     assert_eq!(
-        completions_of(&app, &item).await,
+        app.ledger_events(&item, "completed").await,
         1,
         "the COMMIT happened; only its answer was lost"
     );
@@ -207,12 +200,10 @@ async fn a_completion_whose_commit_answer_was_lost_is_503_and_its_retry_is_repla
     let retried = app.complete(&lease, body).await;
     assert_eq!(retried.status, StatusCode::OK, "{:?}", retried.body);
     assert_eq!(retried.body["replayed"], true);
-    assert_eq!(completions_of(&app, &item).await, 1);
+    assert_eq!(app.ledger_events(&item, "completed").await, 1);
     assert_eq!(
-        app.scalar_i64(&format!(
-            "SELECT count(*) FROM core.items WHERE parent_id = '{item}'"
-        ))
-        .await,
+        app.count(&format!("core.items WHERE parent_id = '{item}'"))
+            .await,
         1,
         "the next item was enqueued once"
     );

@@ -57,16 +57,16 @@ async fn completed_all_at_once(n: usize) -> (Arc<TestApp>, Vec<Value>, Vec<Resp>
     (app, leases, answers)
 }
 
-/// A query counting the lease `lease_id` if worker `w{i}` holds it.
+/// The rows of the lease `lease_id` if worker `w{i}` holds it.
 fn held_by_worker(i: usize, lease_id: &str) -> String {
-    format!("SELECT count(*) FROM core.leases WHERE id = '{lease_id}' AND worker_id = 'w{i}'")
+    format!("core.leases WHERE id = '{lease_id}' AND worker_id = 'w{i}'")
 }
 
-/// How many of the `count(*)` `queries`, each expecting one row, find none.
-async fn rows_missing(app: &TestApp, queries: impl IntoIterator<Item = String>) -> i64 {
+/// How many of the `rows`, each expected to name one row, name none.
+async fn rows_missing(app: &TestApp, rows: impl IntoIterator<Item = String>) -> i64 {
     let mut missing = 0;
-    for sql in queries {
-        missing += 1 - app.scalar_i64(&sql).await;
+    for named in rows {
+        missing += 1 - app.count(&named).await;
     }
     missing
 }
@@ -122,7 +122,7 @@ async fn concurrent_single_completions_store_each_result_on_its_own_item() {
     let (app, leases, _) = completed_all_at_once(24).await;
     let placed = leases.iter().enumerate().map(|(i, lease)| {
         format!(
-            "SELECT count(*) FROM core.items WHERE id = '{}' AND state = 'done' AND result = '{{\"n\": {i}}}'::jsonb",
+            "core.items WHERE id = '{}' AND state = 'done' AND result = '{{\"n\": {i}}}'::jsonb",
             lease["item"]["id"].as_str().unwrap()
         )
     });
@@ -173,11 +173,8 @@ async fn the_same_completion_sent_concurrently_leaves_one_ledger_row() {
         complete(app, lease.clone(), json!({"n": 1}))
     })
     .await;
-    let sql = format!(
-        "SELECT count(*) FROM core.ledger WHERE subject_id = '{}' AND event = 'completed'",
-        leases[0]["item"]["id"].as_str().unwrap()
-    );
-    assert_eq!(app.scalar_i64(&sql).await, 1);
+    let item = leases[0]["item"]["id"].as_str().unwrap();
+    assert_eq!(app.ledger_events(item, "completed").await, 1);
 }
 
 #[tokio::test]
@@ -352,16 +349,7 @@ async fn eight_completions_one_poisoned() -> (Arc<TestApp>, Vec<Resp>) {
         leases[0].clone(),
         json!({ "n": 0 }),
     ));
-    while app
-        .scalar_i64(
-            "SELECT count(*) FROM pg_stat_activity \
-             WHERE wait_event_type = 'Lock' AND datname = current_database()",
-        )
-        .await
-        == 0
-    {
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    crate::harness::until_waiting_for_locks(&app, 1).await;
     let rest = tokio::spawn({
         let app = Arc::clone(&app);
         async move {
@@ -397,10 +385,8 @@ async fn the_group_mates_of_a_refused_completion_are_written_with_their_ledger_r
     let (app, _answers) = eight_completions_one_poisoned().await;
     assert_eq!(
         (
-            app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'done'")
-                .await,
-            app.scalar_i64("SELECT count(*) FROM core.ledger WHERE event = 'completed'")
-                .await,
+            app.count("core.items WHERE state = 'done'").await,
+            app.count("core.ledger WHERE event = 'completed'").await,
         ),
         (7, 7)
     );

@@ -86,8 +86,8 @@ pub async fn fail_recording_lease_outcomes(app: &TestApp) {
 pub async fn until_bridges_listen(app: &TestApp, n: i64) {
     for _ in 0..500 {
         let listening = app
-            .scalar_i64(&format!(
-                "SELECT count(*) FROM pg_stat_activity
+            .count(&format!(
+                "pg_stat_activity
                  WHERE datname = current_database() AND application_name = '{}' AND state = 'idle'",
                 muster_pg::WAKE_APPLICATION_NAME
             ))
@@ -98,4 +98,20 @@ pub async fn until_bridges_listen(app: &TestApp, n: i64) {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
     panic!("{n} wake-up bridges never listened");
+}
+
+/// Waits until `n` backends of the test's database wait for a lock (a row or an advisory lock).
+pub async fn until_waiting_for_locks(app: &TestApp, n: i64) {
+    for _ in 0..1000 {
+        let waiting = app
+            .count(
+                "pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .await;
+        if waiting >= n {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{n} backends never waited for a lock");
 }

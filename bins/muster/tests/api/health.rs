@@ -40,11 +40,7 @@ async fn health_storage_keeps_one_record_per_kind_and_the_newest_reports_events(
             .await;
         assert_eq!(r.status, StatusCode::ACCEPTED);
     }
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.worker_health")
-            .await,
-        1
-    );
+    assert_eq!(app.count("core.worker_health").await, 1);
     let (events, first, restarts): (i64, String, i32) = {
         let row = app
             .db
@@ -116,9 +112,5 @@ async fn an_oversized_health_report_is_refused_and_nothing_is_stored() {
         .raw(hyper::Method::POST, "/v1/health", Some("shipkeeper"), body)
         .await;
     r.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "E_TOO_LARGE");
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.worker_health")
-            .await,
-        0
-    );
+    assert_eq!(app.count("core.worker_health").await, 0);
 }

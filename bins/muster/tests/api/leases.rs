@@ -80,7 +80,7 @@ async fn thirty_two_concurrent_lease_requests_never_share_an_item() {
     }
     let distinct: HashSet<_> = ids.iter().collect();
     assert_eq!((ids.len(), distinct.len()), (20, 20));
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.leases").await, 20);
+    assert_eq!(app.count("core.leases").await, 20);
 }
 
 #[tokio::test]
@@ -211,11 +211,7 @@ async fn the_same_completion_twice_is_replayed_and_enqueues_next_once() {
         (StatusCode::OK, Some(true))
     );
     assert_eq!(first.body["ledger_seq"], second.body["ledger_seq"]);
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'sextant'")
-            .await,
-        1
-    );
+    assert_eq!(app.count("core.items WHERE kind = 'sextant'").await, 1);
     let next = app.lease("sextant", "s").await.unwrap();
     assert_eq!(
         next["item"]["priority"], "urgent",
@@ -243,7 +239,7 @@ async fn a_next_step_the_routes_do_not_allow_is_refused_and_nothing_changes() {
     r.assert_error(StatusCode::UNPROCESSABLE_ENTITY, "E_ROUTE");
     let view = app.item(&item).await;
     assert_eq!(view["state"], "leased");
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.items").await, 1);
+    assert_eq!(app.count("core.items").await, 1);
 }
 
 #[tokio::test]
@@ -319,7 +315,7 @@ async fn reusing_an_idempotency_key_answers_the_first_item_without_a_second() {
         (StatusCode::CREATED, StatusCode::OK)
     );
     assert_eq!(first.body, again.body);
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.items").await, 1);
+    assert_eq!(app.count("core.items").await, 1);
 }
 
 #[tokio::test]
@@ -428,14 +424,9 @@ async fn identical_completions_racing_each_other_apply_once_and_both_answer_200(
         replayed.sort();
         assert_eq!(replayed, [false, true], "round {round}");
     }
+    assert_eq!(app.count("core.items WHERE kind = 'sextant'").await, 10);
     assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'sextant'")
-            .await,
-        10
-    );
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.ledger WHERE event = 'late_result'")
-            .await,
+        app.count("core.ledger WHERE event = 'late_result'").await,
         0
     );
 }

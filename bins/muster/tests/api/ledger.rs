@@ -38,7 +38,7 @@ async fn postgres_refuses_update_delete_and_truncate_on_the_ledger() {
             "{sql}: {err:?}"
         );
     }
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.ledger").await, 1);
+    assert_eq!(app.count("core.ledger").await, 1);
 }
 
 #[tokio::test]
@@ -74,16 +74,16 @@ async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
     let l = app.enqueue_and_lease("trawl").await;
     let item = l["item"]["id"].as_str().unwrap().to_owned();
     let before = (
-        app.scalar_i64("SELECT count(*) FROM core.items").await,
-        app.scalar_i64("SELECT count(*) FROM core.ledger").await,
+        app.count("core.items").await,
+        app.count("core.ledger").await,
     );
     crate::harness::fail_recording_lease_outcomes(&app).await;
     let body = json!({"result": {"r": 1}, "next": [{"kind": "sextant", "payload": {}}]});
     let r = app.complete(&l, body.clone()).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     let after = (
-        app.scalar_i64("SELECT count(*) FROM core.items").await,
-        app.scalar_i64("SELECT count(*) FROM core.ledger").await,
+        app.count("core.items").await,
+        app.count("core.ledger").await,
     );
     assert_eq!(after, before, "a half-written completion is visible");
     let view = app.item(&item).await;
@@ -99,10 +99,6 @@ async fn a_completion_that_fails_at_its_last_statement_leaves_no_trace() {
         (r.status, r.body["replayed"].as_bool()),
         (StatusCode::OK, Some(false))
     );
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE kind = 'sextant'")
-            .await,
-        1
-    );
+    assert_eq!(app.count("core.items WHERE kind = 'sextant'").await, 1);
     app.verify_ledger().await;
 }

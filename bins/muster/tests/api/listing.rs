@@ -184,13 +184,7 @@ async fn a_bulk_retry_requeues_the_oldest_failed_items_of_the_kind_with_attempts
     let b = failed_item(&app, "trawl").await;
     let c = failed_item(&app, "trawl").await;
     let other = failed_item(&app, "sextant").await;
-    let r = app
-        .post(
-            "/v1/items/retry",
-            "operator",
-            json!({"kind": "trawl", "max": 2}),
-        )
-        .await;
+    let r = app.bulk_retry(json!({"kind": "trawl", "max": 2})).await;
     assert_eq!(
         (r.status, r.body),
         (
@@ -218,18 +212,10 @@ async fn a_bulk_retry_writes_one_ledger_row_per_item() {
     let app = TestApp::spawn().await;
     let a = failed_item(&app, "trawl").await;
     let b = failed_item(&app, "trawl").await;
-    let r = app
-        .post(
-            "/v1/items/retry",
-            "operator",
-            json!({"kind": "trawl", "max": 10}),
-        )
-        .await;
+    let r = app.bulk_retry(json!({"kind": "trawl", "max": 10})).await;
     assert_eq!(r.body["retried"], 2);
     let rows = app
-        .scalar_i64(
-            "SELECT count(*) FROM core.ledger WHERE event = 'retried' AND actor = 'operator'",
-        )
+        .count("core.ledger WHERE event = 'retried' AND actor = 'operator'")
         .await;
     assert_eq!(rows, 2);
     for id in [a, b] {
@@ -247,8 +233,7 @@ async fn a_bulk_retry_writes_one_ledger_row_per_item() {
 async fn a_retried_item_can_be_leased_again() {
     let app = TestApp::spawn().await;
     let id = failed_item(&app, "trawl").await;
-    app.post("/v1/items/retry", "operator", json!({"kind": "trawl"}))
-        .await;
+    app.bulk_retry(json!({"kind": "trawl"})).await;
     let lease = app.lease_eventually("trawl", "w2").await;
     assert_eq!(lease["item"]["id"], id.as_str());
 }
@@ -257,13 +242,7 @@ async fn a_retried_item_can_be_leased_again() {
 async fn a_bulk_retry_with_no_failed_items_retries_none() {
     let app = TestApp::spawn().await;
     app.enqueue("trawl", "normal", json!({})).await;
-    let r = app
-        .post(
-            "/v1/items/retry",
-            "operator",
-            json!({"kind": "trawl", "max": 5}),
-        )
-        .await;
+    let r = app.bulk_retry(json!({"kind": "trawl", "max": 5})).await;
     assert_eq!(
         (r.status, r.body),
         (StatusCode::OK, json!({"retried": 0, "item_ids": []}))
@@ -279,11 +258,7 @@ async fn only_an_operator_may_bulk_retry() {
             .await
             .assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
     }
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'failed'")
-            .await,
-        1
-    );
+    assert_eq!(app.count("core.items WHERE state = 'failed'").await, 1);
 }
 
 #[tokio::test]
@@ -299,7 +274,7 @@ async fn a_bulk_retry_outside_one_to_a_thousand_or_of_no_kind_is_a_bad_request()
         json!({"kind": "trawl", "max": 1, "state": "soon"}),
         json!({"kind": "trawl", "max": 1, "priority": "urgent"}),
     ] {
-        app.post("/v1/items/retry", "operator", body)
+        app.bulk_retry(body)
             .await
             .assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
     }

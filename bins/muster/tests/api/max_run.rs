@@ -32,13 +32,6 @@ async fn timed_out_lease(app: &TestApp) -> (serde_json::Value, crate::harness::R
     (lease, refused)
 }
 
-async fn timed_out_rows(app: &TestApp, item: &str) -> i64 {
-    app.scalar_i64(&format!(
-        "SELECT count(*) FROM core.ledger WHERE subject_id = '{item}' AND event = 'timed_out'"
-    ))
-    .await
-}
-
 #[tokio::test]
 async fn a_heartbeat_past_the_maximum_run_time_is_lease_lost_naming_the_limit() {
     let app = one_second_runs().await;
@@ -70,7 +63,7 @@ async fn the_history_shows_timed_out_once_however_often_the_worker_heartbeats() 
     app.heartbeat(&lease, "w")
         .await
         .assert_error(StatusCode::CONFLICT, "E_LEASE_LOST");
-    assert_eq!(timed_out_rows(&app, item).await, 1);
+    assert_eq!(app.ledger_events(item, "timed_out").await, 1);
     let history = app.item(item).await["history"].clone();
     let last = history.as_array().unwrap().last().unwrap().clone();
     assert_eq!(

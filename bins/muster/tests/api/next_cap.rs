@@ -16,12 +16,12 @@ fn next_items(n: usize) -> Vec<Value> {
 }
 
 async fn items(app: &TestApp) -> i64 {
-    app.scalar_i64("SELECT count(*) FROM core.items").await
+    app.count("core.items").await
 }
 
 /// How many items and ledger rows there are.
 async fn written(app: &TestApp) -> (i64, i64) {
-    let ledger = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
+    let ledger = app.count("core.ledger").await;
     (items(app).await, ledger)
 }
 

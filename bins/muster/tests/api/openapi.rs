@@ -1181,13 +1181,7 @@ async fn every_feed_item_the_end_to_end_tests_receive_fits_the_feed_schema() {
     let mut feed = app.events("conn", None).await;
     let made = prepare(&app, "pending_edit").await;
     let edit = made.edit.expect("an edit");
-    let decided = app
-        .post(
-            &format!("/v1/edits/{edit}/decision"),
-            "worker:countersign",
-            json!({"decision": "approve", "owner": "alice"}),
-        )
-        .await;
+    let decided = app.decide_edit(&edit, "approve").await;
     assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
     prepare(&app, "failed_trawl_item").await;
     let paused = app

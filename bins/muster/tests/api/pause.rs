@@ -137,11 +137,7 @@ async fn leases_out_when_the_kind_is_paused_keep_working_and_their_results_are_k
 
     let id = done["item"]["id"].as_str().unwrap();
     assert_eq!(app.item(id).await["result"], json!({"pages": 3}));
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'leased'")
-            .await,
-        0
-    );
+    assert_eq!(app.count("core.items WHERE state = 'leased'").await, 0);
     assert!(app.lease("trawl", "w").await.is_none(), "still paused");
 }
 
@@ -186,8 +182,8 @@ async fn pausing_twice_keeps_the_first_since_and_writes_one_ledger_row() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     let second = pause(&app, "assay", "second").await;
     assert_eq!(first, second);
-    let rows = "SELECT count(*) FROM core.ledger WHERE subject_type = 'kind'";
-    assert_eq!(app.scalar_i64(rows).await, 1);
+    let rows = "core.ledger WHERE subject_type = 'kind'";
+    assert_eq!(app.count(rows).await, 1);
     assert_eq!(
         app.scalar_text("SELECT reason FROM core.kind_pauses WHERE kind = 'assay'")
             .await,
@@ -198,7 +194,7 @@ async fn pausing_twice_keeps_the_first_since_and_writes_one_ledger_row() {
     assert_eq!(resumed["paused"], false);
     assert_ne!(resumed["since"], first["since"]);
     assert_eq!(resume(&app, "assay").await, resumed);
-    assert_eq!(app.scalar_i64(rows).await, 2);
+    assert_eq!(app.count(rows).await, 2);
     // A kind never paused: nothing to resume, nothing written.
     let r = put_paused(&app, "waybill", "operator", json!({"paused": false})).await;
     assert_eq!(r.status, StatusCode::OK);
@@ -206,7 +202,7 @@ async fn pausing_twice_keeps_the_first_since_and_writes_one_ledger_row() {
         r.body,
         json!({"kind": "waybill", "paused": false, "since": null})
     );
-    assert_eq!(app.scalar_i64(rows).await, 2);
+    assert_eq!(app.count(rows).await, 2);
 }
 
 #[tokio::test]
@@ -235,11 +231,7 @@ async fn only_an_operator_may_pause_an_unknown_kind_is_404_and_a_pause_needs_a_r
         let r = put_paused(&app, "trawl", "operator", body.clone()).await;
         r.assert_error(StatusCode::BAD_REQUEST, "E_BAD_REQUEST");
     }
-    assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.kind_pauses")
-            .await,
-        0
-    );
+    assert_eq!(app.count("core.kind_pauses").await, 0);
 }
 
 #[tokio::test]

@@ -50,10 +50,6 @@ async fn deploy_trawl(app: &TestApp, digest: &str) -> serde_json::Value {
     put_digest(app, "trawl", "shipkeeper", digest).await.body["replayed"].clone()
 }
 
-async fn count(app: &TestApp, sql: &str) -> i64 {
-    app.scalar_i64(sql).await
-}
-
 #[tokio::test]
 async fn a_new_digest_replays_exactly_that_kinds_parked_items_once_while_other_work_goes_on() {
     let app = Arc::new(TestApp::spawn().await);
@@ -71,11 +67,7 @@ async fn a_new_digest_replays_exactly_that_kinds_parked_items_once_while_other_w
         p.await.unwrap();
     }
     assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM core.items WHERE state = 'needs_subtool'"
-        )
-        .await,
+        app.count("core.items WHERE state = 'needs_subtool'").await,
         1000
     );
 
@@ -103,39 +95,25 @@ async fn a_new_digest_replays_exactly_that_kinds_parked_items_once_while_other_w
     assert_eq!(busy.await.unwrap(), 40);
 
     assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM core.items WHERE kind = 'sextant' AND state = 'queued'"
-        )
-        .await,
+        app.count("core.items WHERE kind = 'sextant' AND state = 'queued'")
+            .await,
         250
     );
     assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM core.items WHERE kind <> 'sextant' AND state = 'needs_subtool'"
-        )
-        .await,
+        app.count("core.items WHERE kind <> 'sextant' AND state = 'needs_subtool'")
+            .await,
         750
     );
     // One `replayed` ledger row per sextant item, none for any other item.
     assert_eq!(
-        count(
-            &app,
+        app.scalar_i64(
             "SELECT count(DISTINCT l.subject_id) FROM core.ledger l JOIN core.items i ON i.id::text = l.subject_id
              WHERE l.event = 'replayed' AND i.kind = 'sextant'"
         )
         .await,
         250
     );
-    assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM core.ledger WHERE event = 'replayed'"
-        )
-        .await,
-        250
-    );
+    assert_eq!(app.count("core.ledger WHERE event = 'replayed'").await, 250);
     app.verify_ledger().await;
 }
 
@@ -147,11 +125,7 @@ async fn reporting_the_same_digest_again_replays_nothing() {
     park(&app, "trawl", "normal", 1, &digest('b')).await;
     assert_eq!(deploy_trawl(&app, &digest('b')).await, 0);
     assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM core.items WHERE state = 'needs_subtool'"
-        )
-        .await,
+        app.count("core.items WHERE state = 'needs_subtool'").await,
         1
     );
 }
@@ -235,10 +209,7 @@ async fn digest_reports_are_checked() {
         let r = put_digest(&app, kind, who, &d).await;
         assert_eq!((r.status, r.code()), (status, code), "{kind} {who} {d}");
     }
-    assert_eq!(
-        count(&app, "SELECT count(*) FROM core.worker_digests").await,
-        0
-    );
+    assert_eq!(app.count("core.worker_digests").await, 0);
 }
 
 #[tokio::test]
@@ -256,25 +227,11 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
     let r = put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM core.items WHERE state = 'needs_subtool'"
-        )
-        .await,
+        app.count("core.items WHERE state = 'needs_subtool'").await,
         20
     );
-    assert_eq!(
-        count(&app, "SELECT count(*) FROM core.worker_digests").await,
-        0
-    );
-    assert_eq!(
-        count(
-            &app,
-            "SELECT count(*) FROM core.ledger WHERE event = 'replayed'"
-        )
-        .await,
-        0
-    );
+    assert_eq!(app.count("core.worker_digests").await, 0);
+    assert_eq!(app.count("core.ledger WHERE event = 'replayed'").await, 0);
     app.execute("DROP TRIGGER inject ON core.ledger").await;
     assert_eq!(deploy_trawl(&app, &digest('b')).await, 20);
 }

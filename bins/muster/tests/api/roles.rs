@@ -75,7 +75,7 @@ async fn serve_as_the_superuser_still_serves() {
     let app = TestApp::spawn_on(db, move |s| s.database_url = Some(superuser)).await;
     assert_eq!(readyz(&app).await.0, StatusCode::OK);
     app.enqueue("trawl", "normal", json!({})).await;
-    assert_eq!(app.scalar_i64("SELECT count(*) FROM core.items").await, 1);
+    assert_eq!(app.count("core.items").await, 1);
 }
 
 /// `muster ledger-verify ARGS` against the app's database: (exit success, stdout, stderr).

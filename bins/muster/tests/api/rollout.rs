@@ -8,7 +8,7 @@ use hyper::{Method, StatusCode};
 use serde_json::json;
 
 use crate::harness::TestApp;
-use crate::harness::until_bridges_listen;
+use crate::harness::{until_bridges_listen, until_waiting_for_locks};
 
 fn digest(c: char) -> String {
     format!("sha256:{}", c.to_string().repeat(64))
@@ -22,23 +22,6 @@ async fn put_digest(app: &TestApp, kind: &str, digest: &str) -> crate::harness::
         json!({ "digest": digest }).to_string().into_bytes(),
     )
     .await
-}
-
-/// Waits until `n` backends of the test's database wait for a lock (a row or an advisory lock).
-async fn until_waiting_for_locks(app: &TestApp, n: i64) {
-    for _ in 0..1000 {
-        let waiting = app
-            .scalar_i64(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-            .await;
-        if waiting >= n {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("{n} backends never waited for a lock");
 }
 
 /// The interleaving of issue 24 item 1, forced: a digest report holds its transaction open
@@ -87,8 +70,7 @@ async fn a_park_that_waited_for_a_digest_report_sees_the_reported_digest_and_rep
     assert_eq!(park.status, StatusCode::OK);
     assert_eq!(park.body["state"], "queued");
     assert_eq!(
-        app.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'needs_subtool'")
-            .await,
+        app.count("core.items WHERE state = 'needs_subtool'").await,
         0
     );
 }

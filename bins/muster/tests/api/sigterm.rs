@@ -192,17 +192,11 @@ async fn sigterm_under_load_fails_no_request_and_loses_no_lease() {
             lease["lease_id"]
         );
     }
-    let done = next
-        .scalar_i64("SELECT count(*) FROM core.items WHERE state = 'done'")
-        .await;
+    let done = next.count("core.items WHERE state = 'done'").await;
     assert_eq!(
         done as u64,
         completed.load(Ordering::Relaxed) + unfinished.len() as u64
     );
-    assert_eq!(
-        next.scalar_i64("SELECT count(*) FROM core.items WHERE state = 'leased'")
-            .await,
-        0
-    );
+    assert_eq!(next.count("core.items WHERE state = 'leased'").await, 0);
     next.verify_ledger().await;
 }

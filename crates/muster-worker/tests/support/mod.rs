@@ -16,6 +16,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
+use muster_worker::runtime::PANIC_CODE;
 use muster_worker::{Lease, RetryPolicy, WorkerClient};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
@@ -101,10 +102,10 @@ pub async fn unreachable_trawl(spool: &TempDir, retry: RetryPolicy) -> WorkerCli
     .with_retry(retry)
 }
 
-/// How many `completed` ledger rows the item has.
-pub async fn completions_of(app: &TestApp, item_id: &str) -> i64 {
-    app.scalar_i64(&format!(
-        "SELECT count(*) FROM core.ledger WHERE subject_id = '{item_id}' AND event = 'completed'"
+/// How many ledger rows of the item record a panic of its handler ([`PANIC_CODE`]).
+pub async fn panics_logged(app: &TestApp, item_id: &str) -> i64 {
+    app.count(&format!(
+        "core.ledger WHERE subject_id = '{item_id}' AND data LIKE '%{PANIC_CODE}%'"
     ))
     .await
 }
