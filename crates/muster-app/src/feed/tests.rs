@@ -50,6 +50,22 @@ fn seq_of(e: &FeedEvent) -> i64 {
     }
 }
 
+/// A feed without a backlog, its work signal, and a subscriber to it that has read its first
+/// event (the queue depths).
+async fn live_subscriber(settings: FeedSettings) -> (Feed, WorkSignal, Subscription) {
+    let (feed, signal) = feed_with(MockFeedSource::new(), settings);
+    let mut sub = feed.subscribe(None).await.unwrap();
+    sub.next().await.unwrap();
+    (feed, signal, sub)
+}
+
+/// Delivers the transitions numbered `seqs`, in order.
+fn deliver(feed: &Feed, seqs: std::ops::RangeInclusive<i64>) {
+    for s in seqs {
+        feed.deliver(event(s));
+    }
+}
+
 #[tokio::test]
 async fn a_subscriber_first_gets_the_queue_depths() {
     let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
@@ -71,12 +87,8 @@ async fn a_subscriber_first_gets_the_queue_depths() {
 
 #[tokio::test]
 async fn transitions_after_subscribing_arrive_in_order() {
-    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
-    let mut sub = feed.subscribe(None).await.unwrap();
-    sub.next().await.unwrap();
-    for s in 1..=3 {
-        feed.deliver(event(s));
-    }
+    let (feed, _, mut sub) = live_subscriber(FeedSettings::default()).await;
+    deliver(&feed, 1..=3);
     let got = [
         seq_of(&sub.next().await.unwrap()),
         seq_of(&sub.next().await.unwrap()),
@@ -91,12 +103,8 @@ async fn a_subscriber_that_falls_behind_the_buffer_is_cut_loose() {
         buffer: 4,
         ..FeedSettings::default()
     };
-    let (feed, _) = feed_with(MockFeedSource::new(), settings);
-    let mut sub = feed.subscribe(None).await.unwrap();
-    sub.next().await.unwrap();
-    for s in 1..=10 {
-        feed.deliver(event(s));
-    }
+    let (feed, _, mut sub) = live_subscriber(settings).await;
+    deliver(&feed, 1..=10);
     assert_eq!(sub.next().await, Err(End::TooSlow));
 }
 
@@ -109,9 +117,7 @@ async fn resuming_replays_the_transitions_after_the_last_event_id_then_goes_live
         .withf(|after, through| (*after, *through) == (2, 5))
         .returning(|_, _| Ok((3..=5).map(event).collect()));
     let (feed, _) = feed_with(source, FeedSettings::default());
-    for s in 1..=5 {
-        feed.deliver(event(s));
-    }
+    deliver(&feed, 1..=5);
     let mut sub = feed.subscribe(Some(2)).await.unwrap();
     sub.next().await.unwrap(); // queues
     feed.deliver(event(6));
@@ -141,9 +147,7 @@ async fn an_event_id_older_than_the_window_gets_a_reset() {
         ..FeedSettings::default()
     };
     let (feed, _) = feed_with(source, settings);
-    for s in 1..=50 {
-        feed.deliver(event(s));
-    }
+    deliver(&feed, 1..=50);
     let mut sub = feed.subscribe(Some(3)).await.unwrap();
     sub.next().await.unwrap();
     assert!(matches!(sub.next().await, Ok(FeedEvent::Reset { .. })));
@@ -165,9 +169,7 @@ async fn a_quiet_stream_gets_a_heartbeat_with_the_newest_sequence() {
 
 #[tokio::test]
 async fn shutdown_sends_a_final_event_and_ends_the_stream() {
-    let (feed, signal) = feed_with(MockFeedSource::new(), FeedSettings::default());
-    let mut sub = feed.subscribe(None).await.unwrap();
-    sub.next().await.unwrap();
+    let (_feed, signal, mut sub) = live_subscriber(FeedSettings::default()).await;
     signal.shut_down();
     assert_eq!(sub.next().await, Ok(FeedEvent::Shutdown { retry_ms: 2000 }));
     assert_eq!(sub.next().await, Err(End::Shutdown));
@@ -175,9 +177,7 @@ async fn shutdown_sends_a_final_event_and_ends_the_stream() {
 
 #[tokio::test]
 async fn the_shutdown_event_is_the_contracts_json_with_the_subscribers_retry() {
-    let (feed, signal) = feed_with(MockFeedSource::new(), FeedSettings::default());
-    let mut sub = feed.subscribe(None).await.unwrap();
-    sub.next().await.unwrap();
+    let (_feed, signal, mut sub) = live_subscriber(FeedSettings::default()).await;
     signal.shut_down();
     assert_eq!(
         sub.next_chunk().await.unwrap(),
@@ -187,9 +187,7 @@ async fn the_shutdown_event_is_the_contracts_json_with_the_subscribers_retry() {
 
 #[tokio::test]
 async fn a_transition_is_framed_with_its_sequence_as_id_and_the_contracts_json() {
-    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
-    let mut sub = feed.subscribe(None).await.unwrap();
-    sub.next().await.unwrap();
+    let (feed, _, mut sub) = live_subscriber(FeedSettings::default()).await;
     feed.deliver(event(7));
     assert_eq!(
         sub.next_frame().await.unwrap().bytes(),
@@ -218,9 +216,7 @@ async fn every_subscriber_writes_the_one_encoding_of_an_event() {
 
 #[tokio::test]
 async fn events_ready_together_leave_in_one_write() {
-    let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
-    let mut sub = feed.subscribe(None).await.unwrap();
-    sub.next().await.unwrap();
+    let (feed, _, mut sub) = live_subscriber(FeedSettings::default()).await;
     let mut expected = Vec::new();
     for s in 1..=3 {
         feed.deliver(event(s));
@@ -284,12 +280,8 @@ async fn a_write_stops_gathering_at_the_size_limit() {
         coalesce_bytes: 1,
         ..FeedSettings::default()
     };
-    let (feed, _) = feed_with(MockFeedSource::new(), settings);
-    let mut sub = feed.subscribe(None).await.unwrap();
-    sub.next().await.unwrap();
-    for s in 1..=3 {
-        feed.deliver(event(s));
-    }
+    let (feed, _, mut sub) = live_subscriber(settings).await;
+    deliver(&feed, 1..=3);
     assert_eq!(transitions_per_write(&mut sub, 3).await, [1, 1, 1]);
 }
 
@@ -302,9 +294,7 @@ async fn after_a_write_that_stopped_at_the_size_limit_the_next_does_not_wait() {
     let (feed, _) = feed_with(MockFeedSource::new(), settings);
     let mut sub = feed.subscribe(None).await.unwrap();
     sub.next_chunk().await.unwrap(); // queues, cut at the limit
-    for s in 1..=3 {
-        feed.deliver(event(s));
-    }
+    deliver(&feed, 1..=3);
     let started = tokio::time::Instant::now();
     assert_eq!(transitions_per_write(&mut sub, 3).await, [1, 1, 1]);
     assert_eq!(tokio::time::Instant::now(), started);
@@ -347,9 +337,7 @@ async fn a_subscriber_reading_a_feed_faster_than_the_size_limit_per_wait_keeps_u
 
 #[tokio::test]
 async fn nothing_follows_the_shutdown_event() {
-    let (feed, signal) = feed_with(MockFeedSource::new(), FeedSettings::default());
-    let mut sub = feed.subscribe(None).await.unwrap();
-    sub.next().await.unwrap();
+    let (feed, signal, mut sub) = live_subscriber(FeedSettings::default()).await;
     feed.deliver(event(1));
     signal.shut_down();
     let mut text = String::new();
@@ -449,9 +437,7 @@ async fn a_resume_is_read_one_page_at_a_time_in_order() {
         ..FeedSettings::default()
     };
     let (feed, _) = feed_with(source, settings);
-    for s in 1..=7 {
-        feed.deliver(event(s));
-    }
+    deliver(&feed, 1..=7);
     let mut sub = feed.subscribe(Some(2)).await.unwrap();
     sub.next().await.unwrap(); // queues
     feed.deliver(event(8));
@@ -500,9 +486,7 @@ async fn a_resume_over_the_replay_cap_is_refused_and_a_finished_replay_frees_its
         ..FeedSettings::default()
     };
     let (feed, _) = feed_with(source, settings);
-    for s in 1..=3 {
-        feed.deliver(event(s));
-    }
+    deliver(&feed, 1..=3);
     let mut replaying = feed.subscribe(Some(1)).await.unwrap();
     let refused = feed.subscribe(Some(1)).await.unwrap_err();
     for _ in 0..3 {

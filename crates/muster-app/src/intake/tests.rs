@@ -88,23 +88,35 @@ fn honeypot_hits(i: &Intake) -> u64 {
         .load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// A transaction that salts the day and counts the submission once: under the daily cap
+/// (`under_cap`) or over it.
+fn counting(under_cap: bool) -> MockLogbookTx {
+    let mut tx = MockLogbookTx::new();
+    tx.expect_day_salt().times(1).returning(|_, c| Ok(c));
+    tx.expect_count_submission()
+        .times(1)
+        .returning(move |_, _, _| Ok(under_cap));
+    tx
+}
+
+/// Conn submits `s` from a client IP.
+async fn conn_submits(i: &Intake, s: Submission) -> Result<Submitted, AppError> {
+    i.submit(Principal::Conn, Some("203.0.113.9"), s).await
+}
+
 #[tokio::test]
 async fn a_honeypot_with_a_wrong_proof_of_work_gets_the_same_e_pow_without_a_transaction() {
     let i = intake(no_transactions());
     let (token, _) = solved(&i);
     let s = honeypot(submission(token, "0".into()));
-    let r = i.submit(Principal::Conn, Some("203.0.113.9"), s).await;
+    let r = conn_submits(&i, s).await;
     assert!(matches!(r.unwrap_err(), AppError::Pow(_)));
     assert_eq!(honeypot_hits(&i), 0);
 }
 
 #[tokio::test]
 async fn a_honeypot_with_a_valid_proof_of_work_spends_and_counts_and_stores_nothing() {
-    let mut tx = MockLogbookTx::new();
-    tx.expect_day_salt().times(1).returning(|_, c| Ok(c));
-    tx.expect_count_submission()
-        .times(1)
-        .returning(|_, _, _| Ok(true));
+    let mut tx = counting(true);
     tx.expect_spend_challenge()
         .times(1)
         .returning(|_, _| Ok(true));
@@ -113,26 +125,19 @@ async fn a_honeypot_with_a_valid_proof_of_work_spends_and_counts_and_stores_noth
     tx.expect_commit().times(1).returning(|| Ok(()));
     let i = intake(one_transaction(tx));
     let s = honeypot(solved_submission(&i));
-    let r = i
-        .submit(Principal::Conn, Some("203.0.113.9"), s)
-        .await
-        .unwrap();
+    let r = conn_submits(&i, s).await.unwrap();
     assert_eq!(r.state, EditState::PendingApproval);
     assert_eq!(honeypot_hits(&i), 1);
 }
 
 #[tokio::test]
 async fn a_honeypot_over_the_daily_cap_gets_the_same_429() {
-    let mut tx = MockLogbookTx::new();
-    tx.expect_day_salt().times(1).returning(|_, c| Ok(c));
-    tx.expect_count_submission()
-        .times(1)
-        .returning(|_, _, _| Ok(false));
+    let mut tx = counting(false);
     tx.expect_spend_challenge().never();
     tx.expect_commit().never();
     let i = intake(one_transaction(tx));
     let s = honeypot(solved_submission(&i));
-    let r = i.submit(Principal::Conn, Some("203.0.113.9"), s).await;
+    let r = conn_submits(&i, s).await;
     assert!(matches!(r.unwrap_err(), AppError::RateLimited { .. }));
 }
 
@@ -140,13 +145,7 @@ async fn a_honeypot_over_the_daily_cap_gets_the_same_429() {
 async fn a_wrong_proof_of_work_is_refused_without_a_transaction() {
     let i = intake(no_transactions());
     let (token, _) = solved(&i);
-    let r = i
-        .submit(
-            Principal::Conn,
-            Some("203.0.113.9"),
-            submission(token, "0".into()),
-        )
-        .await;
+    let r = conn_submits(&i, submission(token, "0".into())).await;
     assert!(matches!(r.unwrap_err(), AppError::Pow(_)));
 }
 
@@ -155,13 +154,7 @@ async fn a_tampered_challenge_is_refused_without_a_transaction() {
     let i = intake(no_transactions());
     let (mut token, nonce) = solved(&i);
     token.replace_range(5..6, if &token[5..6] == "0" { "1" } else { "0" });
-    let r = i
-        .submit(
-            Principal::Conn,
-            Some("203.0.113.9"),
-            submission(token, nonce),
-        )
-        .await;
+    let r = conn_submits(&i, submission(token, nonce)).await;
     assert!(matches!(r.unwrap_err(), AppError::Pow(_)));
 }
 
@@ -171,9 +164,7 @@ async fn an_unknown_target_is_refused_without_a_transaction() {
     let mut s = solved_submission(&i);
     s.target = "docs/nowhere".into();
     assert!(matches!(
-        i.submit(Principal::Conn, Some("203.0.113.9"), s)
-            .await
-            .unwrap_err(),
+        conn_submits(&i, s).await.unwrap_err(),
         AppError::Target(_)
     ));
 }
