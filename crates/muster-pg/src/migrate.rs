@@ -50,6 +50,8 @@ pub const MIGRATIONS: &[Migration] = migrations![
     15 "kind_pauses_validated",
     17 "ledger_checkpoints",
     18 "retention",
+    21 "lighter_transitions",
+    22 "lighter_transitions_contract",
 ];
 
 /// The newest migration this binary knows.
@@ -262,7 +264,7 @@ mod tests {
             [
                 "items_idempotency",
                 "items_lease_expiry",
-                "items_listing",
+                "items_listing_unleased",
                 "items_parked",
                 "items_pkey",
                 "items_queued_order",

@@ -1,7 +1,9 @@
 //! The statements that find items: a page of `GET /v1/items` and a kind's failed items for a
-//! bulk retry. Both read `items_listing` (state, kind, priority, id) one group at a time in id
-//! order, at most a page of each, and merge the groups, so a page reads about as many index
-//! entries as it returns, plus one probe per group, whatever else the table holds.
+//! bulk retry. Both read `items_listing_unleased` (state, kind, priority, id) one group at a
+//! time in id order, at most a page of each, and merge the groups, so a page reads about as many
+//! index entries as it returns, plus one probe per group, whatever else the table holds. Leased
+//! items are not in that index (a lease writes no listing entry): a leased group is the kind's
+//! items under a lease, read whole from `items_lease_expiry` and sorted, few as they are.
 //!
 //! Every value is written into the statement (closed sets of words, a UUID and a number: nothing
 //! a caller can shape) and the statement is planned for those values each time. A prepared,
@@ -81,15 +83,21 @@ fn merged(groups: impl Iterator<Item = String>, rows: u32) -> String {
 /// it. The LIMIT in each group is what makes the plan a Merge Append of short index scans:
 /// without it PostgreSQL reads every row of the groups and sorts them. States, kinds and
 /// priorities are closed sets of lower-case words and numbers, safe to write into the text.
+///
+/// A leased group is read whole behind `OFFSET 0`, which keeps the planner from walking the
+/// primary key in id order instead (through every item, when few are leased).
 fn group(state: &str, kind: Kind, priority: Priority, after: Option<Uuid>, rows: u32) -> String {
     let after = after.map_or(String::new(), |a| format!(" AND g.id > '{a}'"));
-    format!(
-        "(SELECT g.id FROM core.items g
-          WHERE g.state = '{state}' AND g.kind = '{kind}' AND g.priority = {priority}{after}
-          ORDER BY g.id LIMIT {rows})",
-        kind = kind.as_str(),
-        priority = priority.rank(),
-    )
+    let (kind, priority) = (kind.as_str(), priority.rank());
+    let rows_of_group = format!(
+        "SELECT g.id FROM core.items g
+          WHERE g.state = '{state}' AND g.kind = '{kind}' AND g.priority = {priority}{after}"
+    );
+    if state == ItemState::Leased.as_str() {
+        format!("(SELECT s.id FROM ({rows_of_group} OFFSET 0) s ORDER BY s.id LIMIT {rows})")
+    } else {
+        format!("({rows_of_group} ORDER BY g.id LIMIT {rows})")
+    }
 }
 
 pub(super) fn summary_from_row(r: &Row) -> Result<ItemSummary, StoreError> {
@@ -145,6 +153,48 @@ mod tests {
             .await
             .expect("fill");
         db
+    }
+
+    #[tokio::test]
+    async fn a_page_of_leased_items_reads_the_items_under_a_lease_not_the_table() {
+        let db = many_done().await;
+        let client = db.client().await;
+        client
+            .batch_execute(
+                "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
+                     payload, created_at, chain_len, chain_head, lease_id, lease_worker,
+                     lease_expires_at)
+                 SELECT ('00000000-0000-7000-8000-00000000000' || g)::uuid, 'trawl', 1, 'leased',
+                     1, 1, now(), '{}'::jsonb, now(), 0, decode(repeat('00', 32), 'hex'),
+                     gen_random_uuid(), 'w', now() + interval '1 minute'
+                 FROM generate_series(1, 3) g;
+                 ANALYZE core.items;",
+            )
+            .await
+            .expect("leased items");
+        let leased = ItemFilter::new(Some(ItemState::Leased), Some(Kind::Trawl), None, None, None)
+            .expect("a filter");
+        let sql = super::page_ids(&leased, 2);
+        let ids: Vec<String> = client
+            .query(&format!("SELECT id::text FROM ({sql}) p"), &[])
+            .await
+            .expect("the page")
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                "00000000-0000-7000-8000-000000000001",
+                "00000000-0000-7000-8000-000000000002"
+            ]
+        );
+        // The three leased items' index entries and rows, not the 50,000 done ones.
+        let touched = buffers(&client, &sql).await;
+        assert!(
+            touched <= 20,
+            "{touched} buffers for a page of leased items"
+        );
     }
 
     #[tokio::test]
