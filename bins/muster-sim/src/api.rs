@@ -5,13 +5,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use muster_worker::exchange;
 use serde_json::Value;
 
 /// Why a call got no usable answer.
@@ -123,28 +124,17 @@ impl Api {
         body: Option<&Value>,
     ) -> Result<Answer, CallError> {
         let req = self.request(method, path, body)?;
-        let exchange = async {
-            let res = self
-                .http
-                .request(req)
+        let round_trip = async {
+            let (head, bytes) = exchange(&self.http, req)
                 .await
-                .map_err(|e| CallError::Transport(error_chain(&e)))?;
-            let status = res.status().as_u16();
-            let bytes = res
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| CallError::Transport(error_chain(&e)))?
-                .to_bytes();
+                .map_err(CallError::Transport)?;
             Ok(Answer {
-                status,
+                status: head.status.as_u16(),
                 body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
             })
         };
-        tokio::time::timeout(self.timeout, exchange)
+        tokio::time::timeout(self.timeout, round_trip)
             .await
             .map_err(|_| CallError::Timeout)?
     }
 }
-
-pub use muster_worker::error_chain;

@@ -8,6 +8,7 @@ use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
+use muster_worker::{error_chain, exchange};
 use serde_json::Value;
 
 use crate::OpsError;
@@ -138,22 +139,13 @@ impl Client {
 
     /// Sends `req` and reads the whole answer within [`CALL_TIMEOUT`]: its status and body.
     async fn exchange(&self, req: Request<Full<Bytes>>) -> Result<(u16, Bytes), OpsError> {
-        let exchange = async {
-            let res = self
-                .http
-                .request(req)
+        let round_trip = async {
+            let (head, bytes) = exchange(&self.http, req)
                 .await
-                .map_err(|e| self.unreachable(error_chain(&e)))?;
-            let status = res.status().as_u16();
-            let bytes = res
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| self.unreachable(error_chain(&e)))?
-                .to_bytes();
-            Ok((status, bytes))
+                .map_err(|e| self.unreachable(e))?;
+            Ok((head.status.as_u16(), bytes))
         };
-        tokio::time::timeout(CALL_TIMEOUT, exchange)
+        tokio::time::timeout(CALL_TIMEOUT, round_trip)
             .await
             .map_err(|_| {
                 self.unreachable(format!("no answer within {} s", CALL_TIMEOUT.as_secs()))
@@ -212,18 +204,6 @@ fn answer(status: u16, bytes: &[u8]) -> Result<Value, OpsError> {
             .unwrap_or("(no message)")
             .to_owned(),
     })
-}
-
-/// An error and its sources on one line ("client error (Connect): tcp connect error: …").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

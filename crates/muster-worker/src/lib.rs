@@ -240,24 +240,13 @@ impl WorkerClient {
             .header(AUTHORIZATION, self.inner.auth.clone())
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
-        let exchange = async {
-            let res = self
-                .inner
-                .http
-                .request(req)
+        let round_trip = async {
+            let (head, bytes) = exchange(&self.inner.http, req)
                 .await
-                .map_err(|e| ClientError::Transport(error_chain(&e)))?;
-            let status = res.status().as_u16();
-            let retry_after = retry_after(res.headers());
-            let bytes = res
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| ClientError::Transport(error_chain(&e)))?
-                .to_bytes();
-            Ok((status, bytes, retry_after))
+                .map_err(ClientError::Transport)?;
+            Ok((head.status.as_u16(), bytes, retry_after(&head.headers)))
         };
-        let answer = tokio::time::timeout(timeout, exchange)
+        let answer = tokio::time::timeout(timeout, round_trip)
             .await
             .map_err(|_| ClientError::Timeout)
             .and_then(|r| r);
@@ -382,6 +371,18 @@ fn parse<T: serde::de::DeserializeOwned>(status: u16, bytes: &[u8]) -> Result<T,
         status,
         detail: e.to_string(),
     })
+}
+
+/// Sends `req` and reads the whole answer: its head (status, headers) and its body. A request
+/// that got no answer, or whose body broke off, is its [`error_chain`].
+pub async fn exchange(
+    http: &Client<HttpConnector, Full<Bytes>>,
+    req: Request<Full<Bytes>>,
+) -> Result<(hyper::http::response::Parts, Bytes), String> {
+    let res = http.request(req).await.map_err(|e| error_chain(&e))?;
+    let (head, body) = res.into_parts();
+    let bytes = body.collect().await.map_err(|e| error_chain(&e))?;
+    Ok((head, bytes.to_bytes()))
 }
 
 /// An error and its sources on one line (`outer: inner: root`).
