@@ -50,6 +50,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     15 "kind_pauses_validated",
     17 "ledger_checkpoints",
     18 "retention",
+    19 "retention_removal_settled",
     21 "lighter_transitions",
     22 "lighter_transitions_contract",
 ];

@@ -509,3 +509,113 @@ async fn cancelling_or_retrying_an_item_that_never_was_is_not_found() {
         .await
         .assert_error(StatusCode::NOT_FOUND, "E_NOT_FOUND");
 }
+
+/// One batch of `core.remove_finished` of up to `max` done trawl items of priority normal,
+/// with a retention period of 30 days, on the client `c`: the items it removed, or `None` when
+/// it gave way (a macro: this crate does not name the client's type).
+macro_rules! remove_batch {
+    ($c:expr, $max:expr) => {
+        $c.query_one(
+            &format!(
+                "SELECT n_removed FROM core.remove_finished('done', 'trawl', 1::int2,
+                     '00000000-0000-0000-0000-000000000000', 30 * 86400, {})",
+                $max
+            ),
+            &[],
+        )
+        .await
+        .ok()
+        .map(|r| r.get::<_, i32>(0))
+    };
+}
+
+#[tokio::test]
+async fn an_item_whose_late_result_committed_while_a_batch_scanned_stays() {
+    // The race: a batch's snapshot is taken before a late result's transaction commits, the
+    // batch reaches the item after it committed, locks its newest version (the longer chain)
+    // and must judge it by that chain's newest entry, which its snapshot does not hold. The
+    // batch is kept scanning by 200,000 older done items another transaction holds (it skips
+    // them one by one), the late result's item last in its path.
+    let app = TestApp::spawn_with(|s| s.retain_days = 30).await;
+    let target = old_item(&app, 255, "done", 31).await;
+    app.execute(&format!(
+        "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, payload,
+             created_at, chain_len, chain_head)
+         SELECT (left('{target}', 19) || '0000-' || lpad(to_hex(g), 12, '0'))::uuid, 'trawl', 1, 'done', 1,
+             1, now(), '{{}}', now(), 1, decode(repeat('00', 32), 'hex')
+         FROM generate_series(1, 200000) g"
+    ))
+    .await;
+    let holder = app
+        .open_transaction(&format!(
+            "SELECT count(*) FROM (SELECT 1 FROM core.items WHERE id < '{target}' FOR UPDATE) h"
+        ))
+        .await;
+    let batch = app.db.client().await;
+    let late = app
+        .open_transaction(&format!(
+            "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at,
+                 data, prev_hash, hash)
+             VALUES ('item', '{target}', 2, 'late_result', 'worker:trawl', now(), '{{}}',
+                 decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'));
+             UPDATE core.items SET chain_len = 2 WHERE id = '{target}'"
+        ))
+        .await;
+    let removing = async { remove_batch!(batch, 1_000_000) };
+    let commit = async {
+        // The batch's statement has its snapshot within a moment of starting; its scan of the
+        // held items takes far longer.
+        while app
+            .count("pg_stat_activity WHERE query LIKE '%remove_finished%' AND state = 'active' AND pid <> pg_backend_pid()")
+            .await
+            == 0
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        late.batch_execute("COMMIT")
+            .await
+            .expect("the late result commits");
+    };
+    let (removed, ()) = tokio::join!(removing, commit);
+    holder.batch_execute("ROLLBACK").await.expect("released");
+    assert_eq!(removed, Some(0));
+    assert_eq!(
+        app.count(&format!("core.items WHERE id = '{target}'"))
+            .await,
+        1,
+        "an item whose newest ledger entry is a moment old was removed"
+    );
+}
+
+#[tokio::test]
+async fn core_remove_finished_refuses_each_null_argument_and_removes_nothing() {
+    let app = zero_retention().await;
+    done_item(&app).await;
+    let c = app.db.client().await;
+    let args = [
+        "'done'",
+        "'trawl'",
+        "1::int2",
+        "'00000000-0000-0000-0000-000000000000'::uuid",
+        "0::float8",
+        "100",
+    ];
+    for null in 0..args.len() {
+        let mut called = args;
+        called[null] = "NULL";
+        let e = c
+            .query_one(
+                &format!("SELECT * FROM core.remove_finished({})", called.join(", ")),
+                &[],
+            )
+            .await
+            .expect_err("a NULL argument is refused");
+        assert_eq!(
+            e.code().map(|s| s.code()),
+            Some("MU002"),
+            "argument {null}: {e}"
+        );
+    }
+    assert_eq!(app.count("core.items").await, 1);
+}
