@@ -351,6 +351,20 @@ fn family<M: EncodeMetric>(
     Ok(())
 }
 
+/// Encodes one metric without labels per row `(name, help, value)`, the value made a metric
+/// by `metric` (`ConstCounter::new`, `ConstGauge::new`).
+fn unlabelled<V, M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    metric: fn(V) -> M,
+    rows: impl IntoIterator<Item = (&'static str, &'static str, V)>,
+) -> Result<(), std::fmt::Error> {
+    for (name, help, value) in rows {
+        let m = metric(value);
+        m.encode(encoder.encode_descriptor(name, help, None, m.metric_type())?)?;
+    }
+    Ok(())
+}
+
 impl Collector for Snapshot {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         use prometheus_client::metrics::MetricType::{Counter, Gauge};
@@ -426,24 +440,25 @@ impl Collector for Snapshot {
             Counter,
             intake,
         )?;
-        let held = ConstGauge::new(self.feed_gap_wait);
-        held.encode(encoder.encode_descriptor(
-            "muster_feed_gap_wait_seconds",
-            "How long the live feed has been held back waiting for an open transaction (0 when not)",
-            None,
-            held.metric_type(),
-        )?)?;
-        if let Some(reachable) = self.api_server_reachable {
-            let m = ConstGauge::new(i64::from(reachable));
-            m.encode(encoder.encode_descriptor(
+        unlabelled(
+            &mut encoder,
+            ConstGauge::new,
+            [(
+                "muster_feed_gap_wait_seconds",
+                "How long the live feed has been held back waiting for an open transaction (0 when not)",
+                self.feed_gap_wait,
+            )],
+        )?;
+        let reachable = self.api_server_reachable.map(|reachable| {
+            (
                 "muster_api_server_reachable",
                 "1 while the Kubernetes API server answered its last probe (every 30 s), else 0",
-                None,
-                m.metric_type(),
-            )?)?;
-        }
+                i64::from(reachable),
+            )
+        });
+        unlabelled(&mut encoder, ConstGauge::new, reachable)?;
         let (reviews, failures) = self.tokenreviews;
-        for (name, help, value) in [
+        let tokenreviews = [
             (
                 "muster_tokenreview_reviews",
                 "TokenReviews sent to the Kubernetes API server (cache misses)",
@@ -454,10 +469,8 @@ impl Collector for Snapshot {
                 "TokenReviews that got no answer: their calls were refused with 503",
                 failures,
             ),
-        ] {
-            let m = ConstCounter::new(value);
-            m.encode(encoder.encode_descriptor(name, help, None, m.metric_type())?)?;
-        }
+        ];
+        unlabelled(&mut encoder, ConstCounter::new, tokenreviews)?;
         if let Some(figures) = &self.review_figures {
             encode_review_figures(&mut encoder, figures)?;
         }
@@ -499,11 +512,7 @@ impl Collector for Snapshot {
                 self.body_budget_used as i64,
             ),
         ];
-        for (name, help, v) in gauges {
-            let m = ConstGauge::new(v);
-            m.encode(encoder.encode_descriptor(name, help, None, m.metric_type())?)?;
-        }
-        Ok(())
+        unlabelled(&mut encoder, ConstGauge::new, gauges)
     }
 }
 
@@ -512,7 +521,7 @@ fn encode_review_figures(
     encoder: &mut DescriptorEncoder,
     f: &ReviewFigures,
 ) -> Result<(), std::fmt::Error> {
-    use prometheus_client::metrics::MetricType::{Counter, Gauge};
+    use prometheus_client::metrics::MetricType::Counter;
     let reviews = f.reviews.iter().map(|&(class, outcome, n)| {
         let labels = vec![("class", class.to_owned()), ("outcome", outcome.to_owned())];
         (labels, ConstCounter::new(n))
@@ -535,32 +544,30 @@ fn encode_review_figures(
         Counter,
         rejected,
     )?;
-    for (name, help, n) in [
-        (
-            "muster_tokenreview_served_stale",
-            "Calls let in on a positive answer past its time to live while the API server was slow or down",
-            f.served_stale,
-        ),
-        (
-            "muster_tokenreview_refreshes",
-            "Reviews of known tokens started ahead of their answer's expiry",
-            f.refreshes,
-        ),
-    ] {
-        family(
-            encoder,
-            name,
-            help,
-            Counter,
-            [(Labels::new(), ConstCounter::new(n))],
-        )?;
-    }
-    family(
+    unlabelled(
         encoder,
-        "muster_tokenreview_in_flight",
-        "TokenReviews under way now",
-        Gauge,
-        [(Labels::new(), ConstGauge::new(f.in_flight as i64))],
+        ConstCounter::new,
+        [
+            (
+                "muster_tokenreview_served_stale",
+                "Calls let in on a positive answer past its time to live while the API server was slow or down",
+                f.served_stale,
+            ),
+            (
+                "muster_tokenreview_refreshes",
+                "Reviews of known tokens started ahead of their answer's expiry",
+                f.refreshes,
+            ),
+        ],
+    )?;
+    unlabelled(
+        encoder,
+        ConstGauge::new,
+        [(
+            "muster_tokenreview_in_flight",
+            "TokenReviews under way now",
+            f.in_flight as i64,
+        )],
     )
 }
 
@@ -569,61 +576,51 @@ fn encode_retention(
     encoder: &mut DescriptorEncoder,
     r: &RetentionFigures,
 ) -> Result<(), std::fmt::Error> {
-    use prometheus_client::metrics::MetricType::{Counter, Gauge};
-    for (name, help, n) in [
-        (
-            "muster_retention_items_removed",
-            "Finished items this replica's retention passes removed from the working tables",
-            r.items_removed,
-        ),
-        (
-            "muster_retention_leases_removed",
-            "Leases removed with those items",
-            r.leases_removed,
-        ),
-        (
-            "muster_retention_edit_texts_removed",
-            "Texts of rejected edit proposals removed",
-            r.edit_texts_removed,
-        ),
-    ] {
-        family(
-            encoder,
-            name,
-            help,
-            Counter,
-            [(Labels::new(), ConstCounter::new(n))],
-        )?;
-    }
+    unlabelled(
+        encoder,
+        ConstCounter::new,
+        [
+            (
+                "muster_retention_items_removed",
+                "Finished items this replica's retention passes removed from the working tables",
+                r.items_removed,
+            ),
+            (
+                "muster_retention_leases_removed",
+                "Leases removed with those items",
+                r.leases_removed,
+            ),
+            (
+                "muster_retention_edit_texts_removed",
+                "Texts of rejected edit proposals removed",
+                r.edit_texts_removed,
+            ),
+        ],
+    )?;
     let last_pass = r
         .last_pass
         .map_or(0.0, |t| t.unix_timestamp_nanos() as f64 / 1e9);
-    for (name, help, v) in [
-        (
-            "muster_retention_last_pass_timestamp_seconds",
-            "When this replica's last complete retention pass ended (Unix time; 0: none yet)",
-            last_pass,
-        ),
-        (
-            "muster_retention_oldest_finished_age_seconds",
-            "At the last pass: how long ago the oldest-created finished item of any kind, priority and state last changed",
-            r.oldest_finished_age,
-        ),
-        (
-            "muster_retention_period_seconds",
-            "The retention period (--retain-days)",
-            r.retain_seconds,
-        ),
-    ] {
-        family(
-            encoder,
-            name,
-            help,
-            Gauge,
-            [(Labels::new(), ConstGauge::new(v))],
-        )?;
-    }
-    Ok(())
+    unlabelled(
+        encoder,
+        ConstGauge::new,
+        [
+            (
+                "muster_retention_last_pass_timestamp_seconds",
+                "When this replica's last complete retention pass ended (Unix time; 0: none yet)",
+                last_pass,
+            ),
+            (
+                "muster_retention_oldest_finished_age_seconds",
+                "At the last pass: how long ago the oldest-created finished item of any kind, priority and state last changed",
+                r.oldest_finished_age,
+            ),
+            (
+                "muster_retention_period_seconds",
+                "The retention period (--retain-days)",
+                r.retain_seconds,
+            ),
+        ],
+    )
 }
 
 /// The exposition of one scrape: the transport's own metrics and the figures in `snapshot`.
