@@ -211,6 +211,17 @@ pub(crate) fn named<T: Named>(raw: &str) -> Result<T, ApiError> {
     T::parse(raw).ok_or_else(|| ApiError::not_found(format!("no {} {raw:?}", T::WHAT)))
 }
 
+/// axum's extractor `E`, its rejection answered 400 `E_BAD_REQUEST` ("invalid `what`: …").
+async fn strictly<E>(parts: &mut Parts, state: &AppState, what: &str) -> Result<E, ApiError>
+where
+    E: FromRequestParts<AppState>,
+    E::Rejection: std::fmt::Display,
+{
+    E::from_request_parts(parts, state)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("invalid {what}: {e}")))
+}
+
 /// The value named by the route's one path parameter (`/v1/leases/{id}/…`).
 #[derive(Debug)]
 pub(crate) struct InPath<T>(pub T);
@@ -219,9 +230,7 @@ impl<T: Named + Send> FromRequestParts<AppState> for InPath<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Path(raw) = Path::<String>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::bad_request(format!("invalid path: {e}")))?;
+        let Path(raw) = strictly::<Path<String>>(parts, state, "path").await?;
         named(&raw).map(InPath)
     }
 }
@@ -234,9 +243,7 @@ impl<T: DeserializeOwned + Send> FromRequestParts<AppState> for InQuery<T> {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
-        let Query(q) = Query::<T>::from_request_parts(parts, state)
-            .await
-            .map_err(|e| ApiError::bad_request(format!("invalid query: {e}")))?;
+        let Query(q) = strictly::<Query<T>>(parts, state, "query").await?;
         Ok(InQuery(q))
     }
 }
