@@ -1,7 +1,7 @@
 //! Failing a lease: re-queued with backoff, failed for good, or — for `E_NEEDS_SUBTOOL` —
 //! parked as `needs_subtool` would park it.
 
-use muster_domain::{FailOutcome, ItemState, LeaseId, OutcomeKind, Principal, request_digest};
+use muster_domain::{FailOutcome, ItemState, LeaseId, OutcomeKind, Principal};
 use serde_json::json;
 
 use super::{Finish, Finishing, Muster};
@@ -17,16 +17,13 @@ impl Muster {
         lease_id: LeaseId,
         req: FailRequest,
     ) -> Result<Failed, AppError> {
-        let digest = request_digest(
-            OutcomeKind::Failed,
-            &json!({"error": req.error, "retryable": req.retryable}),
-        );
+        let request = json!({"error": req.error, "retryable": req.retryable});
         let mut f = match self
             .begin_finish(
                 actor,
                 lease_id,
                 req.worker_id.as_deref(),
-                (OutcomeKind::Failed, &digest),
+                (OutcomeKind::Failed, &request),
                 "failure",
             )
             .await?
@@ -35,7 +32,7 @@ impl Muster {
             Finishing::Replay(answer) => return Ok(answer),
         };
         if req.error.get("code").and_then(|c| c.as_str()) == Some(NEEDS_SUBTOOL) {
-            return self.fail_as_parked(f, actor, &req.error, digest).await;
+            return self.fail_as_parked(f, actor, &req.error).await;
         }
         let policy = self.config.policy(f.item.kind);
         let (outcome, entry) = f.item.fail(
@@ -56,8 +53,7 @@ impl Muster {
                 FailOutcome::Failed => None,
             },
         };
-        self.close_finish(f, (OutcomeKind::Failed, digest), &answer, &[entry])
-            .await?;
+        self.close_finish(f, &answer, &[entry]).await?;
         self.stats.failed.add(kind, 1);
         if state == ItemState::Failed {
             self.stats.failed_final.add(kind, 1);
@@ -74,7 +70,6 @@ impl Muster {
         mut f: Finish,
         actor: Principal,
         error: &serde_json::Value,
-        digest: [u8; 32],
     ) -> Result<Failed, AppError> {
         let reported = f.tx.deployed_digest(f.item.kind).await?;
         let entry = f
@@ -86,8 +81,7 @@ impl Muster {
             state: f.item.state,
             not_before: None,
         };
-        self.close_finish(f, (OutcomeKind::Failed, digest), &answer, &[entry])
-            .await?;
+        self.close_finish(f, &answer, &[entry]).await?;
         self.stats.failed.add(kind, 1);
         self.stats.parked.add(kind, 1);
         Ok(answer)

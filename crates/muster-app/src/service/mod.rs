@@ -11,6 +11,7 @@ use std::time::Duration as StdDuration;
 use muster_domain::item::LeaseUse;
 use muster_domain::{
     Item, Kind, LeaseId, LeaseOutcome, LeaseRecord, OutcomeKind, Principal, RetryPolicy, Routes,
+    request_digest,
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -249,25 +250,27 @@ impl Muster {
     }
 
     /// Opens the transaction of a call that finishes `lease_id` (fail, needs_subtool) with
-    /// the request `digest`, sent by `worker_id` when the caller named one: the lease and its
-    /// item locked with the database's clock, or, for the same call made before, its stored
-    /// answer (`what` names it when that answer cannot be read). A lease used after its final
-    /// grace fails the item here and the call is refused.
+    /// the outcome `kind` and the `request` (its digest is what an identical retry is known
+    /// by), sent by `worker_id` when the caller named one: the lease and its item locked with
+    /// the database's clock, or, for the same call made before, its stored answer (`what`
+    /// names it when that answer cannot be read). A lease used after its final grace fails the
+    /// item here and the call is refused.
     async fn begin_finish<A: DeserializeOwned>(
         &self,
         actor: Principal,
         lease_id: LeaseId,
         worker_id: Option<&str>,
-        (kind, digest): (OutcomeKind, &[u8; 32]),
+        (kind, request): (OutcomeKind, &Value),
         what: &str,
     ) -> Result<Finishing<A>, AppError> {
+        let digest = request_digest(kind, request);
         if let Some(w) = worker_id {
             check_worker_id(w)?;
         }
         let mut tx = self.stores.logbook.begin().await?;
         let (record, mut item) = self.lock_lease(tx.as_mut(), lease_id).await?;
         item.check_sender(&record, actor, worker_id)?;
-        if let LeaseUse::Replay(response) = item.check_finish(&record, actor, kind, digest)? {
+        if let LeaseUse::Replay(response) = item.check_finish(&record, actor, kind, &digest)? {
             return serde_json::from_value(response)
                 .map(Finishing::Replay)
                 .map_err(|e| AppError::Internal(format!("stored {what} unreadable: {e}")));
@@ -282,19 +285,20 @@ impl Muster {
             record,
             item,
             now,
+            outcome: (kind, digest),
         })))
     }
 
-    /// Ends a finishing call: the item as changed, the lease's outcome (`kind`, the request
-    /// `digest` and `answer`, replayed to an identical retry) and `entries`, committed.
+    /// Ends a finishing call: the item as changed, the lease's outcome (its kind, the request's
+    /// digest and `answer`, replayed to an identical retry) and `entries`, committed.
     async fn close_finish<A: serde::Serialize>(
         &self,
         mut f: Finish,
-        (kind, digest): (OutcomeKind, [u8; 32]),
         answer: &A,
         entries: &[muster_ledger::SealedEntry],
     ) -> Result<(), AppError> {
         f.tx.save_item(&f.item).await?;
+        let (kind, digest) = f.outcome;
         let stored = LeaseOutcome {
             kind,
             digest,
@@ -367,13 +371,14 @@ enum Finishing<A> {
     Replay(A),
 }
 
-/// A finishing call under way: its transaction, the lease and its item (locked in `tx`), and
-/// the database's clock.
+/// A finishing call under way: its transaction, the lease and its item (locked in `tx`), the
+/// database's clock, and the outcome's kind with the request's digest.
 struct Finish {
     tx: Box<dyn LogbookTx>,
     record: LeaseRecord,
     item: Item,
     now: time::OffsetDateTime,
+    outcome: (OutcomeKind, [u8; 32]),
 }
 
 impl Muster {

@@ -2,9 +2,7 @@
 //! the state `needs_subtool`; a parked item is one in that state), and replaying parked items
 //! when Shipkeeper reports a new image.
 
-use muster_domain::{
-    ItemState, Kind, LeaseId, OutcomeKind, Principal, is_image_digest, request_digest,
-};
+use muster_domain::{ItemState, Kind, LeaseId, OutcomeKind, Principal, is_image_digest};
 use serde_json::json;
 
 use super::{Finishing, Muster};
@@ -25,16 +23,13 @@ impl Muster {
                 "worker_digest must be sha256: followed by 64 lowercase hex digits".into(),
             ));
         }
-        let digest = request_digest(
-            OutcomeKind::Parked,
-            &json!({"worker_digest": req.worker_digest, "layout": req.layout}),
-        );
+        let request = json!({"worker_digest": req.worker_digest, "layout": req.layout});
         let mut f = match self
             .begin_finish(
                 actor,
                 lease_id,
                 req.worker_id.as_deref(),
-                (OutcomeKind::Parked, &digest),
+                (OutcomeKind::Parked, &request),
                 "park",
             )
             .await?
@@ -73,8 +68,7 @@ impl Muster {
             item_id: item.id.to_string(),
             state: item.state,
         };
-        self.close_finish(f, (OutcomeKind::Parked, digest), &answer, &entries)
-            .await?;
+        self.close_finish(f, &answer, &entries).await?;
         self.stats.parked.add(item.kind, 1);
         match item.state {
             ItemState::Queued => {
