@@ -3,14 +3,16 @@
 //! records it in `core.ledger_checkpoints`.
 //!
 //! Ledger sequences are drawn at insert but committed in any order, so a checkpoint at S is
-//! taken only once no transaction can still commit an entry at or below S: S is the newest
-//! sequence visible in a snapshot, and the checkpoint waits until every transaction that was
-//! running at that snapshot has ended, then (at least a second later) for every transaction
-//! running at a second snapshot. The second round covers a transaction that drew its sequence
-//! just before the first snapshot but had no transaction id yet (PostgreSQL assigns one at the
-//! row's insert, a few microseconds later). Nothing on the write path waits for a checkpoint:
-//! it only reads, and waits for writers, never the other way round.
-
+//! taken only once no transaction can still commit an entry at or below S. Every ledger insert
+//! takes its transaction id before it draws its sequences (`logbook/sql/ledger_insert.sql`), so
+//! a transaction that drew a sequence at or below the newest one a snapshot shows, but had not
+//! committed, already had its id then. The checkpoint reads S, then takes a transaction id of
+//! its own, F: ids are handed out in order, so every such transaction's id is below F, and the
+//! checkpoint waits until no transaction with an id below F is running (a fresh snapshot's
+//! `xmin` is past F). A snapshot's `xmax` would not do as that fence: it is the newest
+//! *committed* id + 1, and a running transaction whose id is at or above it is in no
+//! snapshot's list of running ones. Nothing on the write path waits for a checkpoint: it only
+//! reads, and waits for writers, never the other way round.
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
@@ -49,9 +51,6 @@ const LOCK_KEY: i64 = 0x6d75_7374_6572_636b;
 /// The longest a checkpoint or `--head` waits for transactions older than its snapshot.
 const SETTLE_LIMIT: Duration = Duration::from_secs(30);
 
-/// Between the two snapshots a settled position waits for.
-const SECOND_ROUND_AFTER: Duration = Duration::from_secs(1);
-
 pub(crate) fn checkpoint_at(seq: i64, digest: Vec<u8>) -> Checkpoint {
     Checkpoint {
         seq: seq as u64,
@@ -59,16 +58,27 @@ pub(crate) fn checkpoint_at(seq: i64, digest: Vec<u8>) -> Checkpoint {
     }
 }
 
-/// Waits until every transaction running at `snapshot` has ended.
-async fn settle(client: &tokio_postgres::Client, snapshot: &str) -> Result<(), PgError> {
+/// The newest ledger sequence N such that no transaction can still commit an entry at or
+/// below N (see the module's comment): N as a snapshot shows it, then a transaction id taken
+/// after that snapshot as the fence every transaction that could still commit below N is
+/// behind, then a wait until none behind it runs.
+pub(crate) async fn settled_position(client: &tokio_postgres::Client) -> Result<u64, PgError> {
+    let seq: i64 = client
+        .query_one(include_str!("checkpoint/sql/newest.sql"), &[])
+        .await?
+        .get(0);
+    let fence: String = client
+        .query_one(include_str!("checkpoint/sql/fence.sql"), &[])
+        .await?
+        .get(0);
     let deadline = Instant::now() + SETTLE_LIMIT;
     loop {
         let settled: bool = client
-            .query_one(include_str!("verify/sql/settled.sql"), &[&snapshot])
+            .query_one(include_str!("checkpoint/sql/settled.sql"), &[&fence])
             .await?
             .get(0);
         if settled {
-            return Ok(());
+            return Ok(seq as u64);
         }
         if Instant::now() > deadline {
             return Err(PgError::Ledger(
@@ -78,24 +88,6 @@ async fn settle(client: &tokio_postgres::Client, snapshot: &str) -> Result<(), P
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-/// The newest ledger sequence N such that no transaction can still commit an entry at or
-/// below N (see the module's comment for the two rounds).
-pub(crate) async fn settled_position(client: &tokio_postgres::Client) -> Result<u64, PgError> {
-    let started = Instant::now();
-    let row = client
-        .query_one(include_str!("verify/sql/head_position.sql"), &[])
-        .await?;
-    let (first, seq): (String, i64) = (row.get(0), row.get(1));
-    settle(client, &first).await?;
-    tokio::time::sleep(SECOND_ROUND_AFTER.saturating_sub(started.elapsed())).await;
-    let second: String = client
-        .query_one(include_str!("checkpoint/sql/snapshot.sql"), &[])
-        .await?
-        .get(0);
-    settle(client, &second).await?;
-    Ok(seq as u64)
 }
 
 /// Folds the entries after `prev` up to `seq` (in pages by sequence) into the next checkpoint.
@@ -152,9 +144,9 @@ pub async fn take_checkpoint(
     if let Some(settings) = settings {
         let last = latest(&**client).await?;
         let newest: i64 = client
-            .query_one(include_str!("verify/sql/head_position.sql"), &[])
+            .query_one(include_str!("checkpoint/sql/newest.sql"), &[])
             .await?
-            .get(1);
+            .get(0);
         let (seq, age) = match last {
             Some(l) => (l.checkpoint.seq, OffsetDateTime::now_utc() - l.taken_at),
             None => (0, time::Duration::MAX),

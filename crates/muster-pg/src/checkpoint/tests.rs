@@ -164,3 +164,41 @@ fn a_checkpoint_name_that_is_not_a_number_is_refused() {
         "ledger: \"latest\" is not a checkpoint: SEQ or SEQ:DIGEST (as `ledger-verify` prints it)"
     );
 }
+
+/// Inserts one ledger entry of its own subject on `c` (a transaction may be open on it).
+async fn insert_entry(c: &tokio_postgres::Client, subject: &str) {
+    c.batch_execute(&format!(
+        "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data,
+             prev_hash, hash)
+         VALUES ('edit', '{subject}', 1, 'submitted', 'conn', now(), '{{}}',
+             decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex'))"
+    ))
+    .await
+    .expect("an entry");
+}
+
+#[tokio::test]
+async fn a_checkpoint_waits_for_an_entry_whose_transaction_id_is_newer_than_the_last_committed() {
+    // U takes its transaction id first, T second; T inserts (a lower seq) and stays open, U
+    // inserts and commits. A snapshot's xmax is then U's id + 1 = T's id: T is not among the
+    // snapshot's running transactions, yet its entry lies below the newest visible one.
+    let db = fresh_db().await;
+    let pool = runtime_pool(&db);
+    let (u, t) = (db.client().await, db.client().await);
+    u.batch_execute("BEGIN; SELECT pg_current_xact_id()")
+        .await
+        .expect("U's id");
+    t.batch_execute("BEGIN").await.expect("T begins");
+    insert_entry(&t, "t").await;
+    insert_entry(&u, "u").await;
+    u.batch_execute("COMMIT").await.expect("U commits");
+    let taking = tokio::spawn({
+        let pool = pool.clone();
+        async move { take_checkpoint(&pool, None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!taking.is_finished(), "taken while T's entry was open");
+    t.batch_execute("COMMIT").await.expect("T commits");
+    let taken = taking.await.expect("task").expect("taken");
+    assert_eq!(taken, Some(folded_here(&db, 2).await));
+}

@@ -1,1 +1,0 @@
-SELECT pg_current_snapshot()::text
