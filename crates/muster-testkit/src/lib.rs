@@ -224,6 +224,16 @@ impl TestDb {
         tokio::spawn(conn);
         client
     }
+
+    /// Runs `sql` (one statement or several separated by `;`) as the superuser, to set rows,
+    /// tables or roles up; a failure panics with the statements and the error.
+    pub async fn execute(&self, sql: &str) {
+        self.client()
+            .await
+            .batch_execute(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
 }
 
 /// Creates a new database from the migrated template.

@@ -40,12 +40,7 @@ async fn unlisted_objects(db: &TestDb) -> (Vec<String>, Vec<String>) {
 /// database's name (for roles, which are the cluster's, of this test only).
 async fn db_after(sql: &str) -> TestDb {
     let db = fresh_db().await;
-    let sql = sql.replace("{db}", &db.name);
-    db.client()
-        .await
-        .batch_execute(&sql)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    db.execute(&sql.replace("{db}", &db.name)).await;
     db
 }
 

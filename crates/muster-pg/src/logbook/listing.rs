@@ -139,19 +139,16 @@ mod tests {
     /// 50,000 `done` trawl items of normal priority (time-ordered ids), analyzed.
     async fn many_done() -> muster_testkit::TestDb {
         let db = muster_testkit::fresh_db().await;
-        db.client()
-            .await
-            .batch_execute(
-                "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
+        db.execute(
+            "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at,
                      payload, created_at, chain_len, chain_head)
                  SELECT (lpad(to_hex(1700000000000 + g), 12, '0') || '70008000' || lpad(to_hex(g), 12, '0'))::uuid,
                      'trawl', 1, 'done', 1, 1, now(), '{}'::jsonb, now(), 0,
                      decode(repeat('00', 32), 'hex')
                  FROM generate_series(1, 50000) g;
                  ANALYZE core.items;",
-            )
-            .await
-            .expect("fill");
+        )
+        .await;
         db
     }
 

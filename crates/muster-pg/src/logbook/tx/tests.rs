@@ -17,11 +17,8 @@ async fn tx_on(logbook: &PgLogbook) -> PgTx {
 /// Above 30 statements the pipeline's futures are polled through `FuturesOrdered`.
 async fn unencodable_write_before_commit(before: usize) -> (muster_testkit::TestDb, PgTx) {
     let db = muster_testkit::fresh_db().await;
-    db.client()
-        .await
-        .batch_execute("CREATE TABLE core.pipeline_probe (v text NOT NULL)")
-        .await
-        .expect("create table");
+    db.execute("CREATE TABLE core.pipeline_probe (v text NOT NULL)")
+        .await;
     let logbook = PgLogbook::new(db.pool());
     let mut tx = tx_on(&logbook).await;
     let sql = "INSERT INTO core.pipeline_probe (v) VALUES ($1)";
