@@ -66,6 +66,21 @@ fn deliver(feed: &Feed, seqs: std::ops::RangeInclusive<i64>) {
     }
 }
 
+/// A feed reading its backlog from `source` that delivered the transitions `delivered`, and a
+/// subscriber resuming after `last_event_id` that has read its first event (the queue depths).
+async fn resuming(
+    source: MockFeedSource,
+    settings: FeedSettings,
+    delivered: std::ops::RangeInclusive<i64>,
+    last_event_id: i64,
+) -> (Feed, Subscription) {
+    let (feed, _) = feed_with(source, settings);
+    deliver(&feed, delivered);
+    let mut sub = feed.subscribe(Some(last_event_id)).await.unwrap();
+    sub.next().await.unwrap();
+    (feed, sub)
+}
+
 #[tokio::test]
 async fn a_subscriber_first_gets_the_queue_depths() {
     let (feed, _) = feed_with(MockFeedSource::new(), FeedSettings::default());
@@ -116,10 +131,7 @@ async fn resuming_replays_the_transitions_after_the_last_event_id_then_goes_live
         .expect_backlog()
         .withf(|after, through| (*after, *through) == (2, 5))
         .returning(|_, _| Ok((3..=5).map(event).collect()));
-    let (feed, _) = feed_with(source, FeedSettings::default());
-    deliver(&feed, 1..=5);
-    let mut sub = feed.subscribe(Some(2)).await.unwrap();
-    sub.next().await.unwrap(); // queues
+    let (feed, mut sub) = resuming(source, FeedSettings::default(), 1..=5, 2).await;
     feed.deliver(event(6));
     let mut seqs = Vec::new();
     for _ in 0..4 {
@@ -146,10 +158,7 @@ async fn an_event_id_older_than_the_window_gets_a_reset() {
         resume_window: 10,
         ..FeedSettings::default()
     };
-    let (feed, _) = feed_with(source, settings);
-    deliver(&feed, 1..=50);
-    let mut sub = feed.subscribe(Some(3)).await.unwrap();
-    sub.next().await.unwrap();
+    let (_feed, mut sub) = resuming(source, settings, 1..=50, 3).await;
     assert!(matches!(sub.next().await, Ok(FeedEvent::Reset { .. })));
 }
 
@@ -436,10 +445,7 @@ async fn a_resume_is_read_one_page_at_a_time_in_order() {
         replay_page: 2,
         ..FeedSettings::default()
     };
-    let (feed, _) = feed_with(source, settings);
-    deliver(&feed, 1..=7);
-    let mut sub = feed.subscribe(Some(2)).await.unwrap();
-    sub.next().await.unwrap(); // queues
+    let (feed, mut sub) = resuming(source, settings, 1..=7, 2).await;
     feed.deliver(event(8));
     let mut seqs = Vec::new();
     for _ in 0..6 {
