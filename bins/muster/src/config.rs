@@ -68,6 +68,15 @@ pub enum Command {
         #[arg(long, value_name = "CHECKPOINT", default_value = "0")]
         from: String,
     },
+    /// Remove from Logbook the ledger entries an archive file (`ledger-archive`) holds, as the
+    /// schema owner (`--database-url` naming the owner): the file must verify offline, start
+    /// where the last pruned segment ended, and match Logbook's checkpoints and entries; the
+    /// entries then go in small batches, each its own transaction.
+    LedgerPrune {
+        /// The archive file whose entries to remove.
+        #[arg(long, value_name = "FILE")]
+        archive: PathBuf,
+    },
     /// Run one retention pass now (as `serve` does every minute, with `--retain-days` and
     /// `--retain-edit-text-days`), print what it removed, and exit.
     RetentionPass,

@@ -576,6 +576,14 @@ pub fn verify_archive(path: &Path) -> anyhow::Result<(muster_ledger::archive::Ar
     Ok(reader.finish()?)
 }
 
+/// Removes from Logbook the ledger entries of the archive file at `path` (`ledger-prune`),
+/// after the file verified offline and Logbook was found to hold the same segment.
+pub async fn ledger_prune(settings: &Settings, path: &Path) -> anyhow::Result<muster_pg::Pruned> {
+    let (header, entries) = verify_archive(path).context("nothing removed")?;
+    let pool = muster_pg::connect_pool(database_url(settings)?, &PoolSettings::default())?;
+    Ok(muster_pg::prune_archive(&pool, &header, entries, muster_pg::PRUNE_BATCH).await?)
+}
+
 /// Resolves on SIGTERM or SIGINT.
 pub async fn termination() {
     use tokio::signal::unix::{SignalKind, signal};

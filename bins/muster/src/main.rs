@@ -86,6 +86,24 @@ async fn main() -> anyhow::Result<()> {
                 Err(e) => fail("ledger-archive", &e),
             }
         }
+        Command::LedgerPrune { archive } => {
+            match muster::ledger_prune(&cli.settings, &archive).await {
+                Ok(p) => println!(
+                    "{} ledger entries after checkpoint {} up to checkpoint {} removed from Logbook{}; \
+                 archived boundary {}",
+                    p.deleted,
+                    p.from.seq,
+                    p.through.seq,
+                    if p.resumed {
+                        " (a prune stopped before its end, taken up again)"
+                    } else {
+                        ""
+                    },
+                    muster_pg::checkpoint_text(&p.through)
+                ),
+                Err(e) => fail("ledger-prune", &e),
+            }
+        }
         Command::LedgerVerify {
             head,
             against,

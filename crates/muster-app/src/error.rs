@@ -13,6 +13,9 @@ pub enum AppError {
     Forbidden(String),
     #[error("{0}")]
     NotFound(String),
+    /// The item's working record and its ledger entries were archived out of Logbook.
+    #[error("{0}")]
+    Gone(String),
     #[error("the lease was superseded by a newer lease or the item was finished by another lease")]
     LeaseLost,
     /// A lease past its kind's maximum run time (`E_LEASE_LOST`, naming the limit).

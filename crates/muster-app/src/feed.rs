@@ -526,7 +526,9 @@ impl Feed {
                 first.push(FeedEvent::Reset {
                     reason: format!("unknown event id {last}; reload /v1/queues"),
                 });
-            } else if position - last > self.inner.parts.settings.resume_window {
+            } else if position - last > self.inner.parts.settings.resume_window
+                || last < self.inner.parts.source.archived_through().await?
+            {
                 first.push(FeedEvent::Reset {
                     reason: format!(
                         "event id {last} is older than the retained window; reload /v1/queues"

@@ -9,6 +9,10 @@ use crate::PgError;
 use crate::checkpoint::checkpoint_at;
 use crate::verify::{sealed, snapshot};
 
+mod prune;
+pub(crate) use prune::boundary;
+pub use prune::{ArchivedBoundary, PRUNE_BATCH, Pruned, archived_boundary, prune_archive};
+
 /// Checkpoint `seq` (0: the ledger's start), confirming its digest when one is given.
 async fn named(
     tx: &tokio_postgres::Transaction<'_>,

@@ -212,4 +212,12 @@ impl FeedSource for PgLogbook {
             .await?;
         Ok(row.get(0))
     }
+
+    async fn archived_through(&self) -> Result<i64, StoreError> {
+        let mut client = self.reader().await?;
+        let row = client
+            .query_one(include_str!("feed/sql/archived_through.sql"), &[])
+            .await?;
+        Ok(row.get(0))
+    }
 }

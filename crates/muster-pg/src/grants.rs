@@ -141,6 +141,10 @@ pub const RUNTIME_GRANTS: &[Grant] = &[
         privileges: &["EXECUTE"],
         on_columns: &[],
     },
+    // Archived ledger segments (V20): read by item reads, the feed and `ledger-verify`; written
+    // only by `ledger-prune`, as the schema owner.
+    table("core.ledger_archived", &["SELECT"]),
+    table("core.ledger_anchors", &["SELECT"]),
     // The ledger's identity sequence: an identity column draws its value without a privilege
     // check, so INSERT on the table is all it takes.
     Grant {

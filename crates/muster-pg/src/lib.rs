@@ -23,7 +23,10 @@ mod tls;
 mod verify;
 mod wake;
 
-pub use archive::{CheckpointName, export_archive};
+pub use archive::{
+    ArchivedBoundary, CheckpointName, PRUNE_BATCH, Pruned, archived_boundary, export_archive,
+    prune_archive,
+};
 pub use checkpoint::{
     CheckpointSettings, Checkpointer, RecordedCheckpoint, checkpoint_text, latest_checkpoint,
     parse_checkpoint, take_checkpoint,

@@ -286,11 +286,7 @@ async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Ha
             .await?;
         for r in &rows {
             let (e, _) = sealed(r);
-            walker.push(
-                &e,
-                || recorded(r),
-                |e| ChainWalk::from_start(&e.entry.subject_type, &e.entry.subject_id),
-            )?;
+            walker.push(&e, || recorded(r), |e| walk_from(e, r.get(17)))?;
         }
         match rows.last() {
             Some(last) if rows.len() == 2000 => after = (last.get(0), last.get(1), last.get(2)),
@@ -307,7 +303,12 @@ async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Ha
     {
         return Err(ChainError::NoChain { subject: r.get(0) }.into());
     }
-    let (checkpoints, latest) = verify_checkpoints(&tx, Checkpoint::ORIGIN).await?;
+    // Entries at or below the archived boundary are in the archive file, which verifies from
+    // the boundary's checkpoint (`--archive`); the checkpoints after it fold from it.
+    let start = crate::archive::boundary(&*tx)
+        .await?
+        .map_or(Checkpoint::ORIGIN, |b| b.through);
+    let (checkpoints, latest) = verify_checkpoints(&tx, start).await?;
     walker.report.checkpoints = checkpoints;
     walker.report.latest_checkpoint = latest.map(|l| l.checkpoint);
     let digest = match at {
@@ -413,6 +414,14 @@ pub async fn verify_since(
         }
         .into());
     }
+    if let Some(b) = crate::archive::boundary(&*tx).await?
+        && seq < b.through.seq
+    {
+        return Err(PgError::Ledger(format!(
+            "checkpoint {seq} lies in the archived segment (Logbook's ledger is archived up to checkpoint {}): verify --since {} here, and what came before with --archive",
+            b.through.seq, b.through.seq
+        )));
+    }
     let (checkpoints, latest) = verify_checkpoints(&tx, from).await?;
     let mut walker = Walker::default();
     let rows = tx
@@ -421,29 +430,31 @@ pub async fn verify_since(
     futures_util::pin_mut!(rows);
     while let Some(r) = rows.try_next().await? {
         let (e, _) = sealed(&r);
-        walker.push(
-            &e,
-            || recorded(&r),
-            |e| {
-                let before: Option<Vec<u8>> = r.get(17);
-                let head = match before {
-                    Some(hash) => ChainHead {
-                        len: e.subject_seq - 1,
-                        hash: hash.try_into().unwrap_or([0xff; 32]),
-                    },
-                    // The entry before is missing (or there is none): the walk begins at the
-                    // start, and an entry that is not the first is a gap.
-                    None => ChainHead::genesis(),
-                };
-                ChainWalk::after(&e.entry.subject_type, &e.entry.subject_id, head)
-            },
-        )?;
+        walker.push(&e, || recorded(&r), |e| walk_from(e, r.get(17)))?;
     }
     walker.finish()?;
     tx.commit().await?;
     walker.report.checkpoints = checkpoints;
     walker.report.latest_checkpoint = latest.map(|l| l.checkpoint);
     Ok(walker.report)
+}
+
+/// Where a subject's walk begins at entry `e`, the first of its chain read: after the entry
+/// before it, whose hash is `before` (read beside it, or the chain's anchor when that entry was
+/// archived), or else at the chain's start, where an entry that is not the first is a gap.
+fn walk_from(e: &SealedEntry, before: Option<Vec<u8>>) -> ChainWalk {
+    let (kind, id) = (&e.entry.subject_type, &e.entry.subject_id);
+    match before {
+        Some(hash) => ChainWalk::after(
+            kind,
+            id,
+            ChainHead {
+                len: e.subject_seq - 1,
+                hash: hash.try_into().unwrap_or([0xff; 32]),
+            },
+        ),
+        None => ChainWalk::from_start(kind, id),
+    }
 }
 
 /// What the check of an edit's text found.

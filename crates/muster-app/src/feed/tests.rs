@@ -127,6 +127,7 @@ async fn a_subscriber_that_falls_behind_the_buffer_is_cut_loose() {
 async fn resuming_replays_the_transitions_after_the_last_event_id_then_goes_live() {
     let mut source = MockFeedSource::new();
     source.expect_newest_seq().returning(|| Ok(5));
+    source.expect_archived_through().returning(|| Ok(0));
     source
         .expect_backlog()
         .withf(|after, through| (*after, *through) == (2, 5))
@@ -144,6 +145,7 @@ async fn resuming_replays_the_transitions_after_the_last_event_id_then_goes_live
 async fn an_unknown_event_id_gets_a_reset() {
     let mut source = MockFeedSource::new();
     source.expect_newest_seq().returning(|| Ok(5));
+    source.expect_archived_through().returning(|| Ok(0));
     let (feed, _) = feed_with(source, FeedSettings::default());
     let mut sub = feed.subscribe(Some(99)).await.unwrap();
     sub.next().await.unwrap();
@@ -154,6 +156,7 @@ async fn an_unknown_event_id_gets_a_reset() {
 async fn an_event_id_older_than_the_window_gets_a_reset() {
     let mut source = MockFeedSource::new();
     source.expect_newest_seq().returning(|| Ok(50));
+    source.expect_archived_through().returning(|| Ok(0));
     let settings = FeedSettings {
         resume_window: 10,
         ..FeedSettings::default()
@@ -432,6 +435,7 @@ async fn a_kind_row_is_a_kind_event_and_moves_the_paused_kinds_unless_the_start_
 async fn a_resume_is_read_one_page_at_a_time_in_order() {
     let mut source = MockFeedSource::new();
     source.expect_newest_seq().returning(|| Ok(7));
+    source.expect_archived_through().returning(|| Ok(0));
     let mut pages = mockall::Sequence::new();
     for (after, through) in [(2, 4), (4, 6), (6, 7)] {
         source
@@ -484,6 +488,7 @@ async fn a_subscriber_gone_gives_its_place_under_the_cap_to_the_next() {
 async fn a_resume_over_the_replay_cap_is_refused_and_a_finished_replay_frees_its_place() {
     let mut source = MockFeedSource::new();
     source.expect_newest_seq().returning(|| Ok(3));
+    source.expect_archived_through().returning(|| Ok(0));
     source
         .expect_backlog()
         .returning(|a, t| Ok((a + 1..=t).map(event).collect()));

@@ -43,6 +43,8 @@ pub trait ItemReads: Send + Sync {
     /// An item's ledger entries, oldest first: what is left of an item that retention removed
     /// from the working tables (empty when Logbook holds none).
     async fn item_ledger(&self, id: ItemId) -> Result<Vec<super::RecordedEntry>, StoreError>;
+    /// The newest `at` of the ledger entries archived out of Logbook (`None`: none were).
+    async fn archived_until(&self) -> Result<Option<OffsetDateTime>, StoreError>;
     /// Up to `rows` items that match `filter`, oldest first by id, after `filter.after`. The
     /// cost follows `rows` and the number of the filter's groups, never the rest of the table.
     async fn list_items(

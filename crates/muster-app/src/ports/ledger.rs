@@ -68,6 +68,8 @@ pub trait FeedSource: Send + Sync {
     async fn backlog(&self, after: i64, through: i64) -> Result<Vec<LedgerEvent>, StoreError>;
     /// The highest sequence in the ledger (0 when empty).
     async fn newest_seq(&self) -> Result<i64, StoreError>;
+    /// The sequence up to which the ledger's entries were archived out of Logbook (0: none).
+    async fn archived_through(&self) -> Result<i64, StoreError>;
     /// How many items retention removed so far per kind, priority and state. `start`'s counts
     /// include these (they are counted in its snapshot), so that the depths are the counts
     /// minus the removed read last.

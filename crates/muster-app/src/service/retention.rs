@@ -342,22 +342,42 @@ impl Muster {
     /// its worker must drop the work (`LeaseLost`, as for any lease lost); any other is
     /// `NotFound`.
     pub(super) fn unknown_lease(&self, id: LeaseId) -> AppError {
-        let granted = id.0.get_timestamp().and_then(|t| {
-            let (secs, nanos) = t.to_unix();
-            let at = OffsetDateTime::from_unix_timestamp(i64::try_from(secs).ok()?).ok()?;
-            Some(at + Duration::nanoseconds(i64::from(nanos)))
-        });
-        match granted {
+        match minted_at(id.0) {
             Some(at) if at <= self.clock.now() - self.config.retention => AppError::LeaseLost,
             _ => AppError::NotFound(format!("no lease {id}")),
         }
     }
 
     /// `GET /v1/items/{id}` of an item the working tables do not hold: read from the ledger.
+    /// When Logbook holds none of its entries, or not its first (`enqueued`), and its id
+    /// (UUIDv7, minted when it was enqueued) dates from no later than the newest archived
+    /// entry, its entries were archived: `Gone`. An id that never named an item but dates from
+    /// then is answered `Gone` too (the archive file, not Logbook, can tell the two apart);
+    /// a younger one is `NotFound`.
     pub(super) async fn removed_item(&self, id: ItemId) -> Result<ItemView, AppError> {
         let entries = self.stores.items.item_ledger(id).await?;
+        let whole = entries
+            .first()
+            .is_some_and(|e| e.history.event == "enqueued");
+        if !whole
+            && let Some(until) = self.stores.items.archived_until().await?
+            && minted_at(id.0).is_some_and(|at| at <= until)
+        {
+            return Err(AppError::Gone(format!(
+                "item {id} was removed and its ledger entries archived out of Logbook"
+            )));
+        }
         removed_view(id, &entries)?.ok_or_else(|| AppError::NotFound(format!("no item {id}")))
     }
+}
+
+/// When a UUIDv7 id was minted (`None` for another version).
+fn minted_at(id: uuid::Uuid) -> Option<OffsetDateTime> {
+    id.get_timestamp().and_then(|t| {
+        let (secs, nanos) = t.to_unix();
+        let at = OffsetDateTime::from_unix_timestamp(i64::try_from(secs).ok()?).ok()?;
+        Some(at + Duration::nanoseconds(i64::from(nanos)))
+    })
 }
 
 #[cfg(test)]

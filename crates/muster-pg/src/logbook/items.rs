@@ -228,6 +228,10 @@ impl ItemReads for PgLogbook {
             .collect()
     }
 
+    async fn archived_until(&self) -> Result<Option<OffsetDateTime>, StoreError> {
+        self.archived_until_at().await
+    }
+
     async fn list_items(
         &self,
         filter: &ItemFilter,

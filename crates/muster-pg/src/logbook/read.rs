@@ -110,3 +110,16 @@ impl Reader {
             .await
     }
 }
+
+impl PgLogbook {
+    /// The newest `at` of the ledger entries archived out of Logbook (`None`: none were).
+    pub(crate) async fn archived_until_at(
+        &self,
+    ) -> Result<Option<time::OffsetDateTime>, StoreError> {
+        let mut client = self.reader().await?;
+        let rows = client
+            .query(include_str!("sql/archived_until.sql"), &[])
+            .await?;
+        Ok(rows.first().and_then(|r| r.get(0)))
+    }
+}

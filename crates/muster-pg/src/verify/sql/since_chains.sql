@@ -7,7 +7,7 @@ WITH after AS (
 )
 SELECT a.subject_type, a.subject_id, a.subject_seq, a.event, a.from_state, a.to_state, a.actor,
        a.fence, a.at, a.data, a.prev_hash, a.hash, a.seq,
-       r.chain_len, r.chain_head, r.body, r.text_removed, p.hash AS before_hash
+       r.chain_len, r.chain_head, r.body, r.text_removed, coalesce(p.hash, an.hash) AS before_hash
 FROM after AS a
 LEFT JOIN LATERAL (
     SELECT i.chain_len, i.chain_head, NULL::text AS body, false AS text_removed
@@ -24,4 +24,8 @@ LEFT JOIN LATERAL (
 LEFT JOIN core.ledger AS p
     ON a.first AND p.subject_type = a.subject_type AND p.subject_id = a.subject_id
        AND p.subject_seq = a.subject_seq - 1
+-- The entry before was archived: the chain's anchor (V20).
+LEFT JOIN core.ledger_anchors AS an
+    ON a.first AND an.subject_type = a.subject_type AND an.subject_id = a.subject_id
+       AND an.subject_seq = a.subject_seq - 1
 ORDER BY a.subject_type, a.subject_id, a.subject_seq
