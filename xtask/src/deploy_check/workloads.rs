@@ -5,6 +5,38 @@ use super::*;
 // ---------------------------------------------------------------------------------------------
 // Pods: unprivileged (component spec, "Security & Clean-Room Boundaries").
 
+/// Calls `check` with every container of every workload: its manifest, the container's JSON
+/// pointer and its name.
+fn each_container(check: impl Fn(&Manifest, &str, &str)) {
+    let all = manifests();
+    for m in workloads(&all) {
+        for (c, container) in m.containers() {
+            check(m, &c, name_of(container));
+        }
+    }
+}
+
+/// The `securityContext` setting `field` of the container at `c` is `expected`.
+fn assert_container_sets(m: &Manifest, c: &str, name: &str, field: &str, expected: &Value) {
+    let p = format!("{c}/securityContext/{field}");
+    assert_eq!(
+        m.get(&p),
+        expected,
+        "{} (container `{name}`) must be {expected}",
+        m.at(&p)
+    );
+}
+
+/// The user id at `p`, if set, is not root's.
+fn assert_not_root(m: &Manifest, p: &str) {
+    let uid = m.get(p);
+    assert!(
+        uid.is_null() || uid.as_i64().is_some_and(|u| u > 0),
+        "{} must not be root, found {uid}",
+        m.at(p)
+    );
+}
+
 #[test]
 fn pods_run_as_non_root() {
     let all = manifests();
@@ -12,98 +44,53 @@ fn pods_run_as_non_root() {
         let pod = m.pod_spec_pointer().expect("a workload");
         let p = format!("{pod}/securityContext/runAsNonRoot");
         assert_eq!(m.get(&p), &Value::Bool(true), "{} must be true", m.at(&p));
-        let p = format!("{pod}/securityContext/runAsUser");
-        let uid = m.get(&p);
+        assert_not_root(m, &format!("{pod}/securityContext/runAsUser"));
+    }
+    each_container(|m, c, name| {
+        let p = format!("{c}/securityContext/runAsNonRoot");
+        let value = m.get(&p);
         assert!(
-            uid.is_null() || uid.as_i64().is_some_and(|u| u > 0),
-            "{} must not be root, found {uid}",
+            value.is_null() || value == &Value::Bool(true),
+            "{} (container `{name}`) must not override the pod's runAsNonRoot, found {value}",
             m.at(&p)
         );
-        for (c, container) in m.containers() {
-            let p = format!("{c}/securityContext/runAsNonRoot");
-            let value = m.get(&p);
-            assert!(
-                value.is_null() || value == &Value::Bool(true),
-                "{} (container `{}`) must not override the pod's runAsNonRoot, found {value}",
-                m.at(&p),
-                name_of(container)
-            );
-            let p = format!("{c}/securityContext/runAsUser");
-            let uid = m.get(&p);
-            assert!(
-                uid.is_null() || uid.as_i64().is_some_and(|u| u > 0),
-                "{} must not be root, found {uid}",
-                m.at(&p)
-            );
-        }
-    }
+        assert_not_root(m, &format!("{c}/securityContext/runAsUser"));
+    });
 }
 
 #[test]
 fn containers_cannot_escalate_privileges() {
-    let all = manifests();
-    for m in workloads(&all) {
-        for (c, container) in m.containers() {
-            let p = format!("{c}/securityContext/allowPrivilegeEscalation");
-            assert_eq!(
-                m.get(&p),
-                &Value::Bool(false),
-                "{} (container `{}`) must be false",
-                m.at(&p),
-                name_of(container)
-            );
-            let p = format!("{c}/securityContext/privileged");
-            assert_ne!(
-                m.get(&p),
-                &Value::Bool(true),
-                "{} (container `{}`) must not be true",
-                m.at(&p),
-                name_of(container)
-            );
-        }
-    }
+    each_container(|m, c, name| {
+        assert_container_sets(m, c, name, "allowPrivilegeEscalation", &Value::Bool(false));
+        let p = format!("{c}/securityContext/privileged");
+        assert_ne!(
+            m.get(&p),
+            &Value::Bool(true),
+            "{} (container `{name}`) must not be true",
+            m.at(&p)
+        );
+    });
 }
 
 #[test]
 fn containers_drop_all_capabilities() {
-    let all = manifests();
-    for m in workloads(&all) {
-        for (c, container) in m.containers() {
-            let p = format!("{c}/securityContext/capabilities/drop");
-            assert_eq!(
-                m.get(&p),
-                &serde_json::json!(["ALL"]),
-                "{} (container `{}`) must be [\"ALL\"]",
-                m.at(&p),
-                name_of(container)
-            );
-            let p = format!("{c}/securityContext/capabilities/add");
-            assert!(
-                m.get(&p).as_array().is_none_or(Vec::is_empty),
-                "{} (container `{}`) must add no capability, found {}",
-                m.at(&p),
-                name_of(container),
-                m.get(&p)
-            );
-        }
-    }
+    each_container(|m, c, name| {
+        assert_container_sets(m, c, name, "capabilities/drop", &serde_json::json!(["ALL"]));
+        let p = format!("{c}/securityContext/capabilities/add");
+        assert!(
+            m.get(&p).as_array().is_none_or(Vec::is_empty),
+            "{} (container `{name}`) must add no capability, found {}",
+            m.at(&p),
+            m.get(&p)
+        );
+    });
 }
 
 #[test]
 fn containers_have_read_only_root_filesystems() {
-    let all = manifests();
-    for m in workloads(&all) {
-        for (c, container) in m.containers() {
-            let p = format!("{c}/securityContext/readOnlyRootFilesystem");
-            assert_eq!(
-                m.get(&p),
-                &Value::Bool(true),
-                "{} (container `{}`) must be true",
-                m.at(&p),
-                name_of(container)
-            );
-        }
-    }
+    each_container(|m, c, name| {
+        assert_container_sets(m, c, name, "readOnlyRootFilesystem", &Value::Bool(true));
+    });
 }
 
 #[test]
@@ -118,16 +105,16 @@ fn pods_use_the_runtime_default_seccomp_profile() {
             "{} must be RuntimeDefault",
             m.at(&p)
         );
-        for (c, _) in m.containers() {
-            let p = format!("{c}/securityContext/seccompProfile/type");
-            let value = m.get(&p);
-            assert!(
-                value.is_null() || value == "RuntimeDefault" || value == "Localhost",
-                "{} must not weaken the pod's seccomp profile, found {value}",
-                m.at(&p)
-            );
-        }
     }
+    each_container(|m, c, _| {
+        let p = format!("{c}/securityContext/seccompProfile/type");
+        let value = m.get(&p);
+        assert!(
+            value.is_null() || value == "RuntimeDefault" || value == "Localhost",
+            "{} must not weaken the pod's seccomp profile, found {value}",
+            m.at(&p)
+        );
+    });
 }
 
 #[test]
