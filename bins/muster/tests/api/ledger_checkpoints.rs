@@ -80,7 +80,7 @@ async fn ledger_verify_of_a_checkpoint_name_that_is_no_number_fails_in_one_line(
 
 /// `muster ARGS` with the database at `db` (none: no database at all) and `RUST_BACKTRACE=1`
 /// (an operator's error is one line whatever it says): (exit code, stdout, stderr).
-fn muster(db: Option<&str>, args: &[&str]) -> (Option<i32>, String, String) {
+pub(crate) fn muster(db: Option<&str>, args: &[&str]) -> (Option<i32>, String, String) {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_muster"));
     command
         .args(args)

@@ -18,6 +18,7 @@ mod hostile;
 mod leases;
 mod ledger;
 mod ledger_checkpoints;
+mod ledger_prune;
 mod listing;
 mod max_run;
 mod metrics;
