@@ -103,11 +103,22 @@ impl TestApp {
     }
 
     pub async fn post(&self, path: &str, principal: &str, body: Value) -> Resp {
-        self.raw(
-            Method::POST,
-            path,
-            Some(principal),
-            body.to_string().into_bytes(),
+        self.raw(Method::POST, path, Some(principal), json_bytes(&body))
+            .await
+    }
+
+    pub async fn put(&self, path: &str, principal: &str, body: Value) -> Resp {
+        self.raw(Method::PUT, path, Some(principal), json_bytes(&body))
+            .await
+    }
+
+    /// `PUT /v1/workers/{kind}/digest` as `principal`: `digest` reported as the image of
+    /// `kind`'s workers now deployed.
+    pub async fn put_digest(&self, kind: &str, principal: &str, digest: &str) -> Resp {
+        self.put(
+            &format!("/v1/workers/{kind}/digest"),
+            principal,
+            json!({ "digest": digest }),
         )
         .await
     }
@@ -130,11 +141,24 @@ impl TestApp {
         r.body["item_id"].as_str().expect("an item_id").to_owned()
     }
 
-    /// Enqueues `n` items of `kind` and `priority` with empty payloads, one after the other.
-    pub async fn enqueue_many(&self, kind: &str, priority: &str, n: usize) {
+    /// Enqueues `n` items of `kind` and `priority` with empty payloads, one after the other:
+    /// their ids.
+    pub async fn enqueue_many(&self, kind: &str, priority: &str, n: usize) -> Vec<String> {
+        let mut ids = Vec::with_capacity(n);
         for _ in 0..n {
-            self.enqueue(kind, priority, json!({})).await;
+            ids.push(self.enqueue(kind, priority, json!({})).await);
         }
+        ids
+    }
+
+    /// Enqueues `n` normal items of `kind`, `{"n": 0}` … `{"n": n - 1}`, one after the other:
+    /// their ids.
+    pub async fn enqueue_numbered(&self, kind: &str, n: usize) -> Vec<String> {
+        let mut ids = Vec::with_capacity(n);
+        for i in 0..n {
+            ids.push(self.enqueue(kind, "normal", json!({ "n": i })).await);
+        }
+        ids
     }
 
     /// `GET /v1/items/{id}` as the operator; the item's view.
@@ -291,4 +315,9 @@ impl TestApp {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     }
+}
+
+/// A JSON body as the bytes sent.
+fn json_bytes(body: &Value) -> Vec<u8> {
+    body.to_string().into_bytes()
 }

@@ -455,8 +455,7 @@ async fn a_completion_with_lease_next_leases_to_the_worker_it_names() {
 #[tokio::test]
 async fn a_worker_id_without_lease_next_must_be_the_leases_worker() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let r = app
         .complete(&l, json!({"result": {}, "worker_id": "someone-else"}))
         .await;
@@ -470,8 +469,7 @@ async fn a_worker_id_without_lease_next_must_be_the_leases_worker() {
 #[tokio::test]
 async fn a_completion_naming_another_worker_changes_nothing() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let ledger_before = app.count("core.ledger").await;
     let r = app
         .complete(
@@ -490,8 +488,7 @@ async fn a_completion_naming_another_worker_changes_nothing() {
 #[tokio::test]
 async fn a_finished_lease_named_by_another_worker_is_refused_not_replayed() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let body = json!({"result": {"n": 1}, "worker_id": "w"});
     let first = app.complete(&l, body).await;
     assert_eq!(first.status, StatusCode::OK, "{:?}", first.body);
@@ -504,8 +501,7 @@ async fn a_finished_lease_named_by_another_worker_is_refused_not_replayed() {
 #[tokio::test]
 async fn fail_and_needs_subtool_check_a_worker_id_they_are_sent() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let fail = app
         .fail(
             &l,
@@ -533,8 +529,7 @@ async fn fail_and_needs_subtool_check_a_worker_id_they_are_sent() {
 #[tokio::test]
 async fn another_kinds_lease_stays_403_whatever_the_worker_id() {
     let app = TestApp::spawn().await;
-    app.enqueue("trawl", "normal", json!({})).await;
-    let l = app.lease("trawl", "w").await.unwrap();
+    let l = app.enqueue_and_lease("trawl").await;
     let r = app
         .post(
             &lease_path(&l, "fail"),

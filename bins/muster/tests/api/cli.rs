@@ -583,12 +583,7 @@ async fn kinds_pause_and_resume_print_the_state_and_queues_lists_the_paused_kind
     assert!(app.lease("trawl", "w").await.is_some());
     // Conn may not; an unknown kind is a usage error.
     let answer = app
-        .raw(
-            hyper::Method::PUT,
-            "/v1/kinds/trawl/paused",
-            Some("conn"),
-            json!({"paused": false}).to_string().into_bytes(),
-        )
+        .put("/v1/kinds/trawl/paused", "conn", json!({"paused": false}))
         .await;
     assert_eq!(
         muster(&app, "conn", &["kinds", "resume", "trawl"]).await,

@@ -223,13 +223,7 @@ async fn a_feed_subscriber_that_never_reads_is_closed_after_the_write_stall_limi
     frozen.write_all(head.as_bytes()).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     // About 7 MB of transitions: more than the two sockets' buffers hold.
-    app.execute(&format!(
-        "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
-         SELECT 'item', 'frozen-' || g, 1, 'test', 'operator', now(), '{{}}',
-                decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex')
-         FROM generate_series(1, {EVENTS}) AS g"
-    ))
-    .await;
+    crate::harness::fill_ledger(&app, EVENTS).await;
     // Frozen for well past the limit, then read what the sockets held: the stream ends early.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let mut got = Vec::new();

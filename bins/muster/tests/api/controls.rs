@@ -41,17 +41,6 @@ async fn item_in(app: &TestApp, state: &str) -> String {
     id
 }
 
-/// Shipkeeper reports `digest` as the deployed trawl image.
-async fn report_digest(app: &TestApp, digest: &str) -> crate::harness::Resp {
-    app.raw(
-        hyper::Method::PUT,
-        "/v1/workers/trawl/digest",
-        Some("shipkeeper"),
-        json!({ "digest": digest }).to_string().into_bytes(),
-    )
-    .await
-}
-
 async fn ledger_rows(app: &TestApp, id: &str) -> i64 {
     app.count(&format!("core.ledger WHERE subject_id = '{id}'"))
         .await
@@ -205,10 +194,7 @@ async fn only_an_operator_cancels_and_a_reason_is_required() {
 #[tokio::test]
 async fn a_bulk_cancel_takes_the_oldest_items_of_a_kind_in_one_state() {
     let app = TestApp::spawn().await;
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        ids.push(app.enqueue("trawl", "normal", json!({})).await);
-    }
+    let ids = app.enqueue_many("trawl", "normal", 3).await;
     let other = app.enqueue("sextant", "normal", json!({})).await;
     let r = app
         .post(
@@ -258,7 +244,7 @@ async fn a_bulk_retry_sends_parked_items_back_with_their_attempts_reset() {
 #[tokio::test]
 async fn a_fail_with_e_needs_subtool_parks_the_item_under_the_reported_digest() {
     let app = TestApp::spawn().await;
-    let put = report_digest(&app, DIGEST_A).await;
+    let put = app.put_digest("trawl", "shipkeeper", DIGEST_A).await;
     assert_eq!(put.status, 200, "{:?}", put.body);
     let id = app.enqueue("trawl", "normal", json!({})).await;
     let lease = app.lease("trawl", "w").await.unwrap();
@@ -275,7 +261,7 @@ async fn a_fail_with_e_needs_subtool_parks_the_item_under_the_reported_digest() 
         ))
         .await;
     assert_eq!(parked, DIGEST_A);
-    let again = report_digest(&app, DIGEST_B).await;
+    let again = app.put_digest("trawl", "shipkeeper", DIGEST_B).await;
     assert_eq!(again.body["replayed"], 1);
     assert_eq!(app.item(&id).await["state"], "queued");
 }
@@ -296,7 +282,7 @@ async fn a_fail_with_e_needs_subtool_and_no_reported_digest_is_replayed_by_the_f
         json!({"item_id": id, "state": "needs_subtool"}),
         "the same fail again answers as the first"
     );
-    let report = report_digest(&app, DIGEST_B).await;
+    let report = app.put_digest("trawl", "shipkeeper", DIGEST_B).await;
     assert_eq!(report.body["replayed"], 1);
     assert_eq!(app.item(&id).await["state"], "queued");
 }

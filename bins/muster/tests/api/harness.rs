@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
+use hyper::StatusCode;
 use muster::Settings;
 use muster_domain::Kind;
 pub use muster_testkit::{
@@ -84,34 +85,57 @@ pub async fn fail_recording_lease_outcomes(app: &TestApp) {
 
 /// Waits until `n` replicas' wake-up bridges listen (idle after their LISTEN).
 pub async fn until_bridges_listen(app: &TestApp, n: i64) {
-    for _ in 0..500 {
-        let listening = app
-            .count(&format!(
-                "pg_stat_activity
-                 WHERE datname = current_database() AND application_name = '{}' AND state = 'idle'",
-                muster_pg::WAKE_APPLICATION_NAME
-            ))
-            .await;
-        if listening >= n {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
-    panic!("{n} wake-up bridges never listened");
+    let listening = format!(
+        "application_name = '{}' AND state = 'idle'",
+        muster_pg::WAKE_APPLICATION_NAME
+    );
+    until_backends(app, &listening, n, "wake-up bridges listening").await;
 }
 
 /// Waits until `n` backends of the test's database wait for a lock (a row or an advisory lock).
 pub async fn until_waiting_for_locks(app: &TestApp, n: i64) {
+    until_backends(
+        app,
+        "wait_event_type = 'Lock'",
+        n,
+        "backends waiting for a lock",
+    )
+    .await;
+}
+
+/// Waits (up to ten seconds) until at least `n` backends of the test's database match
+/// `condition` on `pg_stat_activity`.
+async fn until_backends(app: &TestApp, condition: &str, n: i64, what: &str) {
+    let rows = format!("pg_stat_activity WHERE datname = current_database() AND {condition}");
     for _ in 0..1000 {
-        let waiting = app
-            .count(
-                "pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-            )
-            .await;
-        if waiting >= n {
+        if app.count(&rows).await >= n {
             return;
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
-    panic!("{n} backends never waited for a lock");
+    panic!("never {n} {what}");
+}
+
+/// `n` transitions of made-up items written straight into the ledger (about 230 bytes each on
+/// the feed).
+pub async fn fill_ledger(app: &TestApp, n: i64) {
+    app.execute(&format!(
+        "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
+         SELECT 'item', 'filler-' || g, 1, 'test', 'operator', now(), '{{}}',
+                decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex')
+         FROM generate_series(1, {n}) AS g"
+    ))
+    .await;
+}
+
+/// `GET path` answers conn and the operator, and refuses a worker and shipkeeper with 403.
+pub async fn only_conn_and_the_operator_may_get(app: &TestApp, path: &str) {
+    for who in ["conn", "operator"] {
+        assert_eq!(app.get(path, who).await.status, StatusCode::OK, "{who}");
+    }
+    for who in ["worker:trawl", "shipkeeper"] {
+        app.get(path, who)
+            .await
+            .assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
+    }
 }

@@ -34,14 +34,7 @@ async fn first_events(s: &mut SseStream, n: usize) -> Vec<(String, Value)> {
 async fn health_lists_every_reported_kind_with_its_pods_aggregated_and_its_digest() {
     let app = TestApp::spawn().await;
     let digest = format!("sha256:{}", "a".repeat(64));
-    let r = app
-        .raw(
-            hyper::Method::PUT,
-            "/v1/workers/trawl/digest",
-            Some("shipkeeper"),
-            json!({"digest": digest}).to_string().into_bytes(),
-        )
-        .await;
+    let r = app.put_digest("trawl", "shipkeeper", &digest).await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     reported(
         &app,
@@ -84,16 +77,7 @@ async fn health_with_no_report_lists_no_kind() {
 #[tokio::test]
 async fn conn_and_operator_may_read_health_and_a_worker_may_not() {
     let app = TestApp::spawn().await;
-    assert_eq!(app.get("/v1/health", "conn").await.status, StatusCode::OK);
-    assert_eq!(
-        app.get("/v1/health", "operator").await.status,
-        StatusCode::OK
-    );
-    for who in ["worker:trawl", "shipkeeper"] {
-        app.get("/v1/health", who)
-            .await
-            .assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
-    }
+    crate::harness::only_conn_and_the_operator_may_get(&app, "/v1/health").await;
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
 
-use crate::harness::{KillOnDrop, TempDir, TestApp, serve_process, token};
+use crate::harness::{KillOnDrop, TempDir, TestApp, fill_ledger, serve_process, token};
 
 /// The default memory budget, in KiB (`--memory-budget 48Mi`).
 const BUDGET_KIB: u64 = 48 * 1024;
@@ -55,17 +55,6 @@ async fn feed_stream(
         .send_request(req.body(Empty::new()).unwrap())
         .await
         .unwrap()
-}
-
-/// `n` transitions written straight into the ledger (about 230 bytes each on the feed).
-async fn fill_ledger(app: &TestApp, n: i64) {
-    app.execute(&format!(
-        "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
-         SELECT 'item', 'hostile-' || g, 1, 'test', 'operator', now(), '{{}}',
-                decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex')
-         FROM generate_series(1, {n}) AS g"
-    ))
-    .await;
 }
 
 /// A field of `/proc/<pid>/status` in KiB (`VmHWM`: peak resident memory).

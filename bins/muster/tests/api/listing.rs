@@ -88,10 +88,7 @@ async fn the_filters_combine() {
 #[tokio::test]
 async fn paging_with_next_visits_every_item_once_in_order_and_ends_with_null() {
     let app = TestApp::spawn().await;
-    let mut made = Vec::new();
-    for _ in 0..7 {
-        made.push(app.enqueue("assay", "normal", json!({})).await);
-    }
+    let made = app.enqueue_many("assay", "normal", 7).await;
     let mut seen = Vec::new();
     let mut path = "/v1/items?kind=assay&limit=3".to_owned();
     let mut pages = 0;
@@ -164,17 +161,7 @@ async fn a_page_of_five_hundred_is_allowed() {
 #[tokio::test]
 async fn conn_and_operator_may_list_items_and_a_worker_may_not() {
     let app = TestApp::spawn().await;
-    assert_eq!(app.get("/v1/items", "conn").await.status, StatusCode::OK);
-    assert_eq!(
-        app.get("/v1/items", "operator").await.status,
-        StatusCode::OK
-    );
-    app.get("/v1/items", "worker:trawl")
-        .await
-        .assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
-    app.get("/v1/items", "shipkeeper")
-        .await
-        .assert_error(StatusCode::FORBIDDEN, "E_FORBIDDEN");
+    crate::harness::only_conn_and_the_operator_may_get(&app, "/v1/items").await;
 }
 
 #[tokio::test]

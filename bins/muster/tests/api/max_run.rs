@@ -24,8 +24,7 @@ async fn one_second_runs() -> TestApp {
 /// One trawl item leased by worker `w`, heartbeated until past its 1 s limit: the lease and
 /// the refused heartbeat.
 async fn timed_out_lease(app: &TestApp) -> (serde_json::Value, crate::harness::Resp) {
-    app.enqueue("trawl", "normal", json!({})).await;
-    let lease = app.lease("trawl", "w").await.unwrap();
+    let lease = app.enqueue_and_lease("trawl").await;
     assert_eq!(app.heartbeat(&lease, "w").await.status, StatusCode::OK);
     tokio::time::sleep(Duration::from_millis(1_100)).await;
     let refused = app.heartbeat(&lease, "w").await;

@@ -1185,13 +1185,10 @@ async fn every_feed_item_the_end_to_end_tests_receive_fits_the_feed_schema() {
     assert_eq!(decided.status, StatusCode::OK, "{:?}", decided.body);
     prepare(&app, "failed_trawl_item").await;
     let paused = app
-        .raw(
-            hyper::Method::PUT,
+        .put(
             "/v1/kinds/trawl/paused",
-            Some("operator"),
-            json!({"paused": true, "reason": "a kind event"})
-                .to_string()
-                .into_bytes(),
+            "operator",
+            json!({"paused": true, "reason": "a kind event"}),
         )
         .await;
     assert_eq!(paused.status, StatusCode::OK, "{:?}", paused.body);

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use serde_json::{Value, json};
 
 use crate::harness::until_bridges_listen;
@@ -16,13 +16,8 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// `PUT /v1/kinds/{kind}/paused` as `principal` with `body`.
 async fn put_paused(app: &TestApp, kind: &str, principal: &str, body: Value) -> Resp {
-    app.raw(
-        Method::PUT,
-        &format!("/v1/kinds/{kind}/paused"),
-        Some(principal),
-        body.to_string().into_bytes(),
-    )
-    .await
+    app.put(&format!("/v1/kinds/{kind}/paused"), principal, body)
+        .await
 }
 
 /// Pauses `kind` as the operator; the answer's body.

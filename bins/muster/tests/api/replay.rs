@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use hyper::{Method, StatusCode};
+use hyper::StatusCode;
 use serde_json::json;
 
 use crate::harness::TestApp;
@@ -35,19 +35,9 @@ async fn park(
     ids
 }
 
-async fn put_digest(app: &TestApp, kind: &str, who: &str, digest: &str) -> crate::harness::Resp {
-    app.raw(
-        Method::PUT,
-        &format!("/v1/workers/{kind}/digest"),
-        Some(who),
-        json!({ "digest": digest }).to_string().into_bytes(),
-    )
-    .await
-}
-
 /// Shipkeeper reports `digest` as the deployed trawl image: how many parked items that replayed.
 async fn deploy_trawl(app: &TestApp, digest: &str) -> serde_json::Value {
-    put_digest(app, "trawl", "shipkeeper", digest).await.body["replayed"].clone()
+    app.put_digest("trawl", "shipkeeper", digest).await.body["replayed"].clone()
 }
 
 #[tokio::test]
@@ -87,7 +77,7 @@ async fn a_new_digest_replays_exactly_that_kinds_parked_items_once_while_other_w
             done
         })
     };
-    let r = put_digest(&app, "sextant", "shipkeeper", &digest('b')).await;
+    let r = app.put_digest("sextant", "shipkeeper", &digest('b')).await;
     assert_eq!(
         r.body,
         json!({"kind": "sextant", "digest": digest('b'), "replayed": 250})
@@ -133,7 +123,7 @@ async fn reporting_the_same_digest_again_replays_nothing() {
 #[tokio::test]
 async fn an_item_parked_by_the_image_already_reported_waits_for_the_next_digest() {
     let app = TestApp::spawn().await;
-    put_digest(&app, "trawl", "shipkeeper", &digest('a')).await;
+    app.put_digest("trawl", "shipkeeper", &digest('a')).await;
     park(&app, "trawl", "normal", 1, &digest('a')).await;
     assert!(app.lease("trawl", "w").await.is_none());
     assert_eq!(deploy_trawl(&app, &digest('c')).await, 1);
@@ -142,7 +132,7 @@ async fn an_item_parked_by_the_image_already_reported_waits_for_the_next_digest(
 #[tokio::test]
 async fn an_item_parked_by_an_older_image_than_the_deployed_one_is_replayed_at_once() {
     let app = TestApp::spawn().await;
-    put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    app.put_digest("trawl", "shipkeeper", &digest('b')).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let l = app.lease("trawl", "old-pod").await.unwrap();
     let r = app
@@ -167,7 +157,7 @@ async fn a_replayed_urgent_item_goes_ahead_of_normal_work() {
     let app = TestApp::spawn().await;
     let urgent = park(&app, "trawl", "urgent", 1, &digest('a')).await;
     app.enqueue("trawl", "normal", json!({})).await;
-    put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    app.put_digest("trawl", "shipkeeper", &digest('b')).await;
     let l = app.lease("trawl", "w").await.unwrap();
     assert_eq!(l["item"]["id"].as_str().unwrap(), urgent[0]);
 }
@@ -206,7 +196,7 @@ async fn digest_reports_are_checked() {
         ),
     ];
     for (kind, who, d, status, code) in cases {
-        let r = put_digest(&app, kind, who, &d).await;
+        let r = app.put_digest(kind, who, &d).await;
         assert_eq!((r.status, r.code()), (status, code), "{kind} {who} {d}");
     }
     assert_eq!(app.count("core.worker_digests").await, 0);
@@ -224,7 +214,7 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
                         RETURN NEW; END $$;
              CREATE TRIGGER inject BEFORE INSERT ON core.ledger FOR EACH ROW
                WHEN (NEW.event = 'replayed') EXECUTE FUNCTION core.inject_failure();").await;
-    let r = put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    let r = app.put_digest("trawl", "shipkeeper", &digest('b')).await;
     assert_eq!(r.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(
         app.count("core.items WHERE state = 'needs_subtool'").await,
@@ -240,7 +230,7 @@ async fn a_replay_that_fails_halfway_replays_nothing_and_records_no_digest() {
 async fn replayed_items_that_keep_failing_end_in_failed_through_the_attempt_limit() {
     let app = TestApp::spawn_with(crate::harness::fast_retries(3)).await;
     park(&app, "trawl", "normal", 1, &digest('a')).await;
-    put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    app.put_digest("trawl", "shipkeeper", &digest('b')).await;
     let mut last = String::new();
     for _ in 0..3 {
         let l = app.lease_eventually("trawl", "w").await;
@@ -256,7 +246,7 @@ async fn replayed_items_that_keep_failing_end_in_failed_through_the_attempt_limi
 #[tokio::test]
 async fn an_item_bounced_between_outdated_pods_ends_in_failed() {
     let app = TestApp::spawn().await;
-    put_digest(&app, "trawl", "shipkeeper", &digest('b')).await;
+    app.put_digest("trawl", "shipkeeper", &digest('b')).await;
     app.enqueue("trawl", "normal", json!({})).await;
     let mut states = Vec::new();
     for _ in 0..5 {

@@ -14,16 +14,6 @@ fn digest(c: char) -> String {
     format!("sha256:{}", c.to_string().repeat(64))
 }
 
-async fn put_digest(app: &TestApp, kind: &str, digest: &str) -> crate::harness::Resp {
-    app.raw(
-        Method::PUT,
-        &format!("/v1/workers/{kind}/digest"),
-        Some("shipkeeper"),
-        json!({ "digest": digest }).to_string().into_bytes(),
-    )
-    .await
-}
-
 /// The interleaving of issue 24 item 1, forced: a digest report holds its transaction open
 /// (its digest written, its replay waiting for a parked row the test holds) while a park of a
 /// leased item arrives and waits for the report's lock. The park must see the new digest when
@@ -32,7 +22,7 @@ async fn put_digest(app: &TestApp, kind: &str, digest: &str) -> crate::harness::
 async fn a_park_that_waited_for_a_digest_report_sees_the_reported_digest_and_replays_the_item() {
     let app = Arc::new(TestApp::spawn().await);
     let (old, new) = (digest('a'), digest('b'));
-    put_digest(&app, "trawl", &old).await;
+    app.put_digest("trawl", "shipkeeper", &old).await;
     // A parked item the report will replay: the test holds its row to keep the report open.
     app.enqueue("trawl", "normal", json!({"n": 1})).await;
     let first = app.lease("trawl", "old-pod").await.expect("queued");
@@ -54,7 +44,7 @@ async fn a_park_that_waited_for_a_digest_report_sees_the_reported_digest_and_rep
     let report = {
         let app = app.clone();
         let new = new.clone();
-        tokio::spawn(async move { put_digest(&app, "trawl", &new).await })
+        tokio::spawn(async move { app.put_digest("trawl", "shipkeeper", &new).await })
     };
     until_waiting_for_locks(&app, 1).await;
     let park = {
