@@ -171,41 +171,37 @@ pub(crate) fn read(path: &Path) -> Result<SpoolEntry, ClientError> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use muster_testkit::TempDir;
 
-    fn temp_dir() -> PathBuf {
-        let d = std::env::temp_dir().join(format!("muster-spool-unit-{}", uuid::Uuid::now_v7()));
-        std::fs::create_dir_all(&d).unwrap();
-        d
-    }
+    use super::*;
 
     #[test]
     fn a_written_entry_reads_back_under_its_lease_and_action_name() {
-        let dir = temp_dir();
+        let tmp = TempDir::new("muster-spool-unit");
+        let dir = tmp.path();
         let entry = SpoolEntry {
             lease_id: "0192-abc".into(),
             action: Action::NeedsSubtool,
             body: serde_json::json!({"worker_digest": "sha256:00"}),
         };
-        let path = write(&dir, &entry).unwrap();
+        let path = write(dir, &entry).unwrap();
         assert_eq!(path, dir.join("0192-abc.needs_subtool.json"));
-        assert_eq!(list(&dir).unwrap(), vec![path.clone()]);
+        assert_eq!(list(dir).unwrap(), vec![path.clone()]);
         assert_eq!(read(&path).unwrap(), entry);
         remove_all(std::slice::from_ref(&path)).unwrap();
-        assert_eq!(list(&dir).unwrap(), Vec::<PathBuf>::new());
-        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(list(dir).unwrap(), Vec::<PathBuf>::new());
     }
 
     #[test]
     fn a_corrupt_file_is_set_aside_and_no_longer_listed() {
-        let dir = temp_dir();
+        let tmp = TempDir::new("muster-spool-unit");
+        let dir = tmp.path();
         let path = dir.join("x.complete.json");
         std::fs::write(&path, b"{not json").unwrap();
         let err = read(&path).unwrap_err();
         assert_eq!(err.code(), "E_SPOOL_CORRUPT");
-        assert_eq!(list(&dir).unwrap(), Vec::<PathBuf>::new());
+        assert_eq!(list(dir).unwrap(), Vec::<PathBuf>::new());
         assert!(dir.join("x.complete.json.corrupt").exists());
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

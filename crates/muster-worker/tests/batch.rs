@@ -11,10 +11,7 @@ use support::{TempDir, TestApp, Workers, quick_retry, unreachable_trawl};
 async fn queued(n: usize, spool: &TempDir) -> (TestApp, WorkerClient, Vec<String>) {
     let server = TestApp::spawn().await;
     let trawl = server.worker("trawl", "trawl-1", spool);
-    let mut ids = Vec::new();
-    for i in 0..n {
-        ids.push(server.enqueue("trawl", "normal", json!({ "n": i })).await);
-    }
+    let ids = server.enqueue_numbered("trawl", n).await;
     (server, trawl, ids)
 }
 

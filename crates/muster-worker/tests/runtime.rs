@@ -28,10 +28,7 @@ fn runner(url: &str, spool: &TempDir, concurrency: usize) -> Runner {
 async fn a_runner_works_up_to_its_concurrency_at_once_and_completes_every_item() {
     let app = TestApp::spawn().await;
     let spool = TempDir::new("spool");
-    let mut ids = Vec::new();
-    for n in 0..8 {
-        ids.push(app.enqueue("trawl", "normal", json!({"n": n})).await);
-    }
+    let ids = app.enqueue_numbered("trawl", 8).await;
     let runner = runner(&app.url(), &spool, 4);
     let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
     let now = Arc::new(AtomicUsize::new(0));
@@ -318,10 +315,7 @@ async fn exit_of(mut child: Child) -> std::process::Output {
 async fn sigterm_with_items_in_flight_lets_them_finish_and_deliver_each_once() {
     let app = TestApp::spawn().await;
     let spool = TempDir::new("spool");
-    let mut ids = Vec::new();
-    for n in 0..4 {
-        ids.push(app.enqueue("trawl", "normal", json!({"n": n})).await);
-    }
+    let ids = app.enqueue_numbered("trawl", 4).await;
     let mut child = echo_worker(
         &app.url(),
         &spool,
@@ -375,14 +369,7 @@ async fn a_worker_killed_mid_item_loses_nothing_the_item_is_leased_again_after_e
     signal(&first, "KILL");
     exit_of(first).await;
 
-    let mut second = echo_worker(&app.url(), &spool, &[]);
-    drain_stdout(&mut second);
-    eventually(GENEROUS, "done by the second worker", || async {
-        app.item(&id).await["state"] == "done"
-    })
-    .await;
-    signal(&second, "TERM");
-    exit_of(second).await;
+    restarted_until_done(&app, &spool, &id, "done by the second worker").await;
 
     assert_eq!(app.item(&id).await["attempt"], 2);
     assert_eq!(app.ledger_events(&id, "completed").await, 1);
@@ -413,18 +400,24 @@ async fn a_worker_killed_with_a_spooled_outcome_delivers_it_once_on_restart() {
         ]
     );
 
-    let mut second = echo_worker(&app.url(), &spool, &[]);
-    drain_stdout(&mut second);
-    eventually(GENEROUS, "redelivered", || async {
-        app.item(&id).await["state"] == "done"
-    })
-    .await;
-    signal(&second, "TERM");
-    exit_of(second).await;
+    restarted_until_done(&app, &spool, &id, "redelivered").await;
 
     assert_eq!(app.item(&id).await["attempt"], 1);
     assert_eq!(app.ledger_events(&id, "completed").await, 1);
     assert_eq!(spool.names(), vec![".lock".to_owned()]);
+}
+
+/// A fresh echo worker on `spool` until the item `id` is done (`what` names the wait), then
+/// stopped with SIGTERM.
+async fn restarted_until_done(app: &TestApp, spool: &TempDir, id: &str, what: &str) {
+    let mut worker = echo_worker(&app.url(), spool, &[]);
+    drain_stdout(&mut worker);
+    eventually(GENEROUS, what, || async {
+        app.item(id).await["state"] == "done"
+    })
+    .await;
+    signal(&worker, "TERM");
+    exit_of(worker).await;
 }
 
 /// The lease id of the one spooled outcome.

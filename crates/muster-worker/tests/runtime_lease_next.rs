@@ -24,28 +24,21 @@ fn runner(proxy: &CountingProxy, spool: &TempDir, lease_next: bool) -> Runner {
         .unwrap()
 }
 
-/// `n` queued trawl items `{"n": 0}` … `{"n": n-1}`, in lease order.
-async fn queued(app: &TestApp, n: u64) -> Vec<String> {
-    let mut ids = Vec::new();
-    for i in 0..n {
-        ids.push(app.enqueue("trawl", "normal", json!({"n": i})).await);
-    }
-    ids
-}
-
-/// Every call a runner that completes every item made on `proxy` until `done` items were
-/// done, answered 200, and its counters then.
-async fn calls_until_done(
-    proxy: &CountingProxy,
-    spool: &TempDir,
+/// `n` queued items worked by a runner that completes every item, through a proxy that counts
+/// its calls: every call answered 200 until all were done, and the runner's counters then.
+async fn calls_to_complete(
+    app: &TestApp,
+    n: usize,
     lease_next: bool,
-    done: u64,
 ) -> (Vec<String>, MetricsSnapshot) {
-    let runner = runner(proxy, spool, lease_next);
+    let proxy = CountingProxy::start(app.addr).await;
+    let spool = TempDir::new("spool");
+    app.enqueue_numbered("trawl", n).await;
+    let runner = runner(&proxy, &spool, lease_next);
     let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
     let run = tokio::spawn(runner.run(|_lease: Lease| async { Outcome::done(json!({})) }));
     eventually(GENEROUS, "every item done", || async {
-        metrics.snapshot().done == done
+        metrics.snapshot().done == n as u64
     })
     .await;
     stop.shutdown();
@@ -56,11 +49,8 @@ async fn calls_until_done(
 #[tokio::test]
 async fn with_work_queued_each_item_costs_one_round_trip_its_completion_bringing_the_next_lease() {
     let app = TestApp::spawn().await;
-    let proxy = CountingProxy::start(app.addr).await;
-    let spool = TempDir::new("spool");
-    queued(&app, 20).await;
 
-    let (calls, s) = calls_until_done(&proxy, &spool, true, 20).await;
+    let (calls, s) = calls_to_complete(&app, 20, true).await;
 
     let mut expected = vec!["lease"];
     expected.extend(std::iter::repeat_n("complete+lease_next", 20));
@@ -72,11 +62,8 @@ async fn with_work_queued_each_item_costs_one_round_trip_its_completion_bringing
 #[tokio::test]
 async fn with_lease_next_off_each_item_costs_a_lease_call_and_a_completion() {
     let app = TestApp::spawn().await;
-    let proxy = CountingProxy::start(app.addr).await;
-    let spool = TempDir::new("spool");
-    queued(&app, 5).await;
 
-    let (calls, s) = calls_until_done(&proxy, &spool, false, 5).await;
+    let (calls, s) = calls_to_complete(&app, 5, false).await;
 
     assert_eq!(calls, ["lease", "complete"].repeat(5));
     assert_eq!((s.leased, s.leased_with_completion), (5, 0));
@@ -87,7 +74,7 @@ async fn a_failure_and_a_completion_answered_without_a_next_lease_fall_back_to_a
     let app = TestApp::spawn().await;
     let proxy = CountingProxy::start(app.addr).await;
     let spool = TempDir::new("spool");
-    let ids = queued(&app, 3).await;
+    let ids = app.enqueue_numbered("trawl", 3).await;
     let runner = runner(&proxy, &spool, true);
     let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
     let run = tokio::spawn(runner.run(|lease: Lease| async move {
@@ -133,7 +120,7 @@ async fn an_item_finished_after_shutdown_was_asked_completes_without_taking_a_ne
     let app = TestApp::spawn().await;
     let proxy = CountingProxy::start(app.addr).await;
     let spool = TempDir::new("spool");
-    let ids = queued(&app, 2).await;
+    let ids = app.enqueue_numbered("trawl", 2).await;
     let runner = runner(&proxy, &spool, true);
     let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
     let (started_tx, mut started) = mpsc::unbounded_channel();

@@ -9,7 +9,7 @@ use muster_worker::{Action, ClientError, LeaseState, NextStep, SpoolEntry, Worke
 use serde_json::json;
 use support::{
     FakeServer, LossyProxy, OneLeased, TempDir, TestApp, Workers, dead_addr, one_leased,
-    quick_retry, token, unreachable_trawl,
+    one_leased_on, quick_retry, token, unreachable_trawl,
 };
 
 const GENEROUS: Duration = Duration::from_secs(20);
@@ -253,11 +253,13 @@ async fn a_different_body_for_a_completed_lease_is_a_final_conflict() {
 
 #[tokio::test]
 async fn a_delivery_on_a_superseded_lease_is_a_final_lease_lost_and_leaves_no_spool_file() {
-    let server = TestApp::spawn_with(|s| s.lease_ttl_ms = 100).await;
-    let spool = TempDir::new("spool");
-    let slow = server.worker("trawl", "trawl-slow", &spool);
-    let item_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
-    let old = slow.lease(1_000).await.unwrap().unwrap();
+    let OneLeased {
+        server,
+        spool,
+        worker: slow,
+        item_id,
+        lease: old,
+    } = one_leased_on(TestApp::spawn_with(|s| s.lease_ttl_ms = 100).await).await;
 
     let other_spool = TempDir::new("spool");
     let fast = server.worker("trawl", "trawl-fast", &other_spool);
@@ -297,11 +299,13 @@ async fn a_refused_next_route_is_a_final_rejection_and_leaves_no_spool_file() {
 
 #[tokio::test]
 async fn heartbeat_keeps_a_short_lease_alive_past_its_ttl() {
-    let server = TestApp::spawn_with(|s| s.lease_ttl_ms = 300).await;
-    let spool = TempDir::new("spool");
-    let holder = server.worker("trawl", "trawl-holder", &spool);
-    let item_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
-    let lease = holder.lease(1_000).await.unwrap().unwrap();
+    let OneLeased {
+        server,
+        spool: _spool,
+        worker: holder,
+        item_id,
+        lease,
+    } = one_leased_on(TestApp::spawn_with(|s| s.lease_ttl_ms = 300).await).await;
     assert_eq!(lease.heartbeat_ms, 100);
 
     let heartbeat = lease.keepalive(&holder);

@@ -1,36 +1,33 @@
-use super::*;
+use muster_testkit::TempDir;
 
-fn temp_dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("muster-runtime-unit-{}", uuid::Uuid::now_v7()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+use super::*;
 
 #[test]
 fn a_second_lock_on_one_spool_directory_is_refused_until_the_first_is_dropped() {
-    let dir = temp_dir();
-    let first = SpoolLock::acquire(&dir).unwrap();
-    let second = SpoolLock::acquire(&dir).unwrap_err();
+    let tmp = TempDir::new("muster-runtime-unit");
+    let dir = tmp.path();
+    let first = SpoolLock::acquire(dir).unwrap();
+    let second = SpoolLock::acquire(dir).unwrap_err();
     assert_eq!(second.code(), "E_SPOOL_LOCKED");
     drop(first);
-    assert!(SpoolLock::acquire(&dir).is_ok());
-    std::fs::remove_dir_all(dir).unwrap();
+    assert!(SpoolLock::acquire(dir).is_ok());
 }
 
 #[test]
 fn the_lock_file_is_not_a_spool_entry() {
-    let dir = temp_dir();
-    let _lock = SpoolLock::acquire(&dir).unwrap();
-    assert_eq!(crate::spool::list(&dir).unwrap(), Vec::<PathBuf>::new());
-    std::fs::remove_dir_all(dir).unwrap();
+    let tmp = TempDir::new("muster-runtime-unit");
+    let dir = tmp.path();
+    let _lock = SpoolLock::acquire(dir).unwrap();
+    assert_eq!(crate::spool::list(dir).unwrap(), Vec::<PathBuf>::new());
 }
 
 #[test]
 fn concurrency_outside_one_to_the_batch_cap_is_refused_before_the_lock() {
-    let dir = temp_dir();
+    let tmp = TempDir::new("muster-runtime-unit");
+    let dir = tmp.path();
     for n in [0, MAX_BATCH + 1] {
         let err = Runner::builder("http://127.0.0.1:1", "t", "trawl")
-            .spool_dir(&dir)
+            .spool_dir(dir)
             .concurrency(n)
             .build()
             .err()
@@ -38,7 +35,6 @@ fn concurrency_outside_one_to_the_batch_cap_is_refused_before_the_lock() {
         assert_eq!(err.code(), "E_INVALID_ARGUMENT", "{n}");
     }
     assert!(!dir.join(lock::LOCK_FILE).exists());
-    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]

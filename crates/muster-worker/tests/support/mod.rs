@@ -74,8 +74,13 @@ pub struct OneLeased {
     pub lease: Lease,
 }
 
+/// One `trawl` item leased by the worker `trawl-1` on a server with the default settings.
 pub async fn one_leased() -> OneLeased {
-    let server = TestApp::spawn().await;
+    one_leased_on(TestApp::spawn().await).await
+}
+
+/// One `trawl` item leased by the worker `trawl-1` on `server`.
+pub async fn one_leased_on(server: TestApp) -> OneLeased {
     let spool = TempDir::new("spool");
     let worker = server.worker("trawl", "trawl-1", &spool);
     let item_id = server.enqueue("trawl", "normal", json!({"n": 1})).await;
