@@ -334,17 +334,7 @@ async fn a_subscriber_that_falls_behind_is_cut_loose_and_resumes_without_loss() 
     let mut s = app.events("conn", None).await;
     s.next_named("queues", WAIT).await.unwrap();
     // 2,000 transitions at once: the pump publishes them far faster than one stream drains.
-    app.db
-        .client()
-        .await
-        .batch_execute(
-            "INSERT INTO core.ledger (subject_type, subject_id, subject_seq, event, actor, at, data, prev_hash, hash)
-             SELECT 'item', 'burst-' || g, 1, 'test', 'operator', now(), '{}',
-                    decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex')
-             FROM generate_series(1, 2000) AS g",
-        )
-        .await
-        .unwrap();
+    crate::harness::fill_ledger(&app, 2000).await;
     let mut seen: Vec<i64> = Vec::new();
     while let Some(e) = s.next_within(WAIT).await {
         if e.event == "transition" {

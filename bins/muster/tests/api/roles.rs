@@ -30,11 +30,8 @@ async fn the_server_of_the_tests_is_connected_as_the_runtime_role() {
 /// A server started on a database where the runtime role lacks UPDATE on `core.items`.
 async fn spawn_lacking_a_grant() -> TestApp {
     let db = muster_testkit::fresh_db().await;
-    db.client()
-        .await
-        .batch_execute("REVOKE UPDATE ON core.items FROM muster_app")
-        .await
-        .expect("revoke");
+    db.execute("REVOKE UPDATE ON core.items FROM muster_app")
+        .await;
     TestApp::spawn_on(db, |_| {}).await
 }
 
@@ -272,11 +269,8 @@ async fn migrate_as_an_owner_that_is_no_superuser_creates_the_runtime_role_witho
 async fn serve_as_the_runtime_role_of_an_owner_that_is_no_superuser_is_ready_and_completes_work() {
     let db = migrated_by_an_owner_that_is_no_superuser().await;
     let runtime = format!("app_{}", &db.name["muster_own_".len()..]);
-    db.client()
-        .await
-        .batch_execute(&format!("ALTER ROLE {runtime} LOGIN PASSWORD 'app-pw'"))
-        .await
-        .expect("give the runtime role a login");
+    db.execute(&format!("ALTER ROLE {runtime} LOGIN PASSWORD 'app-pw'"))
+        .await;
     let app = TestApp::spawn_on(db, |_| {}).await;
     let ready = readyz(&app).await.0;
     let lease = app.enqueue_and_lease("trawl").await;
