@@ -12,7 +12,8 @@ use muster_worker::runtime::RunnerBuilder;
 use muster_worker::{Lease, Outcome, Runner};
 use serde_json::json;
 use support::{
-    GENEROUS, Gate, TempDir, TestApp, eventually, panics_logged, quick_retry, signal, token,
+    GENEROUS, Gate, Running, TempDir, TestApp, eventually, panics_logged, quick_retry, signal,
+    token,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -70,11 +71,9 @@ async fn an_item_granted_to_the_lease_request_in_flight_at_stop_is_worked_and_co
         .grace(Duration::from_secs(10))
         .build()
         .unwrap();
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run = tokio::spawn(
-        runner
-            .run(|lease: Lease| async move { Outcome::done(json!({"echo": lease.item.payload})) }),
-    );
+    let mut running = Running::start(runner, |lease: Lease| async move {
+        Outcome::done(json!({"echo": lease.item.payload}))
+    });
     // The runner's long poll is waiting on the server when the item arrives.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let id = app.enqueue("trawl", "normal", json!({"n": 1})).await;
@@ -83,13 +82,12 @@ async fn an_item_granted_to_the_lease_request_in_flight_at_stop_is_worked_and_co
     })
     .await;
     // The grant is committed; its answer is still on its way to the runner.
-    stop.shutdown();
-    let report = run.await.unwrap().unwrap();
+    let report = running.stop().await;
 
     assert_eq!(report.abandoned, Vec::<String>::new());
     assert_eq!(state_of(&app, &id).await, "done");
     assert_eq!(app.ledger_events(&id, "completed").await, 1);
-    assert_eq!((metrics.snapshot().leased, metrics.snapshot().done), (1, 1));
+    assert_eq!((running.snapshot().leased, running.snapshot().done), (1, 1));
 }
 
 #[tokio::test]
@@ -101,19 +99,17 @@ async fn a_panicking_image_digest_source_fails_the_item_retryably_instead_of_los
         .image_digest_from(|| panic!("no digest today"))
         .build()
         .unwrap();
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run = tokio::spawn(
-        runner.run(|_lease: Lease| async { Outcome::needs_subtool("pdf/v9", json!({})) }),
-    );
+    let mut running = Running::start(runner, |_lease: Lease| async {
+        Outcome::needs_subtool("pdf/v9", json!({}))
+    });
     eventually(GENEROUS, "the failure acknowledged", || async {
-        metrics.snapshot().retried == 1
+        running.snapshot().retried == 1
     })
     .await;
-    stop.shutdown();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 
     assert_eq!(state_of(&app, &id).await, "queued");
-    assert_eq!(metrics.snapshot().panicked, 1);
+    assert_eq!(running.snapshot().panicked, 1);
     assert_eq!(panics_logged(&app, &id).await, 1);
     assert_eq!(spool.names(), vec![".lock".to_owned()]);
 }
@@ -129,28 +125,26 @@ async fn an_outcome_left_in_the_spool_is_redelivered_while_the_runner_runs() {
         .retry(quick_retry(2))
         .build()
         .unwrap();
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
     let closing = gate.clone();
-    let run = tokio::spawn(runner.run(move |_lease: Lease| {
+    let mut running = Running::start(runner, move |_lease: Lease| {
         let gate = closing.clone();
         async move {
             // The server is gone while the outcome is delivered.
             gate.close();
             Outcome::done(json!({}))
         }
-    }));
+    });
     eventually(GENEROUS, "the delivery given up", || async {
-        metrics.snapshot().undelivered == 1
+        running.snapshot().undelivered == 1
     })
     .await;
-    assert_eq!(metrics.snapshot().spool_depth, 1);
+    assert_eq!(running.snapshot().spool_depth, 1);
     gate.open();
     eventually(GENEROUS, "redelivered without a restart", || async {
-        metrics.snapshot().redelivered == 1
+        running.snapshot().redelivered == 1
     })
     .await;
-    stop.shutdown();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 
     assert_eq!(state_of(&app, &id).await, "done");
     assert_eq!(app.ledger_events(&id, "completed").await, 1);
@@ -214,18 +208,17 @@ async fn a_retry_answered_failed_on_the_last_attempt_counts_as_failed_not_retrie
     let spool = TempDir::new("spool");
     let id = app.enqueue("trawl", "normal", json!({})).await;
     let runner = builder(&app.url(), &spool).build().unwrap();
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run =
-        tokio::spawn(runner.run(|_lease: Lease| async { Outcome::retry("E_LATER", "try again") }));
+    let mut running = Running::start(runner, |_lease: Lease| async {
+        Outcome::retry("E_LATER", "try again")
+    });
     eventually(GENEROUS, "the failure acknowledged", || async {
-        let s = metrics.snapshot();
+        let s = running.snapshot();
         s.retried + s.failed == 1
     })
     .await;
-    stop.shutdown();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 
     assert_eq!(state_of(&app, &id).await, "failed");
-    let s = metrics.snapshot();
+    let s = running.snapshot();
     assert_eq!((s.retried, s.failed), (0, 1));
 }

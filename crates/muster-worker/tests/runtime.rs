@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use muster_worker::runtime::SpoolLock;
 use muster_worker::{Lease, NextStep, Outcome, RetryPolicy, Runner};
 use serde_json::json;
-use support::{GENEROUS, Gate, TempDir, TestApp, eventually, panics_logged, signal, token};
+use support::{
+    GENEROUS, Gate, Running, TempDir, TestApp, eventually, panics_logged, signal, token,
+};
 
 /// A runner of `trawl` on `url` spooling to `spool`.
 fn runner(url: &str, spool: &TempDir, concurrency: usize) -> Runner {
@@ -30,11 +32,10 @@ async fn a_runner_works_up_to_its_concurrency_at_once_and_completes_every_item()
     let spool = TempDir::new("spool");
     let ids = app.enqueue_numbered("trawl", 8).await;
     let runner = runner(&app.url(), &spool, 4);
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
     let now = Arc::new(AtomicUsize::new(0));
     let most = Arc::new(AtomicUsize::new(0));
     let (n, m) = (now.clone(), most.clone());
-    let run = tokio::spawn(runner.run(move |lease: Lease| {
+    let mut running = Running::start(runner, move |lease: Lease| {
         let (n, m) = (n.clone(), m.clone());
         async move {
             m.fetch_max(n.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
@@ -45,13 +46,12 @@ async fn a_runner_works_up_to_its_concurrency_at_once_and_completes_every_item()
                 vec![NextStep::new("sextant", lease.item.payload)],
             )
         }
-    }));
+    });
     eventually(GENEROUS, "8 items done", || async {
-        metrics.snapshot().done == 8
+        running.snapshot().done == 8
     })
     .await;
-    stop.shutdown();
-    let report = run.await.unwrap().unwrap();
+    let report = running.stop().await;
 
     assert_eq!(report.abandoned, Vec::<String>::new());
     assert_eq!(most.load(Ordering::SeqCst), 4);
@@ -63,7 +63,7 @@ async fn a_runner_works_up_to_its_concurrency_at_once_and_completes_every_item()
             app.item(id).await["payload"]
         );
     }
-    let after = metrics.snapshot();
+    let after = running.snapshot();
     assert_eq!(
         (after.leased, after.in_flight, after.spool_depth),
         (8, 0, 0)
@@ -77,20 +77,18 @@ async fn a_panicking_worker_function_fails_its_item_retryably_and_the_runner_wor
     let bad = app.enqueue("trawl", "normal", json!({"panic": true})).await;
     let good = app.enqueue("trawl", "normal", json!({"n": 2})).await;
     let runner = runner(&app.url(), &spool, 1);
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run = tokio::spawn(runner.run(|lease: Lease| async move {
+    let mut running = Running::start(runner, |lease: Lease| async move {
         assert!(lease.item.payload.get("panic").is_none(), "asked to panic");
         Outcome::done(json!({}))
-    }));
+    });
     eventually(GENEROUS, "one retried, one done", || async {
-        let s = metrics.snapshot();
+        let s = running.snapshot();
         (s.retried, s.done) == (1, 1)
     })
     .await;
-    stop.shutdown();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 
-    assert_eq!(metrics.snapshot().panicked, 1);
+    assert_eq!(running.snapshot().panicked, 1);
     let bad_view = app.item(&bad).await;
     assert_eq!(bad_view["state"], "queued");
     assert!(bad_view["not_before"].is_string());
@@ -106,19 +104,18 @@ async fn a_lost_lease_cancels_the_work_and_delivers_nothing() {
     let gate = Gate::closed(app.addr).await;
     gate.open();
     let runner = runner(&gate.url(), &spool, 1);
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
     let finished = Arc::new(AtomicUsize::new(0));
     let f = finished.clone();
-    let run = tokio::spawn(runner.run(move |_lease: Lease| {
+    let mut running = Running::start(runner, move |_lease: Lease| {
         let f = f.clone();
         async move {
             tokio::time::sleep(Duration::from_secs(8)).await;
             f.fetch_add(1, Ordering::SeqCst);
             Outcome::done(json!({}))
         }
-    }));
+    });
     eventually(GENEROUS, "leased", || async {
-        metrics.snapshot().leased == 1
+        running.snapshot().leased == 1
     })
     .await;
     // The runner's heartbeats cannot get through; once the lease has expired another worker
@@ -127,14 +124,13 @@ async fn a_lost_lease_cancels_the_work_and_delivers_nothing() {
     let thief = app.lease_eventually("trawl", "thief").await;
     gate.open();
     eventually(GENEROUS, "the loss seen", || async {
-        metrics.snapshot().lost_leases == 1
+        running.snapshot().lost_leases == 1
     })
     .await;
-    stop.shutdown();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 
     assert_eq!(finished.load(Ordering::SeqCst), 0);
-    assert_eq!(metrics.snapshot().done, 0);
+    assert_eq!(running.snapshot().done, 0);
     assert_eq!(thief["item"]["id"], id.as_str());
     assert_eq!(app.item(&id).await["state"], "leased");
     assert_eq!(spool.names(), vec![".lock".to_owned()]);
@@ -170,19 +166,17 @@ async fn a_lease_refused_with_retry_after_is_not_asked_again_sooner_and_work_res
         })
         .build()
         .unwrap();
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run = tokio::spawn(runner.run(|_lease: Lease| async { Outcome::done(json!({})) }));
+    let mut running = Running::start(runner, |_lease: Lease| async { Outcome::done(json!({})) });
     eventually(GENEROUS, "three refusals", || async {
         gate.refused().len() >= 3
     })
     .await;
     gate.open();
     eventually(GENEROUS, "done once the server is back", || async {
-        metrics.snapshot().done == 1
+        running.snapshot().done == 1
     })
     .await;
-    stop.shutdown();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 
     let refused = gate.refused();
     for pair in refused.windows(2) {
@@ -216,14 +210,12 @@ async fn a_runner_fails_over_to_the_next_replica_and_its_hook_sees_every_answer(
         }))
         .build()
         .unwrap();
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run = tokio::spawn(runner.run(|_lease: Lease| async { Outcome::done(json!({})) }));
+    let mut running = Running::start(runner, |_lease: Lease| async { Outcome::done(json!({})) });
     eventually(GENEROUS, "done on the live replica", || async {
-        metrics.snapshot().done == 1
+        running.snapshot().done == 1
     })
     .await;
-    stop.shutdown();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 
     let seen = seen.lock().unwrap().clone();
     assert_eq!(seen[0], "lease E_TRANSPORT");

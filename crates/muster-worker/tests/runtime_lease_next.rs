@@ -10,7 +10,7 @@ use std::sync::Arc;
 use muster_worker::runtime::MetricsSnapshot;
 use muster_worker::{Lease, Outcome, Runner};
 use serde_json::json;
-use support::{CountingProxy, GENEROUS, TempDir, TestApp, eventually, token};
+use support::{CountingProxy, GENEROUS, Running, TempDir, TestApp, eventually, token};
 use tokio::sync::{Notify, mpsc};
 
 /// A runner of `trawl`, one item at a time, on `proxy`, spooling to `spool`.
@@ -35,15 +35,13 @@ async fn calls_to_complete(
     let spool = TempDir::new("spool");
     app.enqueue_numbered("trawl", n).await;
     let runner = runner(&proxy, &spool, lease_next);
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run = tokio::spawn(runner.run(|_lease: Lease| async { Outcome::done(json!({})) }));
+    let mut running = Running::start(runner, |_lease: Lease| async { Outcome::done(json!({})) });
     eventually(GENEROUS, "every item done", || async {
-        metrics.snapshot().done == n as u64
+        running.snapshot().done == n as u64
     })
     .await;
-    stop.shutdown();
-    run.await.unwrap().unwrap();
-    (proxy.answered_200(), metrics.snapshot())
+    running.stop().await;
+    (proxy.answered_200(), running.snapshot())
 }
 
 #[tokio::test]
@@ -76,16 +74,15 @@ async fn a_failure_and_a_completion_answered_without_a_next_lease_fall_back_to_a
     let spool = TempDir::new("spool");
     let ids = app.enqueue_numbered("trawl", 3).await;
     let runner = runner(&proxy, &spool, true);
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
-    let run = tokio::spawn(runner.run(|lease: Lease| async move {
+    let mut running = Running::start(runner, |lease: Lease| async move {
         if lease.item.payload["n"] == 1 {
             Outcome::fail("E_BAD", "not this one")
         } else {
             Outcome::done(json!({}))
         }
-    }));
+    });
     eventually(GENEROUS, "two done, one failed", || async {
-        let s = metrics.snapshot();
+        let s = running.snapshot();
         (s.done, s.failed) == (2, 1)
     })
     .await;
@@ -96,8 +93,7 @@ async fn a_failure_and_a_completion_answered_without_a_next_lease_fall_back_to_a
         || async { proxy.calls().len() >= 6 },
     )
     .await;
-    stop.shutdown();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 
     assert_eq!(
         proxy.calls()[..6],
@@ -110,7 +106,7 @@ async fn a_failure_and_a_completion_answered_without_a_next_lease_fall_back_to_a
             "lease 204",
         ]
     );
-    assert_eq!(metrics.snapshot().leased_with_completion, 1);
+    assert_eq!(running.snapshot().leased_with_completion, 1);
     assert_eq!(app.item(&ids[1]).await["state"], "failed");
     assert_eq!(app.item(&ids[2]).await["state"], "done");
 }
@@ -122,31 +118,30 @@ async fn an_item_finished_after_shutdown_was_asked_completes_without_taking_a_ne
     let spool = TempDir::new("spool");
     let ids = app.enqueue_numbered("trawl", 2).await;
     let runner = runner(&proxy, &spool, true);
-    let (stop, metrics) = (runner.shutdown_handle(), runner.metrics());
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let release = Arc::new(Notify::new());
     let gate = release.clone();
-    let run = tokio::spawn(runner.run(move |_lease: Lease| {
+    let mut running = Running::start(runner, move |_lease: Lease| {
         let (started_tx, gate) = (started_tx.clone(), gate.clone());
         async move {
             started_tx.send(()).unwrap();
             gate.notified().await;
             Outcome::done(json!({}))
         }
-    }));
+    });
     tokio::time::timeout(GENEROUS, started.recv())
         .await
         .expect("the first item started")
         .unwrap();
-    stop.shutdown();
+    running.shutdown();
     release.notify_one();
-    let report = run.await.unwrap().unwrap();
+    let report = running.stopped().await;
 
     assert_eq!(report.abandoned, Vec::<String>::new());
     assert_eq!(proxy.calls(), ["lease 200", "complete 200"]);
     assert_eq!(app.item(&ids[0]).await["state"], "done");
     assert_eq!(app.item(&ids[1]).await["state"], "queued");
-    let s = metrics.snapshot();
+    let s = running.snapshot();
     assert_eq!((s.leased, s.leased_with_completion, s.done), (1, 0, 1));
     assert!(started.try_recv().is_err(), "a second item was started");
 }

@@ -16,11 +16,14 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
-use muster_worker::runtime::PANIC_CODE;
-use muster_worker::{Lease, RetryPolicy, WorkerClient};
+use muster_worker::runtime::{Metrics, MetricsSnapshot, PANIC_CODE, RunReport};
+use muster_worker::{
+    Lease, RetryPolicy, Runner, RunnerError, ShutdownHandle, Worker, WorkerClient,
+};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
 
 mod counting;
 mod gate;
@@ -209,5 +212,47 @@ impl FakeServer {
 
     pub fn hits(&self, path: &str) -> u32 {
         self.hits.lock().unwrap().get(path).copied().unwrap_or(0)
+    }
+}
+
+/// A runner working in a task of its own until the test stops it.
+pub struct Running {
+    metrics: Metrics,
+    stop: ShutdownHandle,
+    run: JoinHandle<Result<RunReport, RunnerError>>,
+}
+
+impl Running {
+    /// Starts `runner` on `worker`.
+    pub fn start(runner: Runner, worker: impl Worker) -> Running {
+        Running {
+            metrics: runner.metrics(),
+            stop: runner.shutdown_handle(),
+            run: tokio::spawn(runner.run(worker)),
+        }
+    }
+
+    /// The runner's counters now.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
+
+    /// Asks the runner to stop, without waiting for it.
+    pub fn shutdown(&self) {
+        self.stop.shutdown();
+    }
+
+    /// Waits for the runner to stop: its report. Its counters stay readable.
+    pub async fn stopped(&mut self) -> RunReport {
+        (&mut self.run)
+            .await
+            .expect("the runner did not panic")
+            .expect("the runner ran")
+    }
+
+    /// Stops the runner gracefully: its report. Its counters stay readable.
+    pub async fn stop(&mut self) -> RunReport {
+        self.shutdown();
+        self.stopped().await
     }
 }
