@@ -81,26 +81,40 @@ pub async fn export_archive(
     };
     write(out, header_line(&header))?;
     let mut fold = SegmentFold::new(header);
-    let mut after = start.seq as i64;
-    loop {
-        let rows = tx
-            .query(
-                include_str!("verify/sql/entries_by_seq.sql"),
-                &[&after, &(end.seq as i64)],
-            )
-            .await?;
-        for r in &rows {
-            let (e, seq) = sealed(r);
-            fold.push(seq, &e)?;
-            write(out, entry_line(seq, &e))?;
-            after = seq as i64;
-        }
-        if rows.len() < 5000 {
-            break;
-        }
-    }
+    each_entry(&*tx, start.seq, end.seq, |seq, e| {
+        fold.push(seq, e)?;
+        write(out, entry_line(seq, e))
+    })
+    .await?;
     let entries = fold.finish()?;
     write(out, end_line(entries))?;
     tx.commit().await?;
     Ok(entries)
+}
+
+/// Hands every ledger entry after `after` up to `until` to `each`, in sequence order, read in
+/// pages by sequence.
+pub(crate) async fn each_entry(
+    client: &impl tokio_postgres::GenericClient,
+    after: u64,
+    until: u64,
+    mut each: impl FnMut(u64, &muster_ledger::SealedEntry) -> Result<(), PgError>,
+) -> Result<(), PgError> {
+    let mut after = after as i64;
+    loop {
+        let rows = client
+            .query(
+                include_str!("verify/sql/entries_by_seq.sql"),
+                &[&after, &(until as i64)],
+            )
+            .await?;
+        for r in &rows {
+            let (e, seq) = sealed(r);
+            each(seq, &e)?;
+            after = seq as i64;
+        }
+        if rows.len() < 5000 {
+            return Ok(());
+        }
+    }
 }

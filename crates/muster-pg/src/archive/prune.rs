@@ -20,7 +20,6 @@ use tokio_postgres::IsolationLevel;
 
 use crate::PgError;
 use crate::checkpoint::{checkpoint_at, checkpoint_text};
-use crate::verify::sealed;
 
 /// Entries deleted per transaction.
 pub const PRUNE_BATCH: u64 = 10_000;
@@ -163,23 +162,10 @@ async fn record(
         ))
     };
     let mut fold = SegmentFold::new(header.clone());
-    let mut after = header.from.seq as i64;
-    loop {
-        let rows = tx
-            .query(
-                include_str!("../verify/sql/entries_by_seq.sql"),
-                &[&after, &(until.seq as i64)],
-            )
-            .await?;
-        for r in &rows {
-            let (e, seq) = sealed(r);
-            fold.push(seq, &e).map_err(|e| mismatch(e.to_string()))?;
-            after = seq as i64;
-        }
-        if rows.len() < 5000 {
-            break;
-        }
-    }
+    super::each_entry(&*tx, header.from.seq, until.seq, |seq, e| {
+        fold.push(seq, e).map_err(|e| mismatch(e.to_string()))
+    })
+    .await?;
     let folded = fold.finish().map_err(|e| mismatch(e.to_string()))?;
     if folded != entries {
         return Err(mismatch(format!(
