@@ -8,20 +8,37 @@ mod support;
 use std::sync::Arc;
 
 use muster_worker::runtime::MetricsSnapshot;
-use muster_worker::{Lease, Outcome, Runner};
+use muster_worker::{Lease, Outcome, Runner, Worker};
 use serde_json::json;
 use support::{CountingProxy, GENEROUS, Running, TempDir, TestApp, eventually, token};
 use tokio::sync::{Notify, mpsc};
 
-/// A runner of `trawl`, one item at a time, on `proxy`, spooling to `spool`.
-fn runner(proxy: &CountingProxy, spool: &TempDir, lease_next: bool) -> Runner {
-    Runner::builder(&proxy.url(), &token("worker:trawl"), "trawl")
+/// `n` numbered trawl items queued on `app` and a runner of trawl (one item at a time) working
+/// them with `worker` through a proxy that counts its calls.
+struct Counted {
+    proxy: CountingProxy,
+    ids: Vec<String>,
+    running: Running,
+    _spool: TempDir,
+}
+
+async fn counted(app: &TestApp, n: usize, lease_next: bool, worker: impl Worker) -> Counted {
+    let proxy = CountingProxy::start(app.addr).await;
+    let spool = TempDir::new("spool");
+    let ids = app.enqueue_numbered("trawl", n).await;
+    let runner = Runner::builder(&proxy.url(), &token("worker:trawl"), "trawl")
         .worker_id("trawl-lease-next")
         .spool_dir(&spool.0)
         .wait_ms(200)
         .lease_next(lease_next)
         .build()
-        .unwrap()
+        .unwrap();
+    Counted {
+        proxy,
+        ids,
+        running: Running::start(runner, worker),
+        _spool: spool,
+    }
 }
 
 /// `n` queued items worked by a runner that completes every item, through a proxy that counts
@@ -31,11 +48,15 @@ async fn calls_to_complete(
     n: usize,
     lease_next: bool,
 ) -> (Vec<String>, MetricsSnapshot) {
-    let proxy = CountingProxy::start(app.addr).await;
-    let spool = TempDir::new("spool");
-    app.enqueue_numbered("trawl", n).await;
-    let runner = runner(&proxy, &spool, lease_next);
-    let mut running = Running::start(runner, |_lease: Lease| async { Outcome::done(json!({})) });
+    let Counted {
+        proxy,
+        mut running,
+        _spool,
+        ..
+    } = counted(app, n, lease_next, |_lease: Lease| async {
+        Outcome::done(json!({}))
+    })
+    .await;
     eventually(GENEROUS, "every item done", || async {
         running.snapshot().done == n as u64
     })
@@ -70,17 +91,19 @@ async fn with_lease_next_off_each_item_costs_a_lease_call_and_a_completion() {
 #[tokio::test]
 async fn a_failure_and_a_completion_answered_without_a_next_lease_fall_back_to_a_lease_call() {
     let app = TestApp::spawn().await;
-    let proxy = CountingProxy::start(app.addr).await;
-    let spool = TempDir::new("spool");
-    let ids = app.enqueue_numbered("trawl", 3).await;
-    let runner = runner(&proxy, &spool, true);
-    let mut running = Running::start(runner, |lease: Lease| async move {
+    let Counted {
+        proxy,
+        ids,
+        mut running,
+        _spool,
+    } = counted(&app, 3, true, |lease: Lease| async move {
         if lease.item.payload["n"] == 1 {
             Outcome::fail("E_BAD", "not this one")
         } else {
             Outcome::done(json!({}))
         }
-    });
+    })
+    .await;
     eventually(GENEROUS, "two done, one failed", || async {
         let s = running.snapshot();
         (s.done, s.failed) == (2, 1)
@@ -114,21 +137,23 @@ async fn a_failure_and_a_completion_answered_without_a_next_lease_fall_back_to_a
 #[tokio::test]
 async fn an_item_finished_after_shutdown_was_asked_completes_without_taking_a_next_lease() {
     let app = TestApp::spawn().await;
-    let proxy = CountingProxy::start(app.addr).await;
-    let spool = TempDir::new("spool");
-    let ids = app.enqueue_numbered("trawl", 2).await;
-    let runner = runner(&proxy, &spool, true);
     let (started_tx, mut started) = mpsc::unbounded_channel();
     let release = Arc::new(Notify::new());
     let gate = release.clone();
-    let mut running = Running::start(runner, move |_lease: Lease| {
+    let Counted {
+        proxy,
+        ids,
+        mut running,
+        _spool,
+    } = counted(&app, 2, true, move |_lease: Lease| {
         let (started_tx, gate) = (started_tx.clone(), gate.clone());
         async move {
             started_tx.send(()).unwrap();
             gate.notified().await;
             Outcome::done(json!({}))
         }
-    });
+    })
+    .await;
     tokio::time::timeout(GENEROUS, started.recv())
         .await
         .expect("the first item started")
