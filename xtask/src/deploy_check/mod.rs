@@ -106,6 +106,17 @@ impl Manifest {
         format!("{}: {}", self.file, dotted(pointer))
     }
 
+    /// Asserts that the value at `pointer` is `expected`; a failure reads
+    /// `file: dotted.path must be {must}`.
+    fn assert_is(&self, pointer: &str, expected: &Value, must: &str) {
+        assert_eq!(
+            self.get(pointer),
+            expected,
+            "{} must be {must}",
+            self.at(pointer)
+        );
+    }
+
     /// JSON pointer of the pod spec, for the kinds that run pods.
     fn pod_spec_pointer(&self) -> Option<&'static str> {
         match self.kind() {

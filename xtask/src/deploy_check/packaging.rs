@@ -306,12 +306,7 @@ fn namespaced_objects_are_in_the_clearedstack_namespace() {
                 m.kind()
             );
         } else {
-            assert_eq!(
-                m.get(p),
-                &Value::from(NAMESPACE),
-                "{} must be {NAMESPACE}",
-                m.at(p)
-            );
+            m.assert_is(p, &Value::from(NAMESPACE), NAMESPACE);
         }
     }
 }
@@ -460,11 +455,6 @@ fn image_runs_only_the_muster_binary_as_the_pods_non_root_user() {
             "{}/securityContext/runAsUser",
             m.pod_spec_pointer().expect("a workload")
         );
-        assert_eq!(
-            m.get(&p),
-            &Value::from(uid),
-            "{} must be the image's USER {uid}",
-            m.at(&p)
-        );
+        m.assert_is(&p, &Value::from(uid), &format!("the image's USER {uid}"));
     }
 }

@@ -43,7 +43,7 @@ fn pods_run_as_non_root() {
     for m in workloads(&all) {
         let pod = m.pod_spec_pointer().expect("a workload");
         let p = format!("{pod}/securityContext/runAsNonRoot");
-        assert_eq!(m.get(&p), &Value::Bool(true), "{} must be true", m.at(&p));
+        m.assert_is(&p, &Value::Bool(true), "true");
         assert_not_root(m, &format!("{pod}/securityContext/runAsUser"));
     }
     each_container(|m, c, name| {
@@ -99,12 +99,7 @@ fn pods_use_the_runtime_default_seccomp_profile() {
     for m in workloads(&all) {
         let pod = m.pod_spec_pointer().expect("a workload");
         let p = format!("{pod}/securityContext/seccompProfile/type");
-        assert_eq!(
-            m.get(&p),
-            &Value::from("RuntimeDefault"),
-            "{} must be RuntimeDefault",
-            m.at(&p)
-        );
+        m.assert_is(&p, &Value::from("RuntimeDefault"), "RuntimeDefault");
     }
     each_container(|m, c, _| {
         let p = format!("{c}/securityContext/seccompProfile/type");
@@ -131,45 +126,40 @@ fn service_account_token_is_mounted_only_where_muster_calls_the_api() {
         account.file
     );
     let p = "/spec/template/spec/automountServiceAccountToken";
-    assert_eq!(
-        deployment.get(p),
+    deployment.assert_is(
+        p,
         &Value::Bool(true),
-        "{} must be true: Muster calls TokenReview with its token",
-        deployment.at(p)
+        "true: Muster calls TokenReview with its token",
     );
     let p = "/automountServiceAccountToken";
-    assert_eq!(
-        account.get(p),
+    account.assert_is(
+        p,
         &Value::Bool(false),
-        "{} must be false: only pods that ask get a token",
-        account.at(p)
+        "false: only pods that ask get a token",
     );
     let job = the(&all, "Job");
     let p = "/spec/template/spec/automountServiceAccountToken";
-    assert_eq!(
-        job.get(p),
+    job.assert_is(
+        p,
         &Value::Bool(false),
-        "{} must be false: the migration talks to Logbook only",
-        job.at(p)
+        "false: the migration talks to Logbook only",
     );
 
     let binding = named(&all, "ClusterRoleBinding", "muster-auth-delegator");
     let p = "/roleRef/name";
-    assert_eq!(
-        binding.get(p),
+    binding.assert_is(
+        p,
         &Value::from("system:auth-delegator"),
-        "{} must be system:auth-delegator (TokenReview)",
-        binding.at(p)
+        "system:auth-delegator (TokenReview)",
     );
     let subject = serde_json::json!({
         "kind": "ServiceAccount", "name": account.name(), "namespace": NAMESPACE
     });
     let p = "/subjects";
-    assert_eq!(
-        binding.get(p),
+    binding.assert_is(
+        p,
         &Value::Array(vec![subject.clone()]),
-        "{} must be exactly Muster's ServiceAccount",
-        binding.at(p)
+        "exactly Muster's ServiceAccount",
     );
 
     // Node names for health redaction: read-only, nodes only, bound to Muster alone.
@@ -462,11 +452,10 @@ fn service_is_cluster_ip_and_selects_only_the_serving_pods() {
     let all = manifests();
     let service = the(&all, "Service");
     let p = "/spec/type";
-    assert_eq!(
-        service.get(p),
+    service.assert_is(
+        p,
         &Value::from("ClusterIP"),
-        "{} must be ClusterIP (component spec: cluster-private only)",
-        service.at(p)
+        "ClusterIP (component spec: cluster-private only)",
     );
     let p = "/spec/selector";
     let deployment = the(&all, "Deployment");
@@ -532,11 +521,10 @@ fn network_policy_admits_only_conn_shipkeeper_workers_and_monitoring_on_8080() {
     let mut peers = BTreeSet::new();
     for i in 0..rules.len() {
         let p = format!("/spec/ingress/{i}/ports");
-        assert_eq!(
-            policy.get(&p),
+        policy.assert_is(
+            &p,
             &serde_json::json!([{"protocol": "TCP", "port": 8080}]),
-            "{} must be TCP 8080 only",
-            policy.at(&p)
+            "TCP 8080 only",
         );
         let p = format!("/spec/ingress/{i}/from");
         let from = policy.get(&p).as_array().cloned().unwrap_or_default();
@@ -582,12 +570,7 @@ fn migration_job_runs_muster_migrate_with_the_server_image() {
     assert_eq!(containers.len(), 1, "{}: expected one container", job.file);
     let (c, container) = &containers[0];
     let p = format!("{c}/args");
-    assert_eq!(
-        job.get(&p),
-        &serde_json::json!(["migrate"]),
-        "{} must be [\"migrate\"]",
-        job.at(&p)
-    );
+    job.assert_is(&p, &serde_json::json!(["migrate"]), "[\"migrate\"]");
     let p = format!("{c}/command");
     assert!(
         job.get(&p).is_null(),
@@ -595,11 +578,10 @@ fn migration_job_runs_muster_migrate_with_the_server_image() {
         job.at(&p)
     );
     let p = format!("{c}/image");
-    assert_eq!(
-        job.get(&p),
+    job.assert_is(
+        &p,
         &deployment.containers()[0].1["image"],
-        "{} must be the Deployment's image",
-        job.at(&p)
+        "the Deployment's image",
     );
     assert!(
         container["ports"].is_null(),
