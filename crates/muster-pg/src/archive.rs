@@ -63,6 +63,14 @@ pub async fn export_archive(
             end.seq, start.seq
         )));
     }
+    if let Some(b) = boundary(&*tx).await?
+        && start.seq < b.through.seq
+    {
+        return Err(PgError::Ledger(format!(
+            "the entries up to checkpoint {} are archived out of Logbook already: archive from there (--from {})",
+            b.through.seq, b.through.seq
+        )));
+    }
     let checkpoints = tx
         .query(
             include_str!("checkpoint/sql/between.sql"),

@@ -370,3 +370,31 @@ async fn a_prune_run_again_after_it_ended_removes_nothing_more() {
     );
     assert_eq!(entries(&a.app).await, held);
 }
+
+#[tokio::test]
+async fn archiving_from_inside_the_archived_range_fails_in_one_line_and_writes_no_file() {
+    let a = pruned().await;
+    let later = checkpoint(&a.app).await;
+    let file = a.dir.path().join("again.jsonl");
+    let (code, _, stderr) = muster(
+        Some(&a.app.db.url),
+        &[
+            "ledger-archive",
+            "--to",
+            file.to_str().expect("utf-8 path"),
+            "--until",
+            &later.to_string(),
+        ],
+    );
+    assert_eq!(
+        (code, stderr, file.exists()),
+        (
+            Some(1),
+            format!(
+                "ledger-archive: ledger: the entries up to checkpoint {b} are archived out of Logbook already: archive from there (--from {b})",
+                b = a.boundary
+            ),
+            false
+        )
+    );
+}
