@@ -12,7 +12,8 @@
 //!
 //! What a removal leaves behind, each answered here or beside it:
 //! - `GET /v1/items/{id}` reads the item from the ledger ([`removed_view`]: `removed: true`,
-//!   payload and result null).
+//!   payload and result null); once its entries are archived out of Logbook, `Gone`
+//!   ([`Muster::removed_item`]). Cancel and retry read it the same way.
 //! - A call on a lease the working tables do not hold answers `E_LEASE_LOST` when the lease's
 //!   id (UUIDv7) dates from before the retention period: its item may have been removed
 //!   ([`Muster::unknown_lease`]); a younger unknown lease is `E_NOT_FOUND`.
