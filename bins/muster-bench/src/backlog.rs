@@ -17,6 +17,7 @@
 //! items). A cycle is therefore three requests: lease, complete, enqueue; their latencies are
 //! reported separately.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,14 +61,15 @@ macro_rules! v7_ids {
 }
 
 /// Finished items that a database without any lease gets before it is measured, each with its
-/// finished lease and two ledger rows (see [`seed_history`]).
-const HISTORY: i64 = 20_000;
+/// finished lease and three ledger rows (see [`seed_history`]), unless `--history` asks for
+/// another number.
+const HISTORY: u64 = 20_000;
 
-/// Gives a database that has never granted a lease the history of a running system:
-/// [`HISTORY`] `done` items of kind `trawl`, each with a completed lease and a `leased` and a
-/// `completed` ledger row (zero hashes, like the fill's items: no valid chain). Before the server
-/// starts, like the fill itself: a running server's live feed would take the seeded ledger rows
-/// for transitions and count them in its queue depths.
+/// Gives a database that has never granted a lease the history of a running system: `n` `done`
+/// items of kind `trawl` (UUIDv7 ids), each with a completed lease and an `enqueued`, a `leased`
+/// and a `completed` ledger row (zero hashes, like the fill's items: no valid chain). Before the
+/// server starts, like the fill itself: a running server's live feed would take the seeded
+/// ledger rows for transitions and count them in its queue depths.
 ///
 /// Without it a run on a fresh database measures PostgreSQL's plans for tables that are still
 /// tiny: Muster plans each statement once per pooled connection (generic plans), autovacuum
@@ -75,7 +77,7 @@ const HISTORY: i64 = 20_000;
 /// completion's lease lock and the finishing of leases scanned the growing table sequentially
 /// (`cargo xtask profile` on a fresh database: 124 and 74 µs per item, against 7 and 11 on a
 /// database with history). A running system's leases and ledger are never that small.
-async fn seed_history(client: &tokio_postgres::Client) -> Result<()> {
+async fn seed_history(client: &tokio_postgres::Client, n: u64) -> Result<()> {
     let has_leases = client
         .query_opt("SELECT 1 FROM core.leases LIMIT 1", &[])
         .await
@@ -92,7 +94,7 @@ async fn seed_history(client: &tokio_postgres::Client) -> Result<()> {
                  INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
                      payload, result, created_at, chain_len, chain_head) \
                  SELECT v.id, 'trawl', 1, 'done', 1, 1, v.at, '{}'::jsonb, '{}'::jsonb, v.at, \
-                     2, decode(repeat('00', 32), 'hex') \
+                     3, decode(repeat('00', 32), 'hex') \
                  FROM generate_series(1, $1::bigint) g, LATERAL (",
                 v7_ids!(),
                 ") v \
@@ -109,15 +111,16 @@ async fn seed_history(client: &tokio_postgres::Client) -> Result<()> {
              SELECT 'item', f.item_id::text, s.seq, s.event, s.from_state, s.to_state, \
                  'worker:trawl', 1, now(), '{}', decode(repeat('00', 32), 'hex'), \
                  decode(repeat('00', 32), 'hex'), 'trawl', 1 \
-             FROM finished f CROSS JOIN (VALUES (1, 'leased', 'queued', 'leased'), \
-                 (2, 'completed', 'leased', 'done')) AS s(seq, event, from_state, to_state)"
+             FROM finished f CROSS JOIN (VALUES (1, 'enqueued', NULL, 'queued'), \
+                 (2, 'leased', 'queued', 'leased'), (3, 'completed', 'leased', 'done')) \
+                 AS s(seq, event, from_state, to_state)"
             ),
-            &[&HISTORY],
+            &[&i64::try_from(n)?],
         )
         .await
         .context("seed history")?;
     eprintln!(
-        "muster-bench: no lease yet; seeded {HISTORY} finished items with their leases and ledger rows ({:.1}s)",
+        "muster-bench: no lease yet; seeded {n} finished items with their leases and ledger rows ({:.1}s)",
         t.elapsed().as_secs_f64()
     );
     Ok(())
@@ -160,6 +163,20 @@ pub(crate) async fn settle(client: &tokio_postgres::Client) -> Result<()> {
         .context("CHECKPOINT")
 }
 
+/// `pg_total_relation_size` (heap, indexes, TOAST) of every table of the `core` schema.
+async fn core_bytes(client: &tokio_postgres::Client) -> Result<BTreeMap<String, i64>> {
+    let rows = client
+        .query(
+            "SELECT c.relname::text, pg_total_relation_size(c.oid) FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = 'core' AND c.relkind = 'r'",
+            &[],
+        )
+        .await
+        .context("core table sizes")?;
+    Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+}
+
 /// Tops the finished `trawl` items up to `to`: `done` items without leases or ledger rows (a
 /// long history beside a short queue; `GET /v1/items` and the lease path must not pay for it).
 async fn fill_done(client: &tokio_postgres::Client, to: u64) -> Result<i64> {
@@ -194,6 +211,11 @@ pub(crate) struct FillArgs {
     /// Also top the finished (`done`) `trawl` items up to this many (no leases, no ledger).
     #[arg(long)]
     done: Option<u64>,
+    /// On a database that has never granted a lease: this many finished items with their
+    /// leases and three ledger rows each (default 20,000), measured in `core_bytes` before the
+    /// queue is filled.
+    #[arg(long)]
+    history: Option<u64>,
     /// Then add this many delayed `trawl` items (`not_before` a day ahead, in line at it, as
     /// `POST /v1/items` with `not_before` places them).
     #[arg(long)]
@@ -204,9 +226,14 @@ pub(crate) async fn fill(args: &FillArgs) -> Result<BacklogFill> {
     let (database_url, to) = (&args.database_url, args.to);
     let (done, delayed) = (args.done, args.delayed);
     let client = connect(database_url).await?;
+    let t = Instant::now();
+    seed_history(&client, args.history.unwrap_or(HISTORY)).await?;
+    let core_bytes = match args.history {
+        Some(_) => Some(core_bytes(&client).await?),
+        None => None,
+    };
     let before = count(&client, "queued").await?;
     let add = i64::try_from(to)?.saturating_sub(before).max(0);
-    let t = Instant::now();
     client
         .execute(
             "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
@@ -217,7 +244,6 @@ pub(crate) async fn fill(args: &FillArgs) -> Result<BacklogFill> {
         )
         .await
         .context("bulk insert")?;
-    seed_history(&client).await?;
     let done_after = match done {
         Some(to) => Some(fill_done(&client, to).await?),
         None => None,
@@ -247,6 +273,7 @@ pub(crate) async fn fill(args: &FillArgs) -> Result<BacklogFill> {
             .unwrap_or_default()
     );
     Ok(BacklogFill {
+        core_bytes,
         delayed_added: delayed.map(|n| n as i64),
         done_after,
         insert_seconds: Some((insert_s * 100.0).round() / 100.0),
@@ -260,7 +287,7 @@ pub(crate) async fn fill(args: &FillArgs) -> Result<BacklogFill> {
 
 /// `requests` sequential `GET /v1/items?{filter}&limit=100` pages, each after the previous
 /// page's `next` (from the start again after the last page): their latencies.
-async fn item_pages(
+pub(crate) async fn item_pages(
     http: &Http,
     operator_token: &str,
     filter: &str,

@@ -34,7 +34,7 @@ async fn subscribe(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let result: Result<()> = async {
-        let mut stream = http.events(&token).await?;
+        let mut stream = http.events(&token, None).await?;
         connected.fetch_add(1, Ordering::SeqCst);
         let mut reader = SseReader::default();
         loop {

@@ -38,7 +38,7 @@ async fn subscribe(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let result: Result<()> = async {
-        let mut stream = http.events(&token).await?;
+        let mut stream = http.events(&token, None).await?;
         received.connected.fetch_add(1, Ordering::Relaxed);
         let mut newline_before = false;
         loop {
@@ -78,20 +78,27 @@ pub(crate) struct Args {
     /// Subscribers, one phase per value, in this order.
     #[arg(long, value_delimiter = ',', default_value = "0,50,1000,0")]
     subscribers: Vec<usize>,
-    #[arg(long, default_value_t = 16)]
-    workers: usize,
-    /// Length of each phase's drain.
-    #[arg(long, default_value_t = 20)]
-    seconds: u64,
+    #[command(flatten)]
+    drain: Workers,
     /// The server's pid (same machine): its CPU is read from /proc.
     #[arg(long)]
     server_pid: u32,
 }
 
-/// Lease (wait 0) and complete for `seconds` with `workers` workers.
-pub(crate) async fn drain(http: &Http, token: &str, workers: usize, seconds: u64) -> WorkerPhase {
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs(seconds);
+/// The single-call workers of a scenario's phases: how many, and how long each phase drains.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub(crate) struct Workers {
+    #[arg(long, default_value_t = 16)]
+    pub(crate) workers: usize,
+    /// Length of each phase's drain.
+    #[arg(long, default_value_t = 10)]
+    pub(crate) seconds: u64,
+}
+
+/// Lease (wait 0) and complete as `token` with `w.workers` workers for `w.seconds`.
+pub(crate) async fn drain(http: &Http, token: &str, w: Workers) -> WorkerPhase {
+    let (workers, start) = (w.workers, Instant::now());
+    let deadline = start + Duration::from_secs(w.seconds);
     let tasks: Vec<_> = (0..workers)
         .map(|w| {
             let (http, token) = (http.clone(), token.to_owned());
@@ -187,7 +194,7 @@ async fn phase(
     );
     let cpu0 = cpu_seconds(&pid, ticks)?;
     let bench0 = cpu_seconds("self", ticks)?;
-    let drain = drain(http, &o.server.worker_token, o.workers, o.seconds).await;
+    let drain = drain(http, &o.server.worker_token, o.drain).await;
     let cpu = cpu_seconds(&pid, ticks)? - cpu0;
     let bench_cpu = cpu_seconds("self", ticks)? - bench0;
     let events = received.events.load(Ordering::Relaxed) - events0;
@@ -271,10 +278,10 @@ pub(crate) async fn feed_load(o: &Args) -> Result<FeedLoad> {
     }
     Ok(FeedLoad {
         clock_ticks_per_s: ticks,
-        phase_seconds: o.seconds,
+        phase_seconds: o.drain.seconds,
         runs,
         scenario: "feed-load".to_owned(),
         server_pid: o.server_pid,
-        workers: o.workers as u64,
+        workers: o.drain.workers as u64,
     })
 }

@@ -33,7 +33,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::edge::{addr, count_open};
-use crate::feed_load::drain;
+use crate::feed_load::{Workers, drain};
 use crate::http::{Http, ratio};
 use crate::procinfo::memory;
 use crate::results::{Hostile, HostilePhase};
@@ -58,11 +58,8 @@ pub(crate) struct Args {
     /// The server's pid (same machine): its memory is read from /proc.
     #[arg(long)]
     server_pid: u32,
-    #[arg(long, default_value_t = 16)]
-    workers: usize,
-    /// Length of each phase's drain.
-    #[arg(long, default_value_t = 10)]
-    seconds: u64,
+    #[command(flatten)]
+    drain: Workers,
     /// HTTP/2 connections with a zero initial window, each opening `--feed-streams` resumes.
     #[arg(long, default_value_t = 10)]
     feed_connections: usize,
@@ -326,7 +323,7 @@ fn start_flood(o: &Args, answers: &Answers, stopped: &watch::Receiver<bool>) -> 
 /// The workers' drain, and the server's memory after it.
 async fn measure(o: &Args, http: &Http, name: &str) -> HostilePhase {
     let phase = HostilePhase {
-        drain: drain(http, &o.server.worker_token, o.workers, o.seconds).await,
+        drain: drain(http, &o.server.worker_token, o.drain).await,
         server: memory(o.server_pid).ok(),
         ..HostilePhase::default()
     };
@@ -395,7 +392,7 @@ pub(crate) async fn hostile(o: &Args) -> Result<Hostile> {
         scenario: "hostile".to_owned(),
         slow_heads: o.slow_heads as u64,
         uploads: o.uploads as u64,
-        workers: o.workers as u64,
+        workers: o.drain.workers as u64,
         quiet,
         flood,
         clients: hostile,

@@ -169,14 +169,22 @@ pub(crate) struct EventStream {
 }
 
 impl Http {
-    /// Opens `GET /v1/events` as `token`: an error unless it answers 200.
-    pub(crate) async fn events(&self, token: &str) -> Result<EventStream> {
-        let req = hyper::Request::builder()
+    /// Opens `GET /v1/events` as `token`, resuming after `last_event_id` if given: an error
+    /// unless it answers 200.
+    pub(crate) async fn events(
+        &self,
+        token: &str,
+        last_event_id: Option<i64>,
+    ) -> Result<EventStream> {
+        let mut req = hyper::Request::builder()
             .method(hyper::Method::GET)
             .uri(format!("{}/v1/events", self.base))
             .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
-            .header(hyper::header::ACCEPT, "text/event-stream")
-            .body(Full::new(Bytes::new()))?;
+            .header(hyper::header::ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id.to_string());
+        }
+        let req = req.body(Full::new(Bytes::new()))?;
         let resp = self.client.request(req).await.context("GET /v1/events")?;
         if resp.status() != hyper::StatusCode::OK {
             bail!("GET /v1/events answered {}", resp.status());

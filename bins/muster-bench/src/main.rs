@@ -22,6 +22,7 @@ mod edge;
 mod feed;
 mod feed_load;
 mod feed_memory;
+mod history;
 mod hostile;
 mod http;
 mod lab;
@@ -35,8 +36,9 @@ mod runtime;
 mod spam;
 
 use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Debug, Parser)]
@@ -77,6 +79,46 @@ pub(crate) struct Operated {
     pub(crate) trawl: Trawl,
     #[arg(long, env = "MUSTER_BENCH_OPERATOR_TOKEN", hide_env_values = true)]
     pub(crate) operator_token: String,
+}
+
+/// A command of the `muster` binary that a scenario runs beside the server (`retention-pass`,
+/// `ledger-verify`), against the server's database.
+#[derive(Debug, Args)]
+pub(crate) struct MusterCommand {
+    /// The server's database, as the role `muster serve` uses.
+    #[arg(long, env = "MUSTER_DATABASE_URL", hide_env_values = true)]
+    pub(crate) database_url: String,
+    /// The `muster` binary (default: the one next to this program).
+    #[arg(long)]
+    pub(crate) muster: Option<PathBuf>,
+}
+
+impl MusterCommand {
+    /// Starts `muster ARGS`, its stdout piped, its stderr to `stderr`.
+    pub(crate) fn spawn(&self, args: &[&str], stderr: Stdio) -> Result<Child> {
+        let muster = self.muster.clone().map_or_else(lab::sibling_muster, Ok)?;
+        Command::new(&muster)
+            .args(args)
+            .env("MUSTER_DATABASE_URL", &self.database_url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .with_context(|| format!("could not start {} {}", muster.display(), args.join(" ")))
+    }
+}
+
+/// What a `muster` command printed on stdout, trimmed; an error if it failed.
+pub(crate) fn printed(what: &str, output: &Output) -> Result<String> {
+    let printed = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    if !output.status.success() {
+        anyhow::bail!(
+            "muster {what} failed ({}): {printed} {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(printed)
 }
 
 #[derive(Debug, Subcommand)]
@@ -123,6 +165,11 @@ enum Scenario {
     /// removal rate. Needs a filled `trawl` queue and finished items with UUIDv7 ids
     /// (`backlog-fill --done`).
     Retention(retention::Args),
+    /// What a long history costs: lease and complete p99 of `--workers` single-call workers,
+    /// `GET /v1/items` pages of the finished items, feed resumes and `muster ledger-verify
+    /// --since` the checkpoint the server takes over the fill. Needs a fresh database filled by
+    /// `backlog-fill --history N` and a server started after it.
+    HistoryCost(history::Args),
     /// Backlog cost against a running server: `GET /v1/queues` latency and lease→complete
     /// (with one `next` item, so the backlog keeps its size) cycles/s.
     Backlog(backlog::MeasureArgs),
@@ -139,6 +186,16 @@ enum Scenario {
         #[arg(long)]
         muster: Option<PathBuf>,
         #[arg(long, default_value = "target/bench")]
+        out: PathBuf,
+    },
+    /// The history-cost rows by themselves (minutes, not in `suite`): a throwaway PostgreSQL,
+    /// `history-cost` on 10,000 and on 1,000,000 finished items with three ledger rows each;
+    /// prints their table and writes it with the JSON to `--out`.
+    HistorySuite {
+        /// The `muster` binary to serve (default: the one next to this program).
+        #[arg(long)]
+        muster: Option<PathBuf>,
+        #[arg(long, default_value = "target/bench-history")]
         out: PathBuf,
     },
     /// PNG charts of a suite's JSON in `BENCH` (default target/bench/) into `OUT` (default
@@ -167,6 +224,10 @@ fn main() -> Result<()> {
         Scenario::Suite { muster, out } => {
             let muster = muster.map_or_else(lab::sibling_muster, Ok)?;
             return lab::suite(&muster, &out);
+        }
+        Scenario::HistorySuite { muster, out } => {
+            let muster = muster.map_or_else(lab::sibling_muster, Ok)?;
+            return lab::history::suite(&muster, &out);
         }
         Scenario::Charts { bench, out } => return draw_charts(bench, out),
         Scenario::Profile {
@@ -197,6 +258,7 @@ fn main() -> Result<()> {
             Scenario::Backlog(args) => backlog::measure(&args).await.and_then(doc),
             Scenario::Runtime(args) => runtime::runtime(&args).await.and_then(doc),
             Scenario::Retention(args) => retention::retention(&args).await.and_then(doc),
+            Scenario::HistoryCost(args) => history::history_cost(&args).await.and_then(doc),
             other => anyhow::bail!("not a scenario: {other:?}"),
         }
     })?;

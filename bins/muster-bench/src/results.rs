@@ -238,6 +238,10 @@ pub(crate) struct FeedLoad {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct BacklogFill {
+    /// `pg_total_relation_size` of each `core` table after the history (`--history`), before
+    /// the queue is filled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) core_bytes: Option<BTreeMap<String, i64>>,
     /// Delayed `trawl` items added after the top-up (`--delayed`).
     pub(crate) delayed_added: Option<i64>,
     /// Finished `trawl` items after the fill, when it was asked to top them up (`--done`).
@@ -326,6 +330,50 @@ pub(crate) struct WalPerItem {
     pub(crate) bytes_per_item: f64,
     pub(crate) fsyncs_per_item: f64,
     pub(crate) records_per_item: f64,
+}
+
+/// `muster ledger-verify --since CHECKPOINT` of `history-cost`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct SinceVerify {
+    pub(crate) checkpoint: i64,
+    /// What it printed.
+    pub(crate) output: String,
+    /// Its `VmHWM`, read every 5 ms until it exited.
+    pub(crate) peak_rss_mib: Option<f64>,
+    pub(crate) seconds: f64,
+}
+
+/// `muster-bench history-cost`: the paths that should not pay for a long history.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct HistoryCost {
+    /// From the scenario's start until the server's checkpoint task had folded the fill.
+    pub(crate) checkpoint_wait_seconds: f64,
+    /// `--workers` single-call workers on the filled queue.
+    pub(crate) drain: WorkerPhase,
+    /// Ledger entries after the fill's checkpoint when `--since` ran (the workers').
+    pub(crate) entries_after_checkpoint: i64,
+    /// `GET /v1/events` resumed `resume_back` events back: request → the newest event.
+    pub(crate) feed_resume: Percentiles,
+    /// Finished items before the workers' drain.
+    pub(crate) finished: i64,
+    /// `GET /v1/items?state=done&kind=trawl` pages of 100, paged on with `next`.
+    pub(crate) items_done_page: Percentiles,
+    pub(crate) ledger_rows: i64,
+    pub(crate) resume_back: i64,
+    pub(crate) scenario: String,
+    pub(crate) since_verify: SinceVerify,
+    pub(crate) workers: u64,
+}
+
+/// One history size of `history-suite` (`history-cost-N.json`): its fill and the run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct HistorySize {
+    pub(crate) fill: BacklogFill,
+    pub(crate) measured: HistoryCost,
+    pub(crate) size: u64,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,14 +12,13 @@
 //! The finished items must carry UUIDv7 ids, as a running system's do (the pass scans its
 //! groups in id order up to the cutoff's id): `backlog-fill --done` writes them so.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 
 use crate::backlog::connect;
-use crate::feed_load::{drain, round1, round3};
+use crate::feed_load::{Workers, drain, round1, round3};
 use crate::http::{Http, ratio};
 use crate::results::{Retention, RetentionPassRun, WorkerPhase};
 
@@ -28,21 +27,15 @@ use crate::results::{Retention, RetentionPassRun, WorkerPhase};
 pub(crate) struct Args {
     #[command(flatten)]
     server: crate::Trawl,
-    /// The server's database, as the role `muster serve` uses (the pass runs with it).
-    #[arg(long, env = "MUSTER_DATABASE_URL", hide_env_values = true)]
-    database_url: String,
-    /// The `muster` binary that runs the pass (default: the one next to this program).
-    #[arg(long)]
-    muster: Option<PathBuf>,
-    #[arg(long, default_value_t = 16)]
-    workers: usize,
-    /// Length of each phase's drain.
-    #[arg(long, default_value_t = 10)]
-    seconds: u64,
+    /// The pass.
+    #[command(flatten)]
+    pass: crate::MusterCommand,
+    #[command(flatten)]
+    drain: Workers,
 }
 
 /// Finished items in Logbook.
-async fn finished(client: &tokio_postgres::Client) -> Result<i64> {
+pub(crate) async fn finished(client: &tokio_postgres::Client) -> Result<i64> {
     let row = client
         .query_one(
             "SELECT count(*) FROM core.items WHERE state IN ('done', 'failed', 'cancelled')",
@@ -54,7 +47,7 @@ async fn finished(client: &tokio_postgres::Client) -> Result<i64> {
 }
 
 async fn phase(o: &Args, http: &Http) -> WorkerPhase {
-    drain(http, &o.server.worker_token, o.workers, o.seconds).await
+    drain(http, &o.server.worker_token, o.drain).await
 }
 
 /// `(items, leases)` of `muster retention-pass`'s line: "retention pass: N finished items and
@@ -68,21 +61,12 @@ fn removed(output: &str) -> Option<(u64, u64)> {
 
 /// The workers' phase beside a pass started with it, and the pass (awaited to its end).
 async fn beside_a_pass(o: &Args, http: &Http) -> Result<(WorkerPhase, RetentionPassRun)> {
-    let muster = o
-        .muster
-        .clone()
-        .map_or_else(crate::lab::sibling_muster, Ok)?;
-    let client = connect(&o.database_url).await?;
+    let client = connect(&o.pass.database_url).await?;
     let finished_before = finished(&client).await?;
     let started = Instant::now();
-    let child = Command::new(&muster)
-        .args(["retention-pass", "--retain-days", "0"])
-        .env("MUSTER_DATABASE_URL", &o.database_url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .with_context(|| format!("could not start {} retention-pass", muster.display()))?;
+    let child = o
+        .pass
+        .spawn(&["retention-pass", "--retain-days", "0"], Stdio::inherit())?;
     // Timed on a thread of its own, so that its end is seen when it comes.
     let pass = std::thread::spawn(move || {
         let output = child.wait_with_output();
@@ -93,14 +77,7 @@ async fn beside_a_pass(o: &Args, http: &Http) -> Result<(WorkerPhase, RetentionP
     let (output, took) = tokio::task::spawn_blocking(move || pass.join())
         .await?
         .map_err(|_| anyhow::anyhow!("the retention pass's waiter panicked"))?;
-    let output = output.context("muster retention-pass")?;
-    let printed = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-    if !output.status.success() {
-        bail!(
-            "muster retention-pass failed ({}): {printed}",
-            output.status
-        );
-    }
+    let printed = crate::printed("retention-pass", &output.context("muster retention-pass")?)?;
     let (items, leases) =
         removed(&printed).with_context(|| format!("muster retention-pass printed {printed:?}"))?;
     let seconds = took.as_secs_f64();
@@ -153,10 +130,10 @@ pub(crate) async fn retention(o: &Args) -> Result<Retention> {
             .and_then(|b| ratio(during.lease.p99_ms?, b)),
         during,
         pass,
-        phase_seconds: o.seconds,
+        phase_seconds: o.drain.seconds,
         quiet: vec![before, after],
         scenario: "retention".to_owned(),
-        workers: o.workers as u64,
+        workers: o.drain.workers as u64,
     })
 }
 

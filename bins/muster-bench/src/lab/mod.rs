@@ -10,6 +10,7 @@
 //! measurements too. xtask only builds the release binaries and runs this.
 
 mod floor;
+pub(crate) mod history;
 pub(crate) mod procs;
 pub(crate) mod profile;
 mod wal;
@@ -174,7 +175,15 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     let pid = server.pid().to_string();
     let feed_load: FeedLoad = runner.run(
         "feed-load",
-        &["feed-load", "--url", &base, "--server-pid", &pid],
+        &[
+            "feed-load",
+            "--url",
+            &base,
+            "--server-pid",
+            &pid,
+            "--seconds",
+            "20",
+        ],
     )?;
     server.stop();
 

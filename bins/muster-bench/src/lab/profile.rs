@@ -34,6 +34,10 @@ pub(crate) struct Options {
     /// Statements listed.
     #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
     top: u32,
+    /// Finished items (with their leases and three ledger rows each) filled before the queue
+    /// (`backlog-fill --history`; its default without it).
+    #[arg(long)]
+    history: Option<u64>,
 }
 
 /// One profile with the `muster` binary at `muster`, its report and raw JSON written to `out`.
@@ -68,7 +72,12 @@ fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) ->
     // More than the drain takes, so that the queue never runs dry under it.
     let backlog = u64::from(options.items) + 20_000;
     let env = [("MUSTER_BENCH_TRAWL_TOKEN", token)];
-    Runner { env: &env, out }.fill("backlog-fill", &url, backlog)?;
+    let (backlog, history) = (backlog.to_string(), options.history.map(|n| n.to_string()));
+    let mut fill = vec!["backlog-fill", "--database-url", &url, "--to", &backlog];
+    if let Some(n) = &history {
+        fill.extend(["--history", n]);
+    }
+    Runner { env: &env, out }.run::<serde_json::Value>("backlog-fill", &fill)?;
 
     let listen = free_listen()?;
     let serve = ServeArgs::new(muster, &url, &listen, out);
@@ -253,12 +262,13 @@ mod tests {
             batch: 1,
             items: 40_000,
             top: 12,
+            history: None,
         };
         assert_eq!(parse(&[]).unwrap(), expected);
     }
 
     #[test]
-    fn the_flags_set_workers_batch_items_and_top_and_refuse_zero() {
+    fn the_flags_set_workers_batch_items_top_and_history_and_refuse_zero() {
         let options = parse(&[
             "--workers",
             "16",
@@ -268,12 +278,15 @@ mod tests {
             "9",
             "--top",
             "5",
+            "--history",
+            "1000000",
         ]);
         let expected = Options {
             workers: 16,
             batch: 128,
             items: 9,
             top: 5,
+            history: Some(1_000_000),
         };
         assert_eq!(options.unwrap(), expected);
         assert!(parse(&["--workers", "0"]).is_err());

@@ -2,6 +2,7 @@
 //! run, and their ratio, from the documents of [`crate::results`]. See docs/benchmarks.md.
 
 mod feed_load;
+mod history_cost;
 mod hostile;
 mod retention;
 #[cfg(test)]
@@ -11,8 +12,8 @@ use serde::Serialize;
 
 use crate::results::{
     BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FeedMemory,
-    FloorResult, Hostile, Percentiles, Pickup, Retention, RuntimeDoc, ServerMemory, Spam,
-    WalPerItem,
+    FloorResult, HistorySize, Hostile, Percentiles, Pickup, Retention, RuntimeDoc, ServerMemory,
+    Spam, WalPerItem,
 };
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
@@ -121,7 +122,17 @@ pub(crate) fn render(suite: &Suite) -> String {
     wal_rows(&mut rows, &suite.batches, &suite.floor);
     bloat_rows(&mut rows, &suite.bloat);
     runtime_rows(&mut rows, &suite.runtime);
+    table(rows, &suite.machine)
+}
 
+/// The markdown table of `history-suite`'s sizes, then the machine it ran on.
+pub(crate) fn render_history(sizes: &[HistorySize], machine: &[(String, String)]) -> String {
+    let mut rows: Vec<Row> = Vec::new();
+    history_cost::rows(&mut rows, sizes);
+    table(rows, machine)
+}
+
+fn table(rows: Vec<Row>, machine: &[(String, String)]) -> String {
     let mut t = String::new();
     t.push_str("| figure | measured (HTTP server) | baseline, same run | ratio |\n");
     t.push_str("|---|---:|---:|---:|\n");
@@ -129,7 +140,7 @@ pub(crate) fn render(suite: &Suite) -> String {
         t.push_str(&format!("| {a} | {b} | {c} | {d} |\n"));
     }
     t.push_str("\n| machine | |\n|---|---|\n");
-    for (k, v) in &suite.machine {
+    for (k, v) in machine {
         t.push_str(&format!("| {k} | {v} |\n"));
     }
     t

@@ -473,3 +473,68 @@ fn a_suite_without_a_retention_document_has_no_retention_rows() {
     retention::rows(&mut rows, &Retention::default());
     assert!(rows.is_empty());
 }
+
+fn history_size(finished: u64, p99: f64, verify_s: f64, ledger_bytes: i64) -> Value {
+    let lat = json!({"n": 100, "p50_ms": p99 / 2.0, "p99_ms": p99});
+    json!({
+        "size": finished,
+        "fill": {"core_bytes": {"items": 500 * finished, "leases": 300 * finished,
+                                "ledger": ledger_bytes, "edits": 8192}},
+        "measured": {"finished": finished, "ledger_rows": 3 * finished, "workers": 16,
+                     "resume_back": 5000, "entries_after_checkpoint": 40_000,
+                     "drain": {"lease": lat, "complete": lat, "seconds": 10.0},
+                     "items_done_page": lat, "feed_resume": lat,
+                     "since_verify": {"seconds": verify_s, "peak_rss_mib": 10.0}},
+    })
+}
+
+#[test]
+fn the_history_cost_rows_set_each_figure_of_the_largest_history_against_the_smallest() {
+    let sizes: Vec<HistorySize> = all(&[
+        history_size(10_000, 4.0, 1.0, 12_000_000),
+        history_size(1_000_000, 5.0, 1.1, 1_500_000_000),
+    ]);
+    let mut rows = Vec::new();
+    history_cost::rows(&mut rows, &sizes);
+    assert_eq!(
+        figures(&rows),
+        [
+            [
+                "2.50 / 5.00",
+                "2.00 / 4.00 with 10,000 finished",
+                "1.25× / 1.25×"
+            ],
+            [
+                "2.50 / 5.00",
+                "2.00 / 4.00 with 10,000 finished",
+                "1.25× / 1.25×"
+            ],
+            [
+                "2.50 / 5.00",
+                "2.00 / 4.00 with 10,000 finished",
+                "1.25× / 1.25×"
+            ],
+            [
+                "2.50 / 5.00",
+                "2.00 / 4.00 with 10,000 finished",
+                "1.25× / 1.25×"
+            ],
+            [
+                "1.10 / 10.00",
+                "1.00 / 10.00 with 10,000 finished",
+                "1.10× / 1.00×"
+            ],
+            ["500", "500 with 10,000 finished", "1.00×"],
+            ["300", "300 with 10,000 finished", "1.00×"],
+            ["1500", "1200 with 10,000 finished", "1.25×"],
+            ["2300", "2000 with 10,000 finished", "1.15×"],
+        ]
+    );
+}
+
+#[test]
+fn a_run_without_history_sizes_has_no_history_cost_rows() {
+    let mut rows = Vec::new();
+    history_cost::rows(&mut rows, &[]);
+    assert!(rows.is_empty());
+}
