@@ -234,12 +234,7 @@ impl TestApp {
 
     /// Runs SQL straight on the test's database (to inject a fault, or set a row up).
     pub async fn execute(&self, sql: &str) {
-        self.db
-            .client()
-            .await
-            .batch_execute(sql)
-            .await
-            .expect("the SQL runs");
+        self.db.execute(sql).await;
     }
 
     /// A connection of its own with a transaction left open after running `sql` (the test
