@@ -94,10 +94,10 @@ async fn main() -> anyhow::Result<()> {
                     p.deleted,
                     p.from.seq,
                     p.through.seq,
-                    if p.resumed {
-                        " (a prune stopped before its end, taken up again)"
-                    } else {
-                        ""
+                    match (p.resumed, p.deleted) {
+                        (false, _) => "",
+                        (true, 0) => " (already pruned)",
+                        (true, _) => " (a prune stopped before its end, taken up again)",
                     },
                     muster_pg::checkpoint_text(&p.through)
                 ),

@@ -363,7 +363,7 @@ async fn a_prune_run_again_after_it_ended_removes_nothing_more() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(
         stdout.starts_with(&format!(
-            "0 ledger entries after checkpoint 0 up to checkpoint {} removed from Logbook (a prune stopped before its end, taken up again)",
+            "0 ledger entries after checkpoint 0 up to checkpoint {} removed from Logbook (already pruned)",
             a.boundary
         )),
         "{stdout}"
@@ -397,4 +397,104 @@ async fn archiving_from_inside_the_archived_range_fails_in_one_line_and_writes_n
             false
         )
     );
+}
+
+/// [`archived`], with a prune of its file stopped after its first batch of one entry: the
+/// segment is recorded, entry 1 deleted, the rest of the segment still in Logbook.
+async fn stopped() -> Archived {
+    let a = archived().await;
+    a.app
+        .execute(
+            "CREATE FUNCTION public.stop_prune() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN
+                 IF OLD.seq > 1 THEN RAISE EXCEPTION 'prune stopped'; END IF;
+                 RETURN OLD;
+             END $$;
+             CREATE TRIGGER stop_prune BEFORE DELETE ON core.ledger
+                 FOR EACH ROW EXECUTE FUNCTION public.stop_prune()",
+        )
+        .await;
+    let (header, n) = muster::verify_archive(&a.file).expect("the archive verifies");
+    let run = muster_pg::prune_archive(&a.app.db.pool(), &header, n, 1).await;
+    assert!(run.is_err(), "{run:?}");
+    a.app
+        .execute("DROP TRIGGER stop_prune ON core.ledger; DROP FUNCTION public.stop_prune()")
+        .await;
+    assert_eq!(entries(&a.app).await, a.boundary - 1);
+    a
+}
+
+#[tokio::test]
+async fn the_next_segment_is_refused_while_a_stopped_prune_left_entries_below_the_boundary() {
+    let a = stopped().await;
+    a.app.enqueue("trawl", "normal", json!({})).await;
+    let later = checkpoint(&a.app).await;
+    let file = archive(&a.app, &a.dir, "later.jsonl", a.boundary, later);
+    let held = entries(&a.app).await;
+    let (code, _, stderr) = prune(&a.app.db.url, &file);
+    assert_eq!(
+        (code, stderr),
+        (
+            Some(1),
+            format!(
+                "ledger-prune: ledger: nothing removed: Logbook still holds entries up to checkpoint {b}: finish the previous prune first (muster ledger-prune --archive with the archive up to checkpoint {b})",
+                b = a.boundary
+            )
+        )
+    );
+    assert_eq!(entries(&a.app).await, held);
+}
+
+#[tokio::test]
+async fn a_stopped_prune_run_again_removes_the_rest_of_its_segment() {
+    let a = stopped().await;
+    let (code, stdout, stderr) = prune(&a.app.db.url, &a.file);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.starts_with(&format!(
+            "{} ledger entries after checkpoint 0 up to checkpoint {} removed from Logbook (a prune stopped before its end, taken up again)",
+            a.boundary - 1,
+            a.boundary
+        )),
+        "{stdout}"
+    );
+    assert_eq!(entries(&a.app).await, 0);
+}
+
+#[tokio::test]
+async fn the_next_segment_prunes_once_the_stopped_prune_was_finished() {
+    let a = stopped().await;
+    a.app.enqueue("trawl", "normal", json!({})).await;
+    let later = checkpoint(&a.app).await;
+    let file = archive(&a.app, &a.dir, "later.jsonl", a.boundary, later);
+    let (code, _, stderr) = prune(&a.app.db.url, &a.file);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (code, _, stderr) = prune(&a.app.db.url, &file);
+    assert_eq!((code, entries(&a.app).await), (Some(0), 0), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_prune_checks_its_segment_past_the_pools_statement_timeout() {
+    let a = archived().await;
+    a.app
+        .execute(
+            "CREATE FUNCTION public.slow_record() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN PERFORM pg_sleep(0.6); RETURN NEW; END $$;
+             CREATE TRIGGER slow_record BEFORE INSERT ON core.ledger_archived
+                 FOR EACH ROW EXECUTE FUNCTION public.slow_record()",
+        )
+        .await;
+    let pool = muster_pg::connect_pool(
+        &a.app.db.url,
+        &muster_pg::PoolSettings {
+            statement_timeout: Duration::from_millis(300),
+            ..muster_pg::PoolSettings::default()
+        },
+    )
+    .expect("a pool");
+    let (header, n) = muster::verify_archive(&a.file).expect("the archive verifies");
+    let pruned = muster_pg::prune_archive(&pool, &header, n, muster_pg::PRUNE_BATCH)
+        .await
+        .expect("a prune whose checks outlast the pool's statement_timeout");
+    assert_eq!(pruned.deleted, a.boundary as u64);
 }

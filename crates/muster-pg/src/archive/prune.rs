@@ -10,7 +10,9 @@
 //! (`core.ledger_anchors`), and the entries are deleted in batches of consecutive sequences,
 //! each batch its own transaction: the locks are the deleted rows' own, which no writer waits
 //! for, held for one batch. A prune stopped half-way is taken up again by the same command: the
-//! segment is recorded already, and only the deletion goes on.
+//! segment is recorded already, and only the deletion goes on. No later segment is recorded
+//! while entries at or below the boundary are left, so a stopped prune is always the one to
+//! finish first.
 
 use deadpool_postgres::Pool;
 use muster_ledger::Checkpoint;
@@ -77,10 +79,13 @@ pub async fn prune_archive(
 ) -> Result<Pruned, PgError> {
     let mut client = pool.get().await?;
     let until = header.until();
-    let last = boundary(&**client).await?;
-    let resumed = match last {
-        Some(b) if b.through.seq == until.seq => {
-            if b.through.digest != until.digest {
+    let recorded: Option<Vec<u8>> = client
+        .query_opt(include_str!("sql/segment.sql"), &[&(until.seq as i64)])
+        .await?
+        .map(|r| r.get(0));
+    let resumed = match recorded {
+        Some(digest) => {
+            if digest != until.digest {
                 return Err(refused(format!(
                     "Logbook records the segment up to checkpoint {} with another digest than the archive's",
                     until.seq
@@ -88,8 +93,10 @@ pub async fn prune_archive(
             }
             true
         }
-        _ => {
-            let at = last.map_or(Checkpoint::ORIGIN, |b| b.through);
+        None => {
+            let at = boundary(&**client)
+                .await?
+                .map_or(Checkpoint::ORIGIN, |b| b.through);
             if header.from != at {
                 return Err(refused(format!(
                     "the archive starts after checkpoint {}, but Logbook's ledger is archived up to {} (prune the archives in order)",
@@ -133,6 +140,23 @@ async fn record(
         .isolation_level(IsolationLevel::RepeatableRead)
         .start()
         .await?;
+    // The checks read the whole segment (anchors.sql one statement over it): not under the
+    // pool's statement_timeout, which bounds the server's reads.
+    tx.batch_execute(include_str!("../verify/sql/long_reads.sql"))
+        .await?;
+    let left: bool = tx
+        .query_one(
+            include_str!("sql/left_below.sql"),
+            &[&(header.from.seq as i64)],
+        )
+        .await?
+        .get(0);
+    if left {
+        return Err(refused(format!(
+            "Logbook still holds entries up to checkpoint {}: finish the previous prune first (muster ledger-prune --archive with the archive up to checkpoint {})",
+            header.from.seq, header.from.seq
+        )));
+    }
     for c in &header.checkpoints {
         let found = tx
             .query_opt(
@@ -178,7 +202,14 @@ async fn record(
         include_str!("sql/record.sql"),
         &[&from, &through, &digest, &(entries as i64)],
     )
-    .await?;
+    .await
+    .map_err(|e| {
+        if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+            refused("another prune recorded this segment meanwhile".to_owned())
+        } else {
+            e.into()
+        }
+    })?;
     tx.execute(include_str!("sql/anchors.sql"), &[&from, &through])
         .await?;
     tx.commit().await?;
