@@ -275,13 +275,21 @@ fn hex(h: &Hash) -> String {
 async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Hash>), PgError> {
     let mut client = pool.get().await?;
     let tx = snapshot(&mut client).await?;
+    // Entries at or below the archived boundary are in the archive file, which verifies from
+    // the boundary's checkpoint (`--archive`), whether or not a prune has deleted them yet: the
+    // chains are walked from their anchors, the checkpoints after it fold from it. Read in the
+    // snapshot every other read is made in.
+    let start = crate::archive::boundary(&*tx)
+        .await?
+        .map_or(Checkpoint::ORIGIN, |b| b.through);
+    let archived = start.seq as i64;
     let mut walker = Walker::default();
     let mut after: (String, String, i64) = (String::new(), String::new(), 0);
     loop {
         let rows = tx
             .query(
                 include_str!("verify/sql/chains_page.sql"),
-                &[&after.0, &after.1, &after.2],
+                &[&after.0, &after.1, &after.2, &archived],
             )
             .await?;
         for r in &rows {
@@ -296,18 +304,19 @@ async fn verify(pool: &Pool, at: Option<u64>) -> Result<(LedgerReport, Option<Ha
     walker.finish()?;
     // Every item and edit has at least its first entry, and so has every kind whose row
     // records one: a subject whose chain is missing entirely is as broken as one whose chain
-    // was cut short.
+    // was cut short, and one whose chain was archived whole must end where its row says.
     if let Some(r) = tx
-        .query_opt(include_str!("verify/sql/no_chain.sql"), &[])
+        .query_opt(include_str!("verify/sql/no_chain.sql"), &[&archived])
         .await?
     {
-        return Err(ChainError::NoChain { subject: r.get(0) }.into());
+        let subject: String = r.get(0);
+        if r.get(1) {
+            return Err(PgError::Ledger(format!(
+                "subject {subject}: its chain was archived whole, and its recorded head is not the last archived entry's"
+            )));
+        }
+        return Err(ChainError::NoChain { subject }.into());
     }
-    // Entries at or below the archived boundary are in the archive file, which verifies from
-    // the boundary's checkpoint (`--archive`); the checkpoints after it fold from it.
-    let start = crate::archive::boundary(&*tx)
-        .await?
-        .map_or(Checkpoint::ORIGIN, |b| b.through);
     let (checkpoints, latest) = verify_checkpoints(&tx, start).await?;
     walker.report.checkpoints = checkpoints;
     walker.report.latest_checkpoint = latest.map(|l| l.checkpoint);

@@ -474,6 +474,29 @@ async fn the_next_segment_prunes_once_the_stopped_prune_was_finished() {
 }
 
 #[tokio::test]
+async fn ledger_verify_passes_while_a_prune_has_deleted_part_of_its_segment() {
+    let a = stopped().await;
+    let (ok, _, stderr) = ledger_verify(&a.app, &[]);
+    assert!(ok, "{stderr}");
+}
+
+#[tokio::test]
+async fn an_item_whose_whole_chain_was_archived_fails_verification_once_its_recorded_head_changes()
+{
+    let a = archived().await;
+    let (code, _, stderr) = prune(&a.app.db.url, &a.file);
+    assert_eq!(code, Some(0), "{stderr}");
+    a.app
+        .execute(&format!(
+            "UPDATE core.items SET chain_head = decode(repeat('ab', 32), 'hex') WHERE id = '{}'",
+            a.live
+        ))
+        .await;
+    let (ok, _, stderr) = ledger_verify(&a.app, &[]);
+    assert!(!ok && stderr.contains(&a.live), "{stderr}");
+}
+
+#[tokio::test]
 async fn a_prune_checks_its_segment_past_the_pools_statement_timeout() {
     let a = archived().await;
     a.app

@@ -21,6 +21,8 @@ LEFT JOIN LATERAL (
     WHERE (l.subject_seq = 1 OR an.hash IS NOT NULL)
       AND l.subject_type = 'kind' AND k.kind = l.subject_id
 ) AS r ON true
-WHERE (l.subject_type, l.subject_id, l.subject_seq) > ($1, $2, $3)
+-- Entries at or below the archived boundary ($4) are the archive's, even while a prune is still
+-- deleting them: each chain begins after them, at its anchor.
+WHERE (l.subject_type, l.subject_id, l.subject_seq) > ($1, $2, $3) AND l.seq > $4
 ORDER BY l.subject_type, l.subject_id, l.subject_seq
 LIMIT 2000
