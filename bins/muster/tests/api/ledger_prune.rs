@@ -521,3 +521,35 @@ async fn a_prune_checks_its_segment_past_the_pools_statement_timeout() {
         .expect("a prune whose checks outlast the pool's statement_timeout");
     assert_eq!(pruned.deleted, a.boundary as u64);
 }
+
+#[tokio::test]
+async fn a_finished_item_whose_newest_entry_was_archived_stays_until_the_archive_is_older_than_the_period()
+ {
+    let app = TestApp::spawn().await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    let id = lease["item"]["id"].as_str().unwrap().to_owned();
+    // The id is older than the period by the time the item finishes; its last entry is not.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let r = app.complete(&lease, json!({"result": {}})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    let boundary = checkpoint(&app).await;
+    let dir = TempDir::new("muster-prune");
+    let file = archive(&app, &dir, "ledger.jsonl", 0, boundary);
+    let (code, _, stderr) = prune(&app.db.url, &file);
+    assert_eq!(code, Some(0), "{stderr}");
+    let removed = app
+        .scalar_i64(&format!(
+            "SELECT r.n_removed::bigint FROM core.items AS i,
+                 core.remove_finished(i.state, i.kind, i.priority,
+                                      '00000000-0000-0000-0000-000000000000', 8, 100) AS r
+             WHERE i.id = '{id}'"
+        ))
+        .await;
+    assert_eq!(
+        (
+            removed,
+            app.count(&format!("core.items WHERE id = '{id}'")).await
+        ),
+        (0, 1)
+    );
+}
