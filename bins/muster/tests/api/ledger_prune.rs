@@ -54,7 +54,8 @@ fn prune(url: &str, file: &std::path::Path) -> (Option<i32>, String, String) {
 }
 
 /// The world before a prune: a done item removed by retention (its id), a queued item that
-/// goes on after the boundary (its id), a checkpoint over both and an archive up to it.
+/// goes on after the boundary (its id), a paused kind (`trawl`), a checkpoint over them and an
+/// archive up to it.
 struct Archived {
     app: TestApp,
     dir: TempDir,
@@ -71,6 +72,7 @@ async fn archived() -> Archived {
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
     let removed = lease["item"]["id"].as_str().unwrap().to_owned();
     let live = app.enqueue("sextant", "normal", json!({})).await;
+    pause_trawl(&app, true).await;
     muster::retention_pass(&app.settings)
         .await
         .expect("a retention pass");
@@ -87,12 +89,25 @@ async fn archived() -> Archived {
     }
 }
 
-/// [`archived`], pruned, with the live item leased and completed after the boundary (beside
-/// one more sextant item enqueued: a chain that begins after it).
+/// `PUT /v1/kinds/trawl/paused` as the operator.
+async fn pause_trawl(app: &TestApp, paused: bool) {
+    let r = app
+        .put(
+            "/v1/kinds/trawl/paused",
+            "operator",
+            json!({"paused": paused, "reason": "nets mended"}),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+}
+
+/// [`archived`], pruned, with the live item leased and completed and `trawl` resumed after the
+/// boundary (beside one more sextant item enqueued: a chain that begins after it).
 async fn pruned() -> Archived {
     let a = archived().await;
     let (code, stdout, stderr) = prune(&a.app.db.url, &a.file);
     assert_eq!(code, Some(0), "{stdout} {stderr}");
+    pause_trawl(&a.app, false).await;
     let lease = a.app.enqueue_and_lease("sextant").await;
     assert_eq!(lease["item"]["id"].as_str(), Some(a.live.as_str()));
     let r = a.app.complete(&lease, json!({"result": {}})).await;
@@ -195,7 +210,7 @@ async fn ledger_verify_passes_across_the_boundary() {
     let (ok, stdout, stderr) = ledger_verify(&a.app, &[]);
     assert!(ok, "{stderr}");
     assert!(
-        stdout.starts_with("ledger verified 2 subjects, 3 entries, 1 checkpoints"),
+        stdout.starts_with("ledger verified 3 subjects, 4 entries, 1 checkpoints"),
         "{stdout}"
     );
 }
@@ -207,7 +222,7 @@ async fn ledger_verify_since_the_boundary_walks_a_chain_from_its_anchor() {
     assert!(ok, "{stderr}");
     assert!(
         stdout.starts_with(&format!(
-            "ledger verified since checkpoint {}: 2 subjects, 3 entries",
+            "ledger verified since checkpoint {}: 3 subjects, 4 entries",
             a.boundary
         )),
         "{stdout}"

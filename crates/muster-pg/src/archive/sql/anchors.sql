@@ -6,7 +6,8 @@ SELECT DISTINCT ON (l.subject_type, l.subject_id)
 FROM core.ledger AS l
 WHERE l.seq > $1 AND l.seq <= $2
   AND NOT (l.subject_type = 'item'
-           AND NOT EXISTS (SELECT 1 FROM core.items AS i WHERE i.id = l.subject_id::uuid)
+           AND NOT EXISTS (SELECT 1 FROM core.items AS i
+                           WHERE i.id = CASE WHEN l.subject_type = 'item' THEN l.subject_id::uuid END)
            AND NOT EXISTS (SELECT 1 FROM core.ledger AS m
                            WHERE m.subject_type = l.subject_type AND m.subject_id = l.subject_id
                              AND m.seq > $2))
