@@ -437,7 +437,7 @@ async fn cancel(app: &TestApp, id: &str) -> muster_testkit::Resp {
 async fn cancelling_a_removed_cancelled_item_answers_200_and_records_nothing() {
     let app = zero_retention().await;
     let id = cancelled_item(&app).await;
-    pass(&app).await;
+    assert_eq!(pass(&app).await.items, 1, "the pass removed the item");
     let ledger = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
     let r = cancel(&app, &id).await;
     assert_eq!(
@@ -457,7 +457,7 @@ async fn cancelling_a_removed_cancelled_item_answers_200_and_records_nothing() {
 async fn cancelling_a_removed_done_item_is_a_conflict() {
     let app = zero_retention().await;
     let (id, _) = done_item(&app).await;
-    pass(&app).await;
+    assert_eq!(pass(&app).await.items, 1, "the pass removed the item");
     cancel(&app, &id)
         .await
         .assert_error(StatusCode::CONFLICT, "E_CONFLICT");
@@ -467,7 +467,7 @@ async fn cancelling_a_removed_done_item_is_a_conflict() {
 async fn cancelling_a_removed_failed_item_is_a_conflict() {
     let app = zero_retention().await;
     let id = failed_item(&app).await;
-    pass(&app).await;
+    assert_eq!(pass(&app).await.items, 1, "the pass removed the item");
     cancel(&app, &id)
         .await
         .assert_error(StatusCode::CONFLICT, "E_CONFLICT");
@@ -477,7 +477,7 @@ async fn cancelling_a_removed_failed_item_is_a_conflict() {
 async fn retrying_a_removed_failed_item_is_a_conflict_and_records_nothing() {
     let app = zero_retention().await;
     let id = failed_item(&app).await;
-    pass(&app).await;
+    assert_eq!(pass(&app).await.items, 1, "the pass removed the item");
     let ledger = app.scalar_i64("SELECT count(*) FROM core.ledger").await;
     app.retry(&id, "operator")
         .await
@@ -492,7 +492,7 @@ async fn retrying_a_removed_failed_item_is_a_conflict_and_records_nothing() {
 async fn retrying_a_removed_done_item_is_a_conflict() {
     let app = zero_retention().await;
     let (id, _) = done_item(&app).await;
-    pass(&app).await;
+    assert_eq!(pass(&app).await.items, 1, "the pass removed the item");
     app.retry(&id, "operator")
         .await
         .assert_error(StatusCode::CONFLICT, "E_CONFLICT");
@@ -511,13 +511,14 @@ async fn cancelling_or_retrying_an_item_that_never_was_is_not_found() {
 }
 
 /// One batch of `core.remove_finished` of up to `max` done trawl items of priority normal,
-/// with a retention period of 30 days, on the client `c`: the items it removed, or `None` when
-/// it gave way (a macro: this crate does not name the client's type).
+/// with a retention period of 30 days, on the client `c`: the rows it locked, the last of them
+/// and the items it removed, or `None` when it gave way (a macro: this crate does not name the
+/// client's type).
 macro_rules! remove_batch {
     ($c:expr, $max:expr) => {
         $c.query_one(
             &format!(
-                "SELECT n_removed FROM core.remove_finished('done', 'trawl', 1::int2,
+                "SELECT n_scanned, last_id::text, n_removed FROM core.remove_finished('done', 'trawl', 1::int2,
                      '00000000-0000-0000-0000-000000000000', 30 * 86400, {})",
                 $max
             ),
@@ -525,7 +526,13 @@ macro_rules! remove_batch {
         )
         .await
         .ok()
-        .map(|r| r.get::<_, i32>(0))
+        .map(|r| {
+            (
+                r.get::<_, i32>(0),
+                r.get::<_, Option<String>>(1),
+                r.get::<_, i32>(2),
+            )
+        })
     };
 }
 
@@ -579,7 +586,8 @@ async fn an_item_whose_late_result_committed_while_a_batch_scanned_stays() {
     };
     let (removed, ()) = tokio::join!(removing, commit);
     holder.batch_execute("ROLLBACK").await.expect("released");
-    assert_eq!(removed, Some(0));
+    // It locked the target, the only row not held, and removed nothing.
+    assert_eq!(removed, Some((1, Some(target.clone()), 0)));
     assert_eq!(
         app.count(&format!("core.items WHERE id = '{target}'"))
             .await,
