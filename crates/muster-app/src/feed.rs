@@ -529,11 +529,7 @@ impl Feed {
             } else if position - last > self.inner.parts.settings.resume_window
                 || last < self.inner.parts.source.archived_through().await?
             {
-                first.push(FeedEvent::Reset {
-                    reason: format!(
-                        "event id {last} is older than the retained window; reload /v1/queues"
-                    ),
-                });
+                first.push(too_old(last));
             } else if last < position {
                 let Ok(permit) = Arc::clone(&self.inner.replays).try_acquire_owned() else {
                     tracing::info!(
@@ -570,16 +566,32 @@ impl Feed {
         })
     }
 
-    /// The events of the replay page after `after`, through `through` at most.
+    /// The events of the replay page after `after`, through `through` at most. A prune records
+    /// its boundary before it deletes anything, so the boundary read after the page tells
+    /// whether entries of the page may have been deleted before it was read: when it passed
+    /// `after`, the page begins with a reset and keeps only the events past the boundary.
     async fn replay_page(&self, after: i64, through: i64) -> Result<Vec<FeedEvent>, AppError> {
         let page = self.inner.parts.source.backlog(after, through).await?;
-        Ok(page
+        let archived = self.inner.parts.source.archived_through().await?;
+        let reset = (archived > after).then(|| too_old(after));
+        Ok(reset
             .into_iter()
-            .map(|e| match kind_event(&e) {
-                Some(k) => FeedEvent::Kind(k),
-                None => FeedEvent::Transition(transition(e)),
-            })
+            .chain(
+                page.into_iter()
+                    .filter(|e| e.seq > archived)
+                    .map(|e| match kind_event(&e) {
+                        Some(k) => FeedEvent::Kind(k),
+                        None => FeedEvent::Transition(transition(e)),
+                    }),
+            )
             .collect())
+    }
+}
+
+/// The reset of a resume from `last`, whose transitions are no longer all to be read.
+fn too_old(last: i64) -> FeedEvent {
+    FeedEvent::Reset {
+        reason: format!("event id {last} is older than the retained window; reload /v1/queues"),
     }
 }
 

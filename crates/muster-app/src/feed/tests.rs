@@ -459,6 +459,36 @@ async fn a_resume_is_read_one_page_at_a_time_in_order() {
 }
 
 #[tokio::test]
+async fn a_replay_page_read_after_a_prune_passed_its_start_begins_with_a_reset() {
+    let mut source = MockFeedSource::new();
+    source.expect_newest_seq().returning(|| Ok(7));
+    let mut reads = mockall::Sequence::new();
+    source
+        .expect_archived_through()
+        .times(1)
+        .in_sequence(&mut reads)
+        .returning(|| Ok(0));
+    // The prune recorded its boundary at 5 and deleted 3 to 5 before the page was read.
+    source
+        .expect_backlog()
+        .withf(|after, through| (*after, *through) == (2, 7))
+        .returning(|_, _| Ok((6..=7).map(event).collect()));
+    source
+        .expect_archived_through()
+        .times(1)
+        .in_sequence(&mut reads)
+        .returning(|| Ok(5));
+    let (_feed, mut sub) = resuming(source, FeedSettings::default(), 1..=7, 2).await;
+    assert_eq!(
+        sub.next().await,
+        Ok(FeedEvent::Reset {
+            reason: "event id 2 is older than the retained window; reload /v1/queues".into()
+        })
+    );
+    assert_eq!(seq_of(&sub.next().await.unwrap()), 6);
+}
+
+#[tokio::test]
 async fn a_subscriber_over_the_subscriber_cap_is_refused_unavailable() {
     let settings = FeedSettings {
         max_subscribers: 2,
