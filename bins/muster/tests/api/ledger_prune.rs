@@ -198,6 +198,15 @@ async fn cancelling_an_item_whose_entries_were_archived_is_gone() {
 }
 
 #[tokio::test]
+async fn retrying_an_item_whose_entries_were_archived_is_gone() {
+    let a = pruned().await;
+    a.app
+        .retry(&a.removed, "operator")
+        .await
+        .assert_error(StatusCode::GONE, "E_GONE");
+}
+
+#[tokio::test]
 async fn a_live_item_goes_on_past_the_boundary_and_reads_as_done() {
     let a = pruned().await;
     assert_eq!(a.app.item(&a.live).await["state"], json!("done"));
