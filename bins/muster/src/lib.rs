@@ -565,13 +565,41 @@ pub async fn ledger_archive(
     written
 }
 
+/// The longest line an archive file may hold, in MiB: an entry's line holds at most a request
+/// body (1 MiB) escaped, the header one digest per checkpoint. A longer line is not read whole.
+const MAX_ARCHIVE_LINE_MIB: u64 = 64;
+
 /// Verifies an archive file offline; answers its header and number of entries.
 pub fn verify_archive(path: &Path) -> anyhow::Result<(muster_ledger::archive::ArchiveHeader, u64)> {
-    use std::io::BufRead;
+    use std::io::{BufRead, Read};
     let file = std::fs::File::open(path).with_context(|| format!("open {}", path.display()))?;
+    let mut input = std::io::BufReader::new(file);
     let mut reader = muster_ledger::archive::ArchiveReader::default();
-    for line in std::io::BufReader::new(file).lines() {
-        reader.line(&line.with_context(|| format!("read {}", path.display()))?)?;
+    let max = MAX_ARCHIVE_LINE_MIB * 1024 * 1024;
+    let mut line = Vec::new();
+    for n in 1u64.. {
+        line.clear();
+        let read = (&mut input)
+            .take(max + 1)
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("read {}", path.display()))?;
+        if read == 0 {
+            break;
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        } else if read as u64 > max {
+            anyhow::bail!(
+                "line {n} of {} is longer than {MAX_ARCHIVE_LINE_MIB} MiB: not a ledger archive",
+                path.display()
+            );
+        }
+        let text = std::str::from_utf8(&line)
+            .with_context(|| format!("line {n} of {} is not UTF-8", path.display()))?;
+        reader.line(text)?;
     }
     Ok(reader.finish()?)
 }

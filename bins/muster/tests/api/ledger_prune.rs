@@ -291,6 +291,21 @@ async fn a_foreign_file_is_refused_and_nothing_removed() {
 }
 
 #[tokio::test]
+async fn a_file_with_a_line_over_64_mib_is_refused_without_reading_it_whole() {
+    let a = archived().await;
+    let file = a.dir.path().join("huge.jsonl");
+    std::fs::write(&file, vec![b'a'; 64 * 1024 * 1024 + 1]).expect("write");
+    let stderr = refused(&a.app, &file, a.boundary).await;
+    assert_eq!(
+        stderr,
+        format!(
+            "ledger-prune: nothing removed: line 1 of {} is longer than 64 MiB: not a ledger archive",
+            file.display()
+        )
+    );
+}
+
+#[tokio::test]
 async fn a_truncated_file_is_refused_and_nothing_removed() {
     let a = archived().await;
     let text = std::fs::read_to_string(&a.file).expect("read");
