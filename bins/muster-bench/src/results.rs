@@ -367,12 +367,13 @@ pub(crate) struct HistoryCost {
     pub(crate) workers: u64,
 }
 
-/// One history size of `history-suite` (`history-cost-N.json`): its fill and the run.
+/// One history size of `history-suite` (`history-fill-N.json`, `history-cost-N-RUN.json`):
+/// its fill and its runs.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub(crate) struct HistorySize {
     pub(crate) fill: BacklogFill,
-    pub(crate) measured: HistoryCost,
+    pub(crate) runs: Vec<HistoryCost>,
     pub(crate) size: u64,
 }
 

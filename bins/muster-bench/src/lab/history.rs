@@ -2,24 +2,45 @@
 //! finished items with their leases and three million ledger rows, and letting the server
 //! checkpoint them, takes minutes that the suite's ten cannot spare. A throwaway PostgreSQL
 //! (fsync on), and per size a database of its own: `backlog-fill --history N` beside a queue
-//! of [`QUEUED`], a fresh `muster serve`, `history-cost` against it.
+//! of [`QUEUED`] and a fresh `muster serve`, both servers running; once both have checkpointed
+//! their fill, `history-cost` twice against each, in the [`ORDER`] that evens out the machine.
 
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use muster_devdb::{ClusterOptions, migrated_database, runtime_url};
 use serde_json::json;
 
 use super::Runner;
-use super::procs::{ServeArgs, free_listen, machine, on_cluster, write_serve_files};
+use super::procs::{ServeArgs, free_listen, machine, on_cluster, psql_answer, write_serve_files};
 use crate::report::render_history;
 use crate::results::{BacklogFill, HistoryCost, HistorySize};
 
 /// The finished items compared (the first is the baseline).
 const SIZES: [u64; 2] = [10_000, 1_000_000];
 
-/// Queued items beside the history (16 workers for 10 s finish up to about 30,000).
-const QUEUED: &str = "50000";
+/// Which size runs `history-cost` when, by index into [`SIZES`]: each twice, in an order that
+/// gives neither the quieter or busier moments of a shared machine.
+const ORDER: [usize; 4] = [0, 1, 1, 0];
+
+/// Waits (up to 10 minutes) until the server on `url` has checkpointed every ledger entry: the
+/// fold over a million items' entries takes a core for seconds, which no run may run beside.
+fn checkpointed(url: &str) -> Result<()> {
+    let until = Instant::now() + Duration::from_secs(600);
+    let sql = "SELECT (SELECT coalesce(max(seq), 0) FROM core.ledger_checkpoints) \
+               >= (SELECT coalesce(max(seq), 0) FROM core.ledger)";
+    while psql_answer(url, sql).as_deref() != Some("t") {
+        if Instant::now() > until {
+            anyhow::bail!("no checkpoint over the fill within 10 minutes");
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    Ok(())
+}
+
+/// Queued items beside the history (two runs of 16 workers for 10 s finish up to about 60,000).
+const QUEUED: &str = "100000";
 
 pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("could not create {}", out.display()))?;
@@ -45,13 +66,11 @@ pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
                 ("MUSTER_BENCH_TRAWL_TOKEN", token("worker:trawl")),
             ];
             let runner = Runner { env: &env, out };
-            let listen = free_listen()?;
-            let base = format!("http://{listen}");
             let muster_path = muster.display().to_string();
             let mut sizes = Vec::new();
-            let mut url = String::new();
+            let mut servers = Vec::new();
             for size in SIZES {
-                url = migrated_database(cluster, muster, &format!("muster_history_{size}"))?;
+                let url = migrated_database(cluster, muster, &format!("muster_history_{size}"))?;
                 let history = size.to_string();
                 let fill: BacklogFill = runner.run(
                     &format!("history-fill-{size}"),
@@ -65,28 +84,42 @@ pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
                         &history,
                     ],
                 )?;
+                sizes.push(HistorySize {
+                    fill,
+                    runs: Vec::new(),
+                    size,
+                });
+                servers.push((url, free_listen()?));
+            }
+            let mut procs = Vec::new();
+            for ((url, listen), size) in servers.iter().zip(SIZES) {
                 let log = out.join(format!("server-history-{size}.log"));
-                let mut server = ServeArgs::new(muster, &url, &listen, out).start(&log)?;
+                procs.push(ServeArgs::new(muster, url, listen, out).start(&log)?);
+            }
+            for (url, _) in &servers {
+                checkpointed(url)?;
+            }
+            for (pass, &i) in ORDER.iter().enumerate() {
+                let (url, listen) = &servers[i];
+                let base = format!("http://{listen}");
                 let measured: HistoryCost = runner.run(
-                    &format!("history-cost-{size}"),
+                    &format!("history-cost-{}-{}", SIZES[i], pass / 2 + 1),
                     &[
                         "history-cost",
                         "--url",
                         &base,
                         "--database-url",
-                        &runtime_url(&url),
+                        &runtime_url(url),
                         "--muster",
                         &muster_path,
                     ],
                 )?;
-                server.stop();
-                sizes.push(HistorySize {
-                    fill,
-                    measured,
-                    size,
-                });
+                sizes[i].runs.push(measured);
             }
-            Ok(render_history(&sizes, &machine(&url)))
+            for mut server in procs {
+                server.stop();
+            }
+            Ok(render_history(&sizes, &machine(&servers[0].0)))
         },
     )?;
     println!("\n{table}");

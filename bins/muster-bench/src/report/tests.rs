@@ -480,11 +480,11 @@ fn history_size(finished: u64, p99: f64, verify_s: f64, ledger_bytes: i64) -> Va
         "size": finished,
         "fill": {"core_bytes": {"items": 500 * finished, "leases": 300 * finished,
                                 "ledger": ledger_bytes, "edits": 8192}},
-        "measured": {"finished": finished, "ledger_rows": 3 * finished, "workers": 16,
-                     "resume_back": 5000, "entries_after_checkpoint": 40_000,
-                     "drain": {"lease": lat, "complete": lat, "seconds": 10.0},
-                     "items_done_page": lat, "feed_resume": lat,
-                     "since_verify": {"seconds": verify_s, "peak_rss_mib": 10.0}},
+        "runs": [{"finished": finished, "ledger_rows": 3 * finished, "workers": 16,
+                  "resume_back": 5000, "entries_after_checkpoint": 40_000,
+                  "drain": {"lease": lat, "complete": lat, "seconds": 10.0},
+                  "items_done_page": lat, "feed_resume": lat,
+                  "since_verify": {"seconds": verify_s, "peak_rss_mib": 10.0}}],
     })
 }
 
@@ -537,4 +537,25 @@ fn a_run_without_history_sizes_has_no_history_cost_rows() {
     let mut rows = Vec::new();
     history_cost::rows(&mut rows, &[]);
     assert!(rows.is_empty());
+}
+
+#[test]
+fn the_history_cost_latencies_are_the_mean_of_each_sizes_runs() {
+    let mut sizes: Vec<HistorySize> = all(&[
+        history_size(10_000, 4.0, 1.0, 12_000_000),
+        history_size(1_000_000, 5.0, 1.1, 1_500_000_000),
+    ]);
+    let mut second = sizes[1].runs[0].clone();
+    second.drain.lease.p99_ms = Some(7.0);
+    sizes[1].runs.push(second);
+    let mut rows = Vec::new();
+    history_cost::rows(&mut rows, &sizes);
+    assert_eq!(
+        rows[0][1..],
+        [
+            "2.50 / 6.00",
+            "2.00 / 4.00 with 10,000 finished",
+            "1.25× / 1.50×"
+        ]
+    );
 }
