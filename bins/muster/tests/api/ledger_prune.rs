@@ -592,3 +592,35 @@ async fn a_finished_item_whose_newest_entry_was_archived_stays_until_the_archive
         (0, 1)
     );
 }
+
+#[tokio::test]
+async fn of_two_prunes_of_one_segment_at_once_the_second_is_told_another_recorded_it() {
+    let a = archived().await;
+    // Both prunes check the segment before either records it.
+    a.app
+        .execute(
+            "CREATE FUNCTION public.slow_record() RETURNS trigger LANGUAGE plpgsql AS $$
+             BEGIN PERFORM pg_sleep(0.5); RETURN NEW; END $$;
+             CREATE TRIGGER slow_record BEFORE INSERT ON core.ledger_archived
+                 FOR EACH ROW EXECUTE FUNCTION public.slow_record()",
+        )
+        .await;
+    let (header, n) = muster::verify_archive(&a.file).expect("the archive verifies");
+    let pool = a.app.db.pool();
+    let run = || muster_pg::prune_archive(&pool, &header, n, muster_pg::PRUNE_BATCH);
+    let (one, two) = tokio::join!(run(), run());
+    let mut errors: Vec<String> = [one, two]
+        .into_iter()
+        .filter_map(|r| r.err().map(|e| e.to_string()))
+        .collect();
+    errors.sort();
+    assert_eq!(
+        (errors, entries(&a.app).await),
+        (
+            vec![
+                "ledger: nothing removed: another prune recorded this segment meanwhile".to_owned()
+            ],
+            0
+        )
+    );
+}
