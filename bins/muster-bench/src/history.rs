@@ -3,9 +3,9 @@
 //! SQL (N finished items, each with its lease and three ledger rows) beside a filled `trawl`
 //! queue. The lab's `history-suite` runs it at 10,000 and at 1,000,000 finished items.
 //!
-//! In order: the server's checkpoint task is waited for until it has taken a checkpoint over
-//! the whole fill (it folds the entries' stored hashes; the filled chains themselves are not
-//! valid, so nothing before that checkpoint can be verified); `--workers` single-call workers
+//! In order: the server's checkpoint task is waited for until it has taken its first
+//! checkpoint, over the whole fill (it folds the entries' stored hashes; the filled chains
+//! themselves are not valid, so nothing before that checkpoint can be verified); `--workers` single-call workers
 //! drain the queue for `--seconds` (lease and complete latencies); `GET /v1/items` pages of the
 //! finished items, paged on with `next`; feed resumes `--resume-back` events back (time to the
 //! newest event); `muster ledger-verify --since` the fill's checkpoint (its time and peak RSS),
@@ -51,21 +51,21 @@ async fn one_i64(client: &tokio_postgres::Client, sql: &str) -> Result<i64> {
     Ok(row.get(0))
 }
 
-/// Waits (up to 10 minutes) for a checkpoint at or past `seq`: the latest checkpoint's
-/// sequence.
-async fn checkpoint_past(client: &tokio_postgres::Client, seq: i64) -> Result<i64> {
+/// Waits (up to 10 minutes) for the server's first checkpoint, the one it takes over the fill
+/// (every entry there is when it starts): its sequence.
+async fn fill_checkpoint(client: &tokio_postgres::Client) -> Result<i64> {
     let until = Instant::now() + Duration::from_secs(600);
     loop {
-        let latest = one_i64(
+        let first = one_i64(
             client,
-            "SELECT coalesce(max(seq), 0) FROM core.ledger_checkpoints",
+            "SELECT coalesce(min(seq), 0) FROM core.ledger_checkpoints",
         )
         .await?;
-        if latest >= seq {
-            return Ok(latest);
+        if first > 0 {
+            return Ok(first);
         }
         if Instant::now() > until {
-            bail!("no checkpoint past {seq} within 10 minutes (the latest is {latest})");
+            bail!("no checkpoint within 10 minutes");
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -137,9 +137,8 @@ pub(crate) async fn history_cost(o: &Args) -> Result<HistoryCost> {
     let http = Http::new(&o.server.trawl.url);
     let db = connect(&o.verify.database_url).await?;
     let finished = finished(&db).await?;
-    let filled = one_i64(&db, "SELECT coalesce(max(seq), 0) FROM core.ledger").await?;
     let t = Instant::now();
-    let checkpoint = checkpoint_past(&db, filled).await?;
+    let checkpoint = fill_checkpoint(&db).await?;
     let checkpoint_wait = t.elapsed().as_secs_f64();
     eprintln!(
         "muster-bench: history-cost, {finished} finished items: checkpoint {checkpoint} after {checkpoint_wait:.1}s"
