@@ -47,16 +47,21 @@ async fn count(client: &tokio_postgres::Client, state: &str) -> Result<i64> {
     Ok(row.get::<_, i64>(0))
 }
 
-/// The `id` (UUIDv7) and creation time `at` of the finished item number `g` of a fill, as a
-/// `LATERAL` subquery: created a millisecond apart from two days ago on, in id order, with a
-/// random tail. A running system's ids are UUIDv7, and retention relies on it: it scans each
-/// group of finished items in id order up to the id of its cutoff (`core.remove_finished`).
+/// The `id` (UUIDv7) and creation time `at` of the item number `g` of a fill, as a `LATERAL`
+/// subquery: created a millisecond apart from `$from` on, in id order, with a random tail. A
+/// running system's ids are UUIDv7: retention scans each group of finished items in id order up
+/// to the id of its cutoff (`core.remove_finished`), and an item's index entries and ledger
+/// rows go in at the end of their indexes, where a random id would put each on a leaf page of
+/// its own anywhere in the history's.
 macro_rules! v7_ids {
-    () => {
-        "SELECT (lpad(to_hex(t.ms), 12, '0') || '7' || substr(t.r, 1, 3) || '8' \
-         || substr(t.r, 4, 15))::uuid AS id, to_timestamp(t.ms / 1000.0) AS at \
-         FROM (SELECT (extract(epoch FROM now() - interval '2 days') * 1000)::bigint + g AS ms, \
-         md5(random()::text) AS r) t"
+    ($from:literal) => {
+        concat!(
+            "SELECT (lpad(to_hex(t.ms), 12, '0') || '7' || substr(t.r, 1, 3) || '8' \
+             || substr(t.r, 4, 15))::uuid AS id, to_timestamp(t.ms / 1000.0) AS at \
+             FROM (SELECT (extract(epoch FROM ",
+            $from,
+            ") * 1000)::bigint + g AS ms, md5(random()::text) AS r) t"
+        )
     };
 }
 
@@ -96,7 +101,7 @@ async fn seed_history(client: &tokio_postgres::Client, n: u64) -> Result<()> {
                  SELECT v.id, 'trawl', 1, 'done', 1, 1, v.at, '{}'::jsonb, '{}'::jsonb, v.at, \
                      3, decode(repeat('00', 32), 'hex') \
                  FROM generate_series(1, $1::bigint) g, LATERAL (",
-                v7_ids!(),
+                v7_ids!("now() - interval '2 days'"),
                 ") v \
                  RETURNING id), \
              leased AS ( \
@@ -199,7 +204,7 @@ async fn fill_done(client: &tokio_postgres::Client, to: u64) -> Result<i64> {
              SELECT v.id, 'trawl', 1, 'done', 1, 1, v.at, '{}'::jsonb, '{}'::jsonb, v.at, 2, \
              decode(repeat('00', 32), 'hex') \
              FROM generate_series(1, $1::bigint) g, LATERAL (",
-                v7_ids!(),
+                v7_ids!("now() - interval '2 days'"),
                 ") v"
             ),
             &[&add],
@@ -244,10 +249,14 @@ pub(crate) async fn fill(args: &FillArgs) -> Result<BacklogFill> {
     let add = i64::try_from(to)?.saturating_sub(before).max(0);
     client
         .execute(
-            "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
-             payload, created_at, chain_len, chain_head) \
-             SELECT gen_random_uuid(), 'trawl', 1, 'queued', 0, 0, now(), '{}'::jsonb, now(), 0, \
-             decode(repeat('00', 32), 'hex') FROM generate_series(1, $1::bigint)",
+            concat!(
+                "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
+                 payload, created_at, chain_len, chain_head) \
+                 SELECT v.id, 'trawl', 1, 'queued', 0, 0, now(), '{}'::jsonb, now(), 0, \
+                 decode(repeat('00', 32), 'hex') FROM generate_series(1, $1::bigint) g, LATERAL (",
+                v7_ids!("now() - interval '1 hour'"),
+                ") v"
+            ),
             &[&add],
         )
         .await
