@@ -102,8 +102,8 @@ pub(super) fn rows(rows: &mut Vec<Row>, sizes: &[HistorySize]) {
         format!(
             "history cost: `muster ledger-verify --since` the checkpoint over the fill, s / peak \
              RSS MiB ({} entries after it; {} with the smaller history), {what}",
-            num(after(large)),
-            num(after(base))
+            thousands(after(large).unwrap_or(0.0) as u64),
+            thousands(after(base).unwrap_or(0.0) as u64)
         ),
         format!("{} / {}", num(seconds(large)), num(peak(large))),
         format!("{} / {} {against}", num(seconds(base)), num(peak(base))),
