@@ -1,7 +1,7 @@
 //! The rows of `feed-load`: what SSE subscribers cost the workers, against the same run's
 //! phases without any; and of `feed-memory`: what idle subscribers cost in memory.
 
-use super::{Row, num, ratio};
+use super::{Row, num, ratio, versus};
 use crate::results::{FeedLoad, FeedMemory};
 
 /// The aim for the server CPU one more subscriber costs per event, in µs.
@@ -32,24 +32,24 @@ pub(super) fn rows(rows: &mut Vec<Row>, load: &FeedLoad) {
         if run.drain.ran_dry {
             note.push_str("; backlog ran dry");
         }
-        rows.push([
+        rows.push(versus(
             format!(
                 "feed cost: items/s of {} single-call workers with {} SSE subscribers reading ({note})",
                 load.workers, run.subscribers
             ),
-            num(run.drain.items_per_s),
-            format!("{} with none (same run)", num(rate0)),
-            ratio(run.drain.items_per_s, rate0),
-        ]);
-        rows.push([
+            run.drain.items_per_s,
+            rate0,
+            "with none (same run)",
+        ));
+        rows.push(versus(
             format!(
                 "feed cost: lease p99 ms with {} SSE subscribers reading",
                 run.subscribers
             ),
-            num(run.drain.lease.p99_ms),
-            format!("{} with none (same run)", num(p99_0)),
-            ratio(run.drain.lease.p99_ms, p99_0),
-        ]);
+            run.drain.lease.p99_ms,
+            p99_0,
+            "with none (same run)",
+        ));
         rows.push([
             format!(
                 "feed cost: server CPU µs per event per subscriber, {} subscribers ({} events delivered)",

@@ -2,7 +2,7 @@
 //! `history-cost` (latencies, the feed resume, `ledger-verify --since`) as the mean of its runs,
 //! and the bytes per finished item of each `core` table the fill wrote to.
 
-use super::{Row, num, p_ratio, pair, ratio, thousands, trouble};
+use super::{Row, num, p_ratio, pair, ratio, thousands, trouble, versus};
 use crate::results::{HistoryCost, HistorySize, Percentiles};
 
 /// The tables a finished item leaves rows in.
@@ -119,15 +119,15 @@ pub(super) fn rows(rows: &mut Vec<Row>, sizes: &[HistorySize]) {
             || TABLES.map(|t| format!("core.{t}")).join(" + "),
             |t| format!("core.{t}"),
         );
-        rows.push([
+        rows.push(versus(
             format!(
                 "history cost: bytes per finished item, {of} (`pg_total_relation_size` after the \
                  fill, before the queue), {}",
                 thousands(l.finished as u64)
             ),
-            num(lb),
-            format!("{} {against}", num(bb)),
-            ratio(lb, bb),
-        ]);
+            lb,
+            bb,
+            &against,
+        ));
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Row, num, ratio, trouble};
+use super::{Row, num, trouble, versus};
 use crate::results::{Hostile, HostilePhase};
 
 /// `feed 200: 16, feed 503: 184` (the answers in their map's order).
@@ -14,12 +14,12 @@ fn answered(answers: &BTreeMap<String, u64>) -> String {
 }
 
 fn lease_row(rows: &mut Vec<Row>, what: String, phase: &HostilePhase, quiet: &HostilePhase) {
-    rows.push([
+    rows.push(versus(
         what + &trouble("workers", phase.drain.errors, phase.drain.ran_dry),
-        num(phase.drain.lease.p99_ms),
-        format!("{} without (same run)", num(quiet.drain.lease.p99_ms)),
-        ratio(phase.drain.lease.p99_ms, quiet.drain.lease.p99_ms),
-    ]);
+        phase.drain.lease.p99_ms,
+        quiet.drain.lease.p99_ms,
+        "without (same run)",
+    ));
 }
 
 pub(super) fn rows(rows: &mut Vec<Row>, h: &Hostile) {
@@ -34,16 +34,16 @@ pub(super) fn rows(rows: &mut Vec<Row>, h: &Hostile) {
     );
     let hwm = h.clients.server.map(|m| m.hwm_mib);
     let idle = h.idle.map(|m| m.rss_mib);
-    rows.push([
+    rows.push(versus(
         format!(
             "hostile clients: server peak RSS (VmHWM), MiB, fresh server, after {clients} \
              (answered {})",
             answered(&h.clients.answers)
         ),
-        num(hwm),
-        format!("{} idle after start", num(idle)),
-        ratio(hwm, idle),
-    ]);
+        hwm,
+        idle,
+        "idle after start",
+    ));
     lease_row(
         rows,
         format!(

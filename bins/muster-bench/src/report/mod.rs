@@ -67,6 +67,17 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
+/// A row of one figure against its baseline: the figure, the baseline followed by `against`
+/// (`with none (same run)`), their ratio.
+fn versus(label: String, measured: Option<f64>, baseline: Option<f64>, against: &str) -> Row {
+    [
+        label,
+        num(measured),
+        format!("{} {against}", num(baseline)),
+        ratio(measured, baseline),
+    ]
+}
+
 fn pair(v: &Percentiles) -> String {
     format!("{} / {}", num(v.p50_ms), num(v.p99_ms))
 }

@@ -3,7 +3,7 @@
 //! after it, beside the removed rows' vacuum, is named in the label); and the pass's removal
 //! rate against the rate at which those workers finish items.
 
-use super::{Row, num, ratio, thousands, trouble};
+use super::{Row, num, thousands, trouble, versus};
 use crate::results::Retention;
 
 pub(super) fn rows(rows: &mut Vec<Row>, r: &Retention) {
@@ -23,28 +23,28 @@ pub(super) fn rows(rows: &mut Vec<Row>, r: &Retention) {
         }
     );
     let (p99, rate) = (before.lease.p99_ms, before.items_per_s);
-    rows.push([
+    rows.push(versus(
         format!(
             "retention: lease p99 ms of {} single-call workers {removing}{} (alone after it: {})",
             r.workers,
             trouble("workers", during.errors, during.ran_dry),
             num(after.and_then(|a| a.lease.p99_ms))
         ),
-        num(during.lease.p99_ms),
-        format!("{} alone before it (same run)", num(p99)),
-        ratio(during.lease.p99_ms, p99),
-    ]);
-    rows.push([
+        during.lease.p99_ms,
+        p99,
+        "alone before it (same run)",
+    ));
+    rows.push(versus(
         format!(
             "retention: items/s of {} single-call workers {removing} (alone after it: {})",
             r.workers,
             num(after.and_then(|a| a.items_per_s))
         ),
-        num(during.items_per_s),
-        format!("{} alone before it (same run)", num(rate)),
-        ratio(during.items_per_s, rate),
-    ]);
-    rows.push([
+        during.items_per_s,
+        rate,
+        "alone before it (same run)",
+    ));
+    rows.push(versus(
         format!(
             "retention: finished items removed per second by the pass ({} items and {} leases \
              in {} s, beside the workers), against the rate the workers finish them",
@@ -52,8 +52,8 @@ pub(super) fn rows(rows: &mut Vec<Row>, r: &Retention) {
             thousands(pass.leases_removed),
             num(Some(pass.seconds))
         ),
-        num(pass.items_per_s),
-        format!("{} finished/s (same run)", num(rate)),
-        ratio(pass.items_per_s, rate),
-    ]);
+        pass.items_per_s,
+        rate,
+        "finished/s (same run)",
+    ));
 }
