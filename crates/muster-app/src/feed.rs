@@ -570,21 +570,26 @@ impl Feed {
     /// its boundary before it deletes anything, so the boundary read after the page tells
     /// whether entries of the page may have been deleted before it was read: when it passed
     /// `after`, the page begins with a reset and keeps only the events past the boundary.
-    async fn replay_page(&self, after: i64, through: i64) -> Result<Vec<FeedEvent>, AppError> {
+    /// Returns the page's events and the boundary read, from which the replay goes on.
+    async fn replay_page(
+        &self,
+        after: i64,
+        through: i64,
+    ) -> Result<(Vec<FeedEvent>, i64), AppError> {
         let page = self.inner.parts.source.backlog(after, through).await?;
         let archived = self.inner.parts.source.archived_through().await?;
         let reset = (archived > after).then(|| too_old(after));
-        Ok(reset
-            .into_iter()
-            .chain(
-                page.into_iter()
-                    .filter(|e| e.seq > archived)
-                    .map(|e| match kind_event(&e) {
+        let events =
+            reset
+                .into_iter()
+                .chain(page.into_iter().filter(|e| e.seq > archived).map(|e| {
+                    match kind_event(&e) {
                         Some(k) => FeedEvent::Kind(k),
                         None => FeedEvent::Transition(transition(e)),
-                    }),
-            )
-            .collect())
+                    }
+                }))
+                .collect();
+        Ok((events, archived))
     }
 }
 

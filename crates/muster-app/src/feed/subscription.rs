@@ -174,7 +174,9 @@ impl Subscription {
         Ok(buf.freeze())
     }
 
-    /// Reads the next page of the replay into `first`; the replay ends with its last page.
+    /// Reads the next page of the replay into `first`; the replay ends with its last page. A
+    /// page that found the archived boundary past its end goes on from the boundary, so a
+    /// prune is reset once, not once per page it covered.
     async fn read_replay_page(&mut self) -> Result<(), End> {
         let Some(replay) = &mut self.replay else {
             return Ok(());
@@ -182,9 +184,9 @@ impl Subscription {
         let page = self.feed.inner.parts.settings.replay_page.max(1);
         let until = replay.through.min(replay.after.saturating_add(page));
         match self.feed.replay_page(replay.after, until).await {
-            Ok(mut events) => {
-                replay.after = until;
-                if until >= replay.through {
+            Ok((mut events, archived)) => {
+                replay.after = until.max(archived);
+                if replay.after >= replay.through {
                     self.replay = None;
                 }
                 events.reverse();

@@ -489,6 +489,56 @@ async fn a_replay_page_read_after_a_prune_passed_its_start_begins_with_a_reset()
 }
 
 #[tokio::test]
+async fn a_prune_past_several_replay_pages_is_reset_once_and_the_replay_goes_on_from_its_boundary()
+{
+    let mut source = MockFeedSource::new();
+    source.expect_newest_seq().returning(|| Ok(1100));
+    let mut reads = mockall::Sequence::new();
+    source
+        .expect_archived_through()
+        .times(1)
+        .in_sequence(&mut reads)
+        .returning(|| Ok(0));
+    // The prune recorded its boundary at 1000 and deleted 11 to 1000 before the first page
+    // (11 to 266) was read.
+    source
+        .expect_backlog()
+        .withf(|after, through| (*after, *through) == (10, 266))
+        .times(1)
+        .in_sequence(&mut reads)
+        .returning(|_, _| Ok(Vec::new()));
+    source
+        .expect_archived_through()
+        .times(1)
+        .in_sequence(&mut reads)
+        .returning(|| Ok(1000));
+    source
+        .expect_backlog()
+        .withf(|after, through| (*after, *through) == (1000, 1100))
+        .times(1)
+        .in_sequence(&mut reads)
+        .returning(|a, t| Ok((a + 1..=t).map(event).collect()));
+    source
+        .expect_archived_through()
+        .times(1)
+        .in_sequence(&mut reads)
+        .returning(|| Ok(1000));
+    let (feed, mut sub) = resuming(source, FeedSettings::default(), 1..=1100, 10).await;
+    feed.deliver(event(1101));
+    assert_eq!(
+        sub.next().await,
+        Ok(FeedEvent::Reset {
+            reason: "event id 10 is older than the retained window; reload /v1/queues".into()
+        })
+    );
+    let mut seqs = Vec::new();
+    for _ in 1001..=1101 {
+        seqs.push(seq_of(&sub.next().await.unwrap()));
+    }
+    assert_eq!(seqs, (1001..=1101).collect::<Vec<_>>());
+}
+
+#[tokio::test]
 async fn a_subscriber_over_the_subscriber_cap_is_refused_unavailable() {
     let settings = FeedSettings {
         max_subscribers: 2,
