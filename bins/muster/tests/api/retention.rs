@@ -542,9 +542,18 @@ async fn an_item_whose_late_result_committed_while_a_batch_scanned_stays() {
     // batch reaches the item after it committed, locks its newest version (the longer chain)
     // and must judge it by that chain's newest entry, which its snapshot does not hold. The
     // batch is kept scanning by 200,000 older done items another transaction holds (it skips
-    // them one by one), the late result's item last in its path.
+    // them one by one), the late result's item last in its path. An archived segment whose
+    // newest entry is 40 days old makes a judgement that missed the late entry remove the
+    // item (a missing entry is judged by the archived segments' newest `at`).
     let app = TestApp::spawn_with(|s| s.retain_days = 30).await;
     let target = old_item(&app, 255, "done", 31).await;
+    app.execute(
+        "INSERT INTO core.ledger_checkpoints (seq, prev_seq, digest, entries, taken_at)
+         VALUES (1, 0, decode(repeat('00', 32), 'hex'), 1, now() - interval '40 days');
+         INSERT INTO core.ledger_archived (through_seq, from_seq, digest, entries, last_at)
+         VALUES (1, 0, decode(repeat('00', 32), 'hex'), 1, now() - interval '40 days')",
+    )
+    .await;
     app.execute(&format!(
         "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, payload,
              created_at, chain_len, chain_head)
