@@ -636,3 +636,25 @@ async fn core_remove_finished_refuses_each_null_argument_and_removes_nothing() {
     }
     assert_eq!(app.count("core.items").await, 1);
 }
+
+#[tokio::test]
+async fn the_oldest_finished_item_is_read_across_every_group_of_finished_items() {
+    let app = TestApp::spawn().await;
+    let before = muster_ledger::truncate_to_micros(time::OffsetDateTime::now_utc());
+    done_item(&app).await;
+    let after_first = time::OffsetDateTime::now_utc();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let failed = app.enqueue_and_lease("sextant").await;
+    app.fail_with(&failed, "E_BROKEN", "broken", false).await;
+    let pool = muster_pg::connect_pool(&app.db.app_url, &muster_pg::PoolSettings::default())
+        .expect("pool");
+    let logbook = muster_pg::PgLogbook::new(pool);
+    let oldest = muster_app::ports::RetentionStore::oldest_finished(&logbook)
+        .await
+        .expect("the read")
+        .expect("an oldest finished item");
+    assert!(
+        before <= oldest && oldest <= after_first,
+        "{oldest} is not the done trawl item's completion ({before} .. {after_first})"
+    );
+}

@@ -195,6 +195,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn retentions_oldest_finished_probe_touches_few_buffers_per_group() {
+        let db = many_done().await;
+        let client = db.client().await;
+        let list = |items: Vec<String>| format!("ARRAY[{}]", items.join(", "));
+        let states = list(
+            ["done", "failed", "cancelled"]
+                .map(|s| format!("'{s}'"))
+                .to_vec(),
+        );
+        let kinds = list(
+            Kind::ALL
+                .iter()
+                .map(|k| format!("'{}'", k.as_str()))
+                .collect(),
+        );
+        let ranks = list(
+            muster_domain::Priority::ALL
+                .iter()
+                .map(|p| p.rank().to_string())
+                .collect(),
+        );
+        let sql = include_str!("sql/oldest_finished.sql")
+            .replace("$1", &states)
+            .replace("$2", &kinds)
+            .replace("$3", &ranks);
+        // About three buffers for each of the 90 (state, kind, priority) groups' one descent of
+        // the listing index; walking the primary key for each empty group: 42,395 in all.
+        let touched = buffers(&client, &sql).await;
+        assert!(
+            touched <= 400,
+            "{touched} buffers for the oldest finished item"
+        );
+    }
+
+    #[tokio::test]
     async fn a_page_of_a_large_group_or_of_an_empty_one_touches_few_buffers() {
         let db = many_done().await;
         let client = db.client().await;
