@@ -8,7 +8,10 @@ CREATE OR REPLACE FUNCTION core.remove_finished(
     p_state text, p_kind text, p_priority smallint, p_after uuid, p_retain_seconds double precision,
     p_batch integer)
 RETURNS TABLE (n_scanned integer, last_id uuid, n_removed integer, n_leases integer)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+-- Its statements are planned for each call's values (plan_cache_mode): a generic plan knows
+-- no group's size and may walk the primary key through every old item for a sparse group.
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
     cutoff timestamptz;
     cutoff_ms text;
