@@ -106,6 +106,29 @@ async fn paging_with_next_visits_every_item_once_in_order_and_ends_with_null() {
 }
 
 #[tokio::test]
+async fn paging_with_next_through_leased_done_and_queued_items_of_a_kind_visits_each_once_in_order()
+{
+    let app = TestApp::spawn().await;
+    let made = app.enqueue_many("assay", "normal", 7).await;
+    let done = app.lease("assay", "w").await.expect("an item");
+    let r = app.complete(&done, json!({"result": {}})).await;
+    assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+    app.lease("assay", "w").await.expect("an item");
+    let mut seen = Vec::new();
+    let mut path = "/v1/items?kind=assay&limit=3".to_owned();
+    loop {
+        let r = app.get(&path, "operator").await;
+        assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
+        seen.extend(ids(&r.body));
+        match r.body["next"].as_str() {
+            Some(next) => path = format!("/v1/items?kind=assay&limit=3&after={next}"),
+            None => break,
+        }
+    }
+    assert_eq!(seen, made);
+}
+
+#[tokio::test]
 async fn a_full_last_page_says_there_is_no_next_page() {
     let app = TestApp::spawn().await;
     app.enqueue_many("assay", "normal", 2).await;
