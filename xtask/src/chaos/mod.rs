@@ -226,11 +226,22 @@ fn network_scenarios(short: bool, roots: Option<u64>) -> Vec<Scenario> {
 }
 
 /// The order a scenario's faults come in: shuffled, but a promotion last (the old primary
-/// does not come back).
+/// does not come back), and lost COMMIT answers on replica 1 while workers use it: right after
+/// the cut of replica 0 from Logbook (whose workers failed over to replica 1), or first (the
+/// fleet's workers start spread over the replicas). After a fault on replica 1 its workers have
+/// moved to replica 0 and stay there, and a fault that hides commits' outcomes would find none.
 fn fault_order(faults: &[Fault], rng: &mut StdRng) -> Vec<Fault> {
     let mut order = faults.to_vec();
     order.shuffle(rng);
     order.sort_by_key(|f| f.promotes());
+    if let Some(lost) = order.iter().position(|f| *f == Fault::LostCommits) {
+        order.remove(lost);
+        let at = order
+            .iter()
+            .position(|f| *f == Fault::CutFromLogbook)
+            .map_or(0, |cut| cut + 1);
+        order.insert(at, Fault::LostCommits);
+    }
     order
 }
 

@@ -119,6 +119,26 @@ fn a_failover_is_the_last_fault_whatever_the_seed() {
 }
 
 #[test]
+fn lost_commit_answers_come_right_after_the_cut_that_moves_the_workers_to_replica_1() {
+    let faults = network_scenarios(true, None).remove(0).faults;
+    for seed in 0..20 {
+        let order = fault_order(&faults, &mut StdRng::seed_from_u64(seed));
+        let cut = order.iter().position(|f| *f == Fault::CutFromLogbook);
+        let lost = order.iter().position(|f| *f == Fault::LostCommits);
+        assert_eq!(lost, cut.map(|c| c + 1), "seed {seed}: {order:?}");
+    }
+}
+
+#[test]
+fn lost_commit_answers_without_a_cut_from_logbook_come_first() {
+    let order = fault_order(
+        &[Fault::LostCommits, Fault::OneWay, Fault::CutFleet],
+        &mut StdRng::seed_from_u64(3),
+    );
+    assert_eq!(order[0], Fault::LostCommits);
+}
+
+#[test]
 fn options_default_to_debug_for_short_and_release_for_full() {
     let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
     let short = parse_options(&args(&["--short", "--seed", "9"])).unwrap();
