@@ -1,9 +1,22 @@
--- core.remove_finished (V19) judging an item whose newest ledger entry is no longer in Logbook
--- by when it was archived out of it: by the newest `at` of the archived segments, an upper bound
--- of that entry's own. V19 took such an item for old enough whatever its age, so an item that
--- finished a moment before `muster ledger-archive --until` a fresh checkpoint was removed at the
--- next pass after the prune, whatever the retention period. An item with no chain at all (none
--- recorded) is judged as before: it has no entry to be younger than the cutoff.
+-- core.remove_finished (V18) as it must be: its arguments are checked, NULL ones refused, and
+-- an item is judged by the newest ledger entry of the chain it is removed with, read in a
+-- snapshot taken after the batch holds its locks.
+--
+-- The race this closes: a batch's snapshot was taken at its statement's start, but the rows it
+-- locks are the newest versions (READ COMMITTED re-reads a row updated by a transaction that
+-- committed after the snapshot). A late result recorded on a finished item in that moment
+-- lengthened the item's chain (chain_len + 1) and inserted the entry, both committed after the
+-- snapshot: the batch locked the longer chain, did not see its newest entry, and removed an
+-- item whose newest entry was a moment old. Now the rows are locked by one statement and judged
+-- by the next: once the batch holds the lock, every transaction that changed the item has
+-- committed, so the second statement's snapshot holds the entry at the chain's length. A late
+-- result that comes after the removal finds no lease and answers E_LEASE_LOST, recording
+-- nothing.
+--
+-- An item whose newest entry is no longer in Logbook (archived out of it, V20) is judged by the
+-- newest `at` of the archived segments, an upper bound of that entry's own, read in the same
+-- snapshot. An item with no chain at all (none recorded) has no entry to be younger than the
+-- cutoff.
 CREATE OR REPLACE FUNCTION core.remove_finished(
     p_state text, p_kind text, p_priority smallint, p_after uuid, p_retain_seconds double precision,
     p_batch integer)

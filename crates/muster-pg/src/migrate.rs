@@ -50,7 +50,6 @@ pub const MIGRATIONS: &[Migration] = migrations![
     15 "kind_pauses_validated",
     17 "ledger_checkpoints",
     18 "retention",
-    19 "retention_removal_settled",
     20 "ledger_archived",
     21 "lighter_transitions",
     22 "lighter_transitions_contract",

@@ -1,5 +1,5 @@
 //! Retention in Logbook (`RetentionStore`): each batch is one statement in its own
-//! transaction. Finished items go through `core.remove_finished` (V18, V19), which runs as the
+//! transaction. Finished items go through `core.remove_finished` (V18, V23), which runs as the
 //! schema owner: the runtime role may not delete from `core.items` or `core.leases` itself. A
 //! batch skips rows other transactions hold and gives way when it would wait for a lock (its lock
 //! timeout is 100 ms), so a lease, a completion or an operator's call never waits behind it
