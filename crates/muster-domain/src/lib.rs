@@ -6,6 +6,7 @@
 //! * [`backoff`]: retry policy with exponential backoff and jitter (randomness passed in).
 //! * [`routes`]: which kind may enqueue `next` items of which kinds.
 //! * [`pause`]: a kind's pause state and the ledger entries of its changes.
+//! * [`trace`]: W3C trace context, kept by an item so that its work is one trace.
 //!
 //! Time is always an argument. Randomness is always an argument.
 
@@ -42,6 +43,7 @@ pub mod principal;
 pub mod priority;
 pub mod redact;
 pub mod routes;
+pub mod trace;
 
 pub use backoff::RetryPolicy;
 pub use item::{
@@ -52,3 +54,4 @@ pub use kind::{Kind, UnknownKind};
 pub use principal::Principal;
 pub use priority::Priority;
 pub use routes::Routes;
+pub use trace::{SpanId, TraceContext, TraceId};
