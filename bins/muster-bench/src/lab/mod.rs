@@ -249,22 +249,25 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         url: &backlog_url,
         ..serve
     };
-    let mut backlog = Vec::new();
-    for size in BACKLOG_SIZES {
-        let fill = runner.fill(&format!("backlog-fill-{size}"), &backlog_url, size)?;
-        let log_path = out.join(format!("server-backlog-{size}.log"));
+    // A fresh server on a filled backlog (`name` names its log and its JSON): how long until
+    // its first `/v1/queues` answer, then `backlog` against it.
+    let backlog_of = |serve: &ServeArgs<'_>, name: &str, fill: BacklogFill, size: u64| {
         let started = Instant::now();
-        let mut server = serve.spawn(&log_path)?;
+        let mut server = serve.spawn(&out.join(format!("server-{name}.log")))?;
         let first_queues = wait_queues(&listen, &token("operator"), &mut server, started)?;
-        let measured: BacklogMeasured =
-            runner.run(&format!("backlog-{size}"), &["backlog", "--url", &base])?;
+        let measured: BacklogMeasured = runner.run(name, &["backlog", "--url", &base])?;
         server.stop();
-        backlog.push(BacklogSize {
+        anyhow::Ok(BacklogSize {
             fill,
             measured,
             size,
             start_to_first_queues_ms: Some(first_queues.as_secs_f64() * 1000.0),
-        });
+        })
+    };
+    let mut backlog = Vec::new();
+    for size in BACKLOG_SIZES {
+        let fill = runner.fill(&format!("backlog-fill-{size}"), &backlog_url, size)?;
+        backlog.push(backlog_of(&serve, &format!("backlog-{size}"), fill, size)?);
     }
 
     // Delayed work: the largest backlog again, with half as many delayed items beside it.
@@ -282,17 +285,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
             &delayed_n,
         ],
     )?;
-    let started = Instant::now();
-    let mut server = serve.spawn(&out.join("server-delayed.log"))?;
-    let first_queues = wait_queues(&listen, &token("operator"), &mut server, started)?;
-    let measured: BacklogMeasured = runner.run("delayed", &["backlog", "--url", &base])?;
-    server.stop();
-    let delayed = Some(BacklogSize {
-        fill,
-        measured,
-        size: largest,
-        start_to_first_queues_ms: Some(first_queues.as_secs_f64() * 1000.0),
-    });
+    let delayed = Some(backlog_of(&serve, "delayed", fill, largest)?);
 
     // History: a database of its own with a short queue and a million finished items.
     let history_url = migrated_database(cluster, muster, "muster_history")?;
@@ -313,17 +306,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
             &done,
         ],
     )?;
-    let started = Instant::now();
-    let mut server = serve_history.spawn(&out.join("server-history.log"))?;
-    let first_queues = wait_queues(&listen, &token("operator"), &mut server, started)?;
-    let measured: BacklogMeasured = runner.run("history", &["backlog", "--url", &base])?;
-    server.stop();
-    let history = Some(BacklogSize {
-        fill,
-        measured,
-        size: HISTORY_QUEUED,
-        start_to_first_queues_ms: Some(first_queues.as_secs_f64() * 1000.0),
-    });
+    let history = Some(backlog_of(&serve_history, "history", fill, HISTORY_QUEUED)?);
 
     // Retention: the workers beside a pass that removes the history's finished items, its
     // queue topped up before a fresh server starts. The pass runs as the server's role.
