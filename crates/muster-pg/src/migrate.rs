@@ -54,6 +54,7 @@ pub const MIGRATIONS: &[Migration] = migrations![
     21 "lighter_transitions",
     22 "lighter_transitions_contract",
     23 "retention_archived_entries",
+    24 "item_trace",
 ];
 
 /// The newest migration this binary knows.
