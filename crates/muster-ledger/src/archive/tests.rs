@@ -56,6 +56,13 @@ fn read(lines: &[String]) -> Result<(ArchiveHeader, u64), ArchiveError> {
     reader.finish()
 }
 
+/// The error reading [`archive`]'s lines back after `edit`: the reader must refuse them.
+fn refused(edit: impl FnOnce(&mut Vec<String>)) -> ArchiveError {
+    let mut lines = archive();
+    edit(&mut lines);
+    read(&lines).expect_err("the edited archive is refused")
+}
+
 #[test]
 fn an_archive_as_written_verifies_from_its_start_to_its_end_checkpoint() {
     let (header, entries) = read(&archive()).expect("verifies");
@@ -64,32 +71,27 @@ fn an_archive_as_written_verifies_from_its_start_to_its_end_checkpoint() {
 
 #[test]
 fn an_entry_changed_in_the_file_is_found() {
-    let mut lines = archive();
-    lines[2] = lines[2].replace("{\\\"n\\\":2}", "{\\\"n\\\":9}");
+    let error = refused(|lines| lines[2] = lines[2].replace("{\\\"n\\\":2}", "{\\\"n\\\":9}"));
     assert_eq!(
-        read(&lines).map_err(|e| e.to_string()),
-        Err("line 3: subject item:item-0: entry 1 was altered (its hash does not match its contents)".into())
+        error.to_string(),
+        "line 3: subject item:item-0: entry 1 was altered (its hash does not match its contents)"
     );
 }
 
 #[test]
 fn an_entry_taken_out_of_the_file_is_found() {
-    let mut lines = archive();
-    lines.remove(2);
-    lines[4] = end_line(3);
-    assert_eq!(
-        read(&lines).map_err(|e| e.code()),
-        Err("E_LEDGER_CHECKPOINT")
-    );
+    let error = refused(|lines| {
+        lines.remove(2);
+        lines[4] = end_line(3);
+    });
+    assert_eq!(error.code(), "E_LEDGER_CHECKPOINT");
 }
 
 #[test]
 fn an_archive_cut_short_is_truncated() {
-    let mut lines = archive();
-    lines.truncate(4);
     assert_eq!(
-        read(&lines).map_err(|e| e.to_string()),
-        Err("the archive is truncated: no end line after line 4".into())
+        refused(|lines| lines.truncate(4)).to_string(),
+        "the archive is truncated: no end line after line 4"
     );
 }
 
@@ -103,22 +105,19 @@ fn a_file_of_another_format_is_refused() {
 
 #[test]
 fn a_later_format_version_is_refused() {
-    let mut lines = archive();
-    lines[0] = lines[0].replace("\"version\":1", "\"version\":2");
+    let error = refused(|lines| lines[0] = lines[0].replace("\"version\":1", "\"version\":2"));
     assert_eq!(
-        read(&lines).map_err(|e| e.to_string()),
-        Err("not a ledger archive: format version 2 (this binary reads version 1)".into())
+        error.to_string(),
+        "not a ledger archive: format version 2 (this binary reads version 1)"
     );
 }
 
 #[test]
 fn a_header_whose_checkpoints_do_not_end_at_until_is_refused() {
-    let mut lines = archive();
-    let mut v: Value = serde_json::from_str(&lines[0]).expect("json");
-    v["until"]["seq"] = json!(3);
-    lines[0] = v.to_string();
-    assert_eq!(
-        read(&lines).map_err(|e| e.code()),
-        Err("E_ARCHIVE_MALFORMED")
-    );
+    let error = refused(|lines| {
+        let mut v: Value = serde_json::from_str(&lines[0]).expect("json");
+        v["until"]["seq"] = json!(3);
+        lines[0] = v.to_string();
+    });
+    assert_eq!(error.code(), "E_ARCHIVE_MALFORMED");
 }
