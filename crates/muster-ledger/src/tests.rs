@@ -178,17 +178,15 @@ fn the_sequence_the_digest_is_taken_at_is_part_of_it() {
     );
 }
 
+/// A walk of the test item's chain that trusts a head of `len` entries ending in `hash`.
+fn walk_after(len: u64, hash: Hash) -> ChainWalk {
+    ChainWalk::after("item", ID, ChainHead { len, hash })
+}
+
 #[test]
 fn a_walk_from_a_trusted_head_verifies_the_rest_of_the_chain() {
     let chain = chain_of(4);
-    let mut walk = ChainWalk::after(
-        "item",
-        ID,
-        ChainHead {
-            len: 2,
-            hash: chain[1].hash,
-        },
-    );
+    let mut walk = walk_after(2, chain[1].hash);
     for e in &chain[2..] {
         walk.push(e).expect("links");
     }
@@ -198,14 +196,7 @@ fn a_walk_from_a_trusted_head_verifies_the_rest_of_the_chain() {
 #[test]
 fn a_walk_from_a_head_the_next_entry_does_not_link_to_is_refused() {
     let chain = chain_of(3);
-    let mut walk = ChainWalk::after(
-        "item",
-        ID,
-        ChainHead {
-            len: 1,
-            hash: [9; 32],
-        },
-    );
+    let mut walk = walk_after(1, [9; 32]);
     assert_eq!(
         walk.push(&chain[1]),
         Err(ChainError::Link {
