@@ -58,7 +58,7 @@ const PG_FORBIDDEN: [&str; 4] = ["hyper", "hyper-util", "axum", "muster-http"];
 /// Where each of the workspace's own crates stands: a crate may reach, through its normal
 /// dependencies and theirs, only crates of a strictly lower rank. So arrows point only downward,
 /// and crates of one rank (the adapters) never reach each other. A new crate must be placed here.
-const RANKS: [(&str, u8); 16] = [
+const RANKS: [(&str, u8); 17] = [
     ("muster-ledger", 0),
     ("muster-antispam", 0),
     ("muster-devdb", 0),
@@ -66,6 +66,7 @@ const RANKS: [(&str, u8); 16] = [
     ("muster-domain", 1),
     ("muster-app", 2),
     ("muster-model", 2),
+    ("muster-otel", 2),
     ("muster-pg", 3),
     ("muster-http", 3),
     ("muster-kube", 3),

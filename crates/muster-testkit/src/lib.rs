@@ -17,6 +17,8 @@
 //!
 //! With the `yaml` feature: `yaml::documents`, a YAML text as JSON values.
 //!
+//! With the `otlp` feature: `OtlpReceiver`, an OTLP/HTTP trace collector on port 0.
+//!
 //! With the `server` feature: `TestApp`, a real `muster` server on port 0 against such a
 //! database, a token for every principal, and an HTTP client with one helper per use case.
 
@@ -36,6 +38,11 @@ pub use wait::eventually;
 
 #[cfg(feature = "yaml")]
 pub mod yaml;
+
+#[cfg(feature = "otlp")]
+mod otlp;
+#[cfg(feature = "otlp")]
+pub use otlp::{OtlpMode, OtlpReceiver, OtlpRequest};
 
 #[cfg(feature = "server")]
 mod client;
