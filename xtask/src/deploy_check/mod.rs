@@ -117,6 +117,13 @@ impl Manifest {
         );
     }
 
+    /// Asserts that the value at `pointer` is the name of `other` (one manifest referring to
+    /// another); a failure reads `file: dotted.path must be the {kind} of {other's file}`.
+    fn assert_names(&self, pointer: &str, other: &Manifest) {
+        let must = format!("the {} of {}", other.kind(), other.file);
+        self.assert_is(pointer, &Value::from(other.name()), &must);
+    }
+
     /// JSON pointer of the pod spec, for the kinds that run pods.
     fn pod_spec_pointer(&self) -> Option<&'static str> {
         match self.kind() {

@@ -117,14 +117,7 @@ fn service_account_token_is_mounted_only_where_muster_calls_the_api() {
     let all = manifests();
     let deployment = the(&all, "Deployment");
     let account = the(&all, "ServiceAccount");
-    let p = "/spec/template/spec/serviceAccountName";
-    assert_eq!(
-        deployment.get(p),
-        &Value::from(account.name()),
-        "{} must be the ServiceAccount of {}",
-        deployment.at(p),
-        account.file
-    );
+    deployment.assert_names("/spec/template/spec/serviceAccountName", account);
     let p = "/spec/template/spec/automountServiceAccountToken";
     deployment.assert_is(
         p,
@@ -218,14 +211,7 @@ fn deployment_uses_the_priority_class_defined_here() {
     let all = manifests();
     let d = the(&all, "Deployment");
     let class = the(&all, "PriorityClass");
-    let p = "/spec/template/spec/priorityClassName";
-    assert_eq!(
-        d.get(p),
-        &Value::from(class.name()),
-        "{} must name the PriorityClass of {}",
-        d.at(p),
-        class.file
-    );
+    d.assert_names("/spec/template/spec/priorityClassName", class);
     let p = "/value";
     assert!(
         class.get(p).as_i64().is_some_and(|v| v > 0),
