@@ -13,8 +13,15 @@ fn all<T: DeserializeOwned>(vs: &[Value]) -> Vec<T> {
     vs.iter().map(typed).collect()
 }
 
+/// The rows a section of the table adds to an empty table.
+fn rows_of(add: impl FnOnce(&mut Vec<Row>)) -> Vec<Row> {
+    let mut rows = Vec::new();
+    add(&mut rows);
+    rows
+}
+
 /// The figure columns of table rows (measured, baseline, ratio), without the label.
-fn figures(rows: &[[String; 4]]) -> Vec<Vec<String>> {
+fn figures(rows: &[Row]) -> Vec<Vec<String>> {
     rows.iter().map(|r| r[1..].to_vec()).collect()
 }
 
@@ -31,10 +38,8 @@ fn floor_pair(full_items: u64) -> [Value; 2] {
     ]
 }
 
-fn floor_table(batches: &[Value], floor: &[Value]) -> Vec<[String; 4]> {
-    let mut rows = Vec::new();
-    floor_rows(&mut rows, &all(batches), &all(floor));
-    rows
+fn floor_table(batches: &[Value], floor: &[Value]) -> Vec<Row> {
+    rows_of(|r| floor_rows(r, &all(batches), &all(floor)))
 }
 
 #[test]
@@ -90,12 +95,13 @@ fn the_ceiling_row_compares_the_http_cycles_with_the_single_item_sql_rate_at_the
     ];
     let ceiling = json!({"name": "single-64", "script": "ceiling-single.sql", "clients": 64,
                          "batch": 1, "items": 19_200, "seconds": 16.0, "items_per_s": 1200.0});
-    let mut rows = Vec::new();
-    ceiling_rows(
-        &mut rows,
-        &all(&cycles),
-        &all(&[floor_run("full", 198_656, 9000.0), ceiling]),
-    );
+    let rows = rows_of(|r| {
+        ceiling_rows(
+            r,
+            &all(&cycles),
+            &all(&[floor_run("full", 198_656, 9000.0), ceiling]),
+        )
+    });
     assert_eq!(
         figures(&rows),
         [[
@@ -122,8 +128,7 @@ fn the_feed_load_rows_compare_each_subscriber_count_with_the_mean_of_the_phases_
          "server_cpu_us_per_event_per_subscriber": 0.15, "events_delivered": 1000},
         {"subscribers": 0, "items_per_s": 900.0, "lease": {"n": 1, "p99_ms": 6.0}},
     ]}));
-    let mut rows = Vec::new();
-    feed_load::rows(&mut rows, &load);
+    let rows = rows_of(|r| feed_load::rows(r, &load));
     assert_eq!(
         figures(&rows),
         [
@@ -144,8 +149,7 @@ fn the_feed_memory_rows_compare_each_layout_with_the_24_mib_aim() {
                "server_rss_mib_before": 11.0, "server_rss_mib_with_subscribers": 15.8,
                "kib_per_subscriber": 4.9}),
     ]);
-    let mut rows = Vec::new();
-    feed_load::memory_rows(&mut rows, &layouts);
+    let rows = rows_of(|r| feed_load::memory_rows(r, &layouts));
     assert_eq!(
         figures(&rows),
         [["28.00", "24 aim", "1.17×"], ["15.80", "24 aim", "0.66×"],]
@@ -157,8 +161,7 @@ fn the_feed_memory_rows_name_the_layout_the_rss_before_and_the_cost_per_subscrib
     let layouts: Vec<FeedMemory> = all(&[json!({"protocol": "HTTP/2", "subscribers": 1000,
         "connections": 5, "server_rss_mib_before": 11.0, "server_rss_mib_with_subscribers": 15.8,
         "kib_per_subscriber": 4.9})]);
-    let mut rows = Vec::new();
-    feed_load::memory_rows(&mut rows, &layouts);
+    let rows = rows_of(|r| feed_load::memory_rows(r, &layouts));
     assert_eq!(
         rows[0][0],
         "feed memory: server RSS, MiB, 1000 idle SSE subscribers as HTTP/2 streams over 5 connections, fresh server (11.00 MiB before they connected; 4.9 KiB each)"
@@ -180,9 +183,7 @@ fn backlog_size(size: u64, done: Option<i64>, ms: f64, cycles_per_s: f64) -> Bac
 fn history_of_a_million() -> Vec<Row> {
     let base = backlog_size(1_000, None, 2.0, 1000.0);
     let history = backlog_size(1_000, Some(1_000_000), 3.0, 900.0);
-    let mut rows = Vec::new();
-    history_rows(&mut rows, &base, &history);
-    rows
+    rows_of(|r| history_rows(r, &base, &history))
 }
 
 #[test]
@@ -225,8 +226,7 @@ fn the_delayed_rows_compare_the_backlog_with_delayed_items_beside_it_against_it_
     let base = backlog_size(1_000_000, None, 2.0, 1000.0);
     let mut delayed = backlog_size(1_000_000, None, 2.2, 950.0);
     delayed.fill.delayed_added = Some(500_000);
-    let mut rows = Vec::new();
-    delayed_rows(&mut rows, &base, &delayed);
+    let rows = rows_of(|r| delayed_rows(r, &base, &delayed));
     assert_eq!(
         figures(&rows),
         [
@@ -254,8 +254,7 @@ fn the_runtime_rows_compare_the_runner_with_the_bare_client_loop_on_each_path_an
          "lease_next": {"runtime_items_per_s": 2129.1, "bare_items_per_s": 2000.0,
                         "bare_drained": true, "runtime_drained": false}},
     ]}));
-    let mut rows = Vec::new();
-    runtime_rows(&mut rows, &runtime);
+    let rows = rows_of(|r| runtime_rows(r, &runtime));
     assert_eq!(
         rows,
         [
@@ -308,8 +307,7 @@ fn the_wal_rows_set_single_calls_beside_the_single_item_ceiling_and_the_largest_
         ceiling(16, 2000.0),
         ceiling(64, 1000.0),
     ]);
-    let mut rows = Vec::new();
-    wal_rows(&mut rows, &batches, &floor);
+    let rows = rows_of(|r| wal_rows(r, &batches, &floor));
 
     assert_eq!(
         figures(&rows),
@@ -348,8 +346,7 @@ fn the_wal_rows_set_single_calls_beside_the_single_item_ceiling_and_the_largest_
 fn without_a_wal_sample_of_the_plain_sql_run_there_is_no_wal_row() {
     let batches = all(&[json!({"batch": 128, "workers": 16, "wal": wal(200_000, 2400.0, 0.01)})]);
     let floor = all(&[floor_run("full", 198_656, 10_000.0)]);
-    let mut rows = Vec::new();
-    wal_rows(&mut rows, &batches, &floor);
+    let rows = rows_of(|r| wal_rows(r, &batches, &floor));
 
     assert_eq!(rows, Vec::<[String; 4]>::new());
 }
@@ -370,8 +367,7 @@ fn hostile_run() -> Hostile {
 
 #[test]
 fn the_hostile_rows_set_the_peak_rss_beside_the_idle_rss_and_each_lease_p99_beside_the_quiet_one() {
-    let mut rows = Vec::new();
-    hostile::rows(&mut rows, &hostile_run());
+    let rows = rows_of(|r| hostile::rows(r, &hostile_run()));
     assert_eq!(
         figures(&rows),
         [
@@ -384,8 +380,7 @@ fn the_hostile_rows_set_the_peak_rss_beside_the_idle_rss_and_each_lease_p99_besi
 
 #[test]
 fn the_hostile_rows_name_the_clients_their_answers_the_auth_path_and_the_workers_errors() {
-    let mut rows = Vec::new();
-    hostile::rows(&mut rows, &hostile_run());
+    let rows = rows_of(|r| hostile::rows(r, &hostile_run()));
     assert_eq!(
         [
             rows[0][0].as_str(),
@@ -407,8 +402,7 @@ fn the_hostile_rows_name_the_clients_their_answers_the_auth_path_and_the_workers
 
 #[test]
 fn a_suite_without_a_hostile_document_has_no_hostile_rows() {
-    let mut rows = Vec::new();
-    hostile::rows(&mut rows, &Hostile::default());
+    let rows = rows_of(|r| hostile::rows(r, &Hostile::default()));
     assert!(rows.is_empty());
 }
 
@@ -426,8 +420,7 @@ fn retention_run() -> Retention {
 #[test]
 fn the_retention_rows_set_the_workers_beside_the_pass_against_them_alone_before_it_and_the_removal_rate_against_their_rate()
  {
-    let mut rows = Vec::new();
-    retention::rows(&mut rows, &retention_run());
+    let rows = rows_of(|r| retention::rows(r, &retention_run()));
     assert_eq!(
         figures(&rows),
         [
@@ -440,8 +433,7 @@ fn the_retention_rows_set_the_workers_beside_the_pass_against_them_alone_before_
 
 #[test]
 fn the_retention_rows_name_what_the_pass_removed_and_the_workers_errors() {
-    let mut rows = Vec::new();
-    retention::rows(&mut rows, &retention_run());
+    let rows = rows_of(|r| retention::rows(r, &retention_run()));
     assert_eq!(
         [rows[0][0].as_str(), rows[2][0].as_str()],
         [
@@ -458,8 +450,7 @@ fn the_retention_rows_name_what_the_pass_removed_and_the_workers_errors() {
 fn a_pass_that_ended_within_the_phase_is_named_in_the_rows() {
     let mut run = retention_run();
     run.pass.outlasted_phase = false;
-    let mut rows = Vec::new();
-    retention::rows(&mut rows, &run);
+    let rows = rows_of(|r| retention::rows(r, &run));
     assert_eq!(
         rows[1][0],
         "retention: items/s of 16 single-call workers while a retention pass removes 1,020,000 \
@@ -469,8 +460,7 @@ fn a_pass_that_ended_within_the_phase_is_named_in_the_rows() {
 
 #[test]
 fn a_suite_without_a_retention_document_has_no_retention_rows() {
-    let mut rows = Vec::new();
-    retention::rows(&mut rows, &Retention::default());
+    let rows = rows_of(|r| retention::rows(r, &Retention::default()));
     assert!(rows.is_empty());
 }
 
@@ -494,8 +484,7 @@ fn the_history_cost_rows_set_each_figure_of_the_largest_history_against_the_smal
         history_size(10_000, 4.0, 1.0, 12_000_000),
         history_size(1_000_000, 5.0, 1.1, 1_500_000_000),
     ]);
-    let mut rows = Vec::new();
-    history_cost::rows(&mut rows, &sizes);
+    let rows = rows_of(|r| history_cost::rows(r, &sizes));
     assert_eq!(
         figures(&rows),
         [
@@ -534,8 +523,7 @@ fn the_history_cost_rows_set_each_figure_of_the_largest_history_against_the_smal
 
 #[test]
 fn a_run_without_history_sizes_has_no_history_cost_rows() {
-    let mut rows = Vec::new();
-    history_cost::rows(&mut rows, &[]);
+    let rows = rows_of(|r| history_cost::rows(r, &[]));
     assert!(rows.is_empty());
 }
 
@@ -548,8 +536,7 @@ fn the_history_cost_latencies_are_the_mean_of_each_sizes_runs() {
     let mut second = sizes[1].runs[0].clone();
     second.drain.lease.p99_ms = Some(7.0);
     sizes[1].runs.push(second);
-    let mut rows = Vec::new();
-    history_cost::rows(&mut rows, &sizes);
+    let rows = rows_of(|r| history_cost::rows(r, &sizes));
     assert_eq!(
         rows[0][1..],
         [
