@@ -72,9 +72,7 @@ async fn subscribe(
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     #[command(flatten)]
-    server: crate::Trawl,
-    #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
-    conn_token: String,
+    server: crate::Subscribed,
     /// Subscribers, one phase per value, in this order.
     #[arg(long, value_delimiter = ',', default_value = "0,50,1000,0")]
     subscribers: Vec<usize>,
@@ -165,7 +163,7 @@ async fn phase(
     for i in 0..subscribers {
         tasks.push(subscribers_rt.spawn(subscribe(
             http.clone(),
-            o.conn_token.to_owned(),
+            o.server.conn_token.to_owned(),
             received.clone(),
             stop_rx.clone(),
         )));
@@ -194,7 +192,7 @@ async fn phase(
     );
     let cpu0 = cpu_seconds(&pid, ticks)?;
     let bench0 = cpu_seconds("self", ticks)?;
-    let drain = drain(http, &o.server.worker_token, o.drain).await;
+    let drain = drain(http, &o.server.trawl.worker_token, o.drain).await;
     let cpu = cpu_seconds(&pid, ticks)? - cpu0;
     let bench_cpu = cpu_seconds("self", ticks)? - bench0;
     let events = received.events.load(Ordering::Relaxed) - events0;
@@ -245,7 +243,7 @@ fn baseline(runs: &[FeedLoadRun], figure: impl Fn(&FeedLoadRun) -> Option<f64>) 
 }
 
 pub(crate) async fn feed_load(o: &Args) -> Result<FeedLoad> {
-    let http = Http::new(&o.server.url);
+    let http = Http::new(&o.server.trawl.url);
     let ticks = ticks_per_second();
     let subscriber_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)

@@ -49,9 +49,7 @@ static CHUNK: [u8; 16 * 1024] = [b' '; 16 * 1024];
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     #[command(flatten)]
-    server: crate::Trawl,
-    #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
-    conn_token: String,
+    server: crate::Subscribed,
     /// The server's database: the feed's newest sequence number is read from it.
     #[arg(long, env = "MUSTER_DATABASE_URL", hide_env_values = true)]
     database_url: String,
@@ -240,7 +238,7 @@ async fn start_clients(o: &Args, server: SocketAddr, newest: i64) -> Clients {
     for _ in 0..o.feed_connections {
         tasks.spawn(zero_window_resumes(
             server,
-            o.conn_token.clone(),
+            o.server.conn_token.clone(),
             (newest - RESUME_BACK).max(0),
             o.feed_streams,
             answers.clone(),
@@ -248,7 +246,7 @@ async fn start_clients(o: &Args, server: SocketAddr, newest: i64) -> Clients {
         ));
     }
     for _ in 0..o.uploads {
-        let token = o.server.worker_token.clone();
+        let token = o.server.trawl.worker_token.clone();
         tasks.spawn(upload(server, token, answers.clone(), stopped.clone()));
     }
     for _ in 0..o.slow_heads {
@@ -292,7 +290,7 @@ fn start_flood(o: &Args, answers: &Answers, stopped: &watch::Receiver<bool>) -> 
     connector.set_local_address(Some(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 6))));
     let http = Http {
         client: Client::builder(TokioExecutor::new()).build(connector),
-        base: o.server.url.trim_end_matches('/').to_owned(),
+        base: o.server.trawl.url.trim_end_matches('/').to_owned(),
     };
     let every = Duration::from_secs_f64(o.flood_connections as f64 / f64::from(o.flood_rate));
     let mut tasks = JoinSet::new();
@@ -323,7 +321,7 @@ fn start_flood(o: &Args, answers: &Answers, stopped: &watch::Receiver<bool>) -> 
 /// The workers' drain, and the server's memory after it.
 async fn measure(o: &Args, http: &Http, name: &str) -> HostilePhase {
     let phase = HostilePhase {
-        drain: drain(http, &o.server.worker_token, o.drain).await,
+        drain: drain(http, &o.server.trawl.worker_token, o.drain).await,
         server: memory(o.server_pid).ok(),
         ..HostilePhase::default()
     };
@@ -346,10 +344,10 @@ async fn newest_seq(database_url: &str) -> Result<i64> {
 
 pub(crate) async fn hostile(o: &Args) -> Result<Hostile> {
     let idle = memory(o.server_pid)?;
-    let server: SocketAddr = addr(&o.server.url)
+    let server: SocketAddr = addr(&o.server.trawl.url)
         .parse()
         .context("--url is http://<ip>:<port>")?;
-    let http = Http::new(&o.server.url);
+    let http = Http::new(&o.server.trawl.url);
 
     let quiet = measure(o, &http, "quiet").await;
 

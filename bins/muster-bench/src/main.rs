@@ -81,6 +81,15 @@ pub(crate) struct Operated {
     pub(crate) operator_token: String,
 }
 
+/// [`Trawl`] and a `conn` token: for the scenarios that also read the feed.
+#[derive(Debug, Args)]
+pub(crate) struct Subscribed {
+    #[command(flatten)]
+    pub(crate) trawl: Trawl,
+    #[arg(long, env = "MUSTER_BENCH_CONN_TOKEN", hide_env_values = true)]
+    pub(crate) conn_token: String,
+}
+
 /// A command of the `muster` binary that a scenario runs beside the server (`retention-pass`,
 /// `ledger-verify`), against the server's database.
 #[derive(Debug, Args)]
