@@ -1,0 +1,465 @@
+//! Spans recorded, exported over real HTTP to an OTLP receiver that decodes the protobuf; the
+//! queue's bounds with a dead, a refusing and a stalled collector; shutdown's flush.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use muster_otel::proto::any_value::Value;
+use muster_otel::proto::{self, span::SpanKind as ProtoKind, status::StatusCode};
+use muster_otel::{
+    AttrValue, Config, ExportFigures, FinishedSpan, MAX_LINKS, MAX_VALUE_BYTES, SpanEvent, SpanId,
+    SpanKind, Telemetry, TraceContext, TraceId,
+};
+use muster_testkit::{OtlpMode, OtlpReceiver, eventually};
+
+const TRACE: TraceId = TraceId([
+    0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36,
+]);
+const PARENT: SpanId = SpanId([0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7]);
+
+fn config(endpoint: &str, vars: &[(&str, &str)]) -> Config {
+    let mut all: HashMap<&str, String> = vars.iter().map(|(k, v)| (*k, (*v).to_owned())).collect();
+    all.insert("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.to_owned());
+    Config::from_env(|name| all.get(name).cloned())
+        .expect("valid settings")
+        .expect("tracing on")
+}
+
+/// Settings that send each span at once (a batch of one, a short delay).
+fn prompt(endpoint: &str) -> Config {
+    config(
+        endpoint,
+        &[
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+        ],
+    )
+}
+
+fn at(seconds: u64, nanos: u32) -> SystemTime {
+    UNIX_EPOCH + Duration::new(seconds, nanos)
+}
+
+/// A sampled INTERNAL span `name` with span id `[n; 8]`.
+fn span(n: u8, name: &'static str) -> FinishedSpan {
+    FinishedSpan {
+        context: TraceContext {
+            trace_id: TRACE,
+            span_id: SpanId([n; 8]),
+            sampled: true,
+        },
+        parent: None,
+        name: Cow::Borrowed(name),
+        kind: SpanKind::Internal,
+        start: at(1_800_000_000, 0),
+        end: at(1_800_000_001, 0),
+        attributes: Vec::new(),
+        links: Vec::new(),
+        events: Vec::new(),
+        error: None,
+    }
+}
+
+fn names(spans: &[proto::Span]) -> Vec<String> {
+    spans.iter().map(|s| s.name.clone()).collect()
+}
+
+fn attribute(attributes: &[proto::KeyValue], key: &str) -> Option<Value> {
+    attributes
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.clone()?.value)
+}
+
+fn string(text: &str) -> Option<Value> {
+    Some(Value::StringValue(text.to_owned()))
+}
+
+/// An address nothing listens on.
+async fn dead_endpoint() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn a_recorded_span_reaches_the_collector_with_its_ids_times_kind_attributes_and_links() {
+    let receiver = OtlpReceiver::start().await;
+    let telemetry = Telemetry::start(prompt(&receiver.endpoint()));
+    let linked = TraceContext {
+        trace_id: TraceId([7; 16]),
+        span_id: SpanId([8; 8]),
+        sampled: false,
+    };
+    telemetry.record(FinishedSpan {
+        parent: Some(PARENT),
+        name: Cow::Borrowed("POST /v1/items"),
+        kind: SpanKind::Server,
+        start: at(1_800_000_000, 123_456_789),
+        end: at(1_800_000_000, 987_654_321),
+        attributes: vec![
+            ("http.route", AttrValue::from("/v1/items")),
+            ("http.response.status_code", AttrValue::from(201_u32)),
+            ("muster.replayed", AttrValue::from(false)),
+            ("muster.ratio", AttrValue::from(0.25)),
+        ],
+        links: vec![linked],
+        ..span(1, "unused")
+    });
+
+    let spans = receiver.wait_for_spans(1, Duration::from_secs(5)).await;
+    let got = &spans[0];
+    assert_eq!(got.trace_id, TRACE.0);
+    assert_eq!(got.span_id, [1; 8]);
+    assert_eq!(got.parent_span_id, PARENT.0);
+    assert_eq!(got.name, "POST /v1/items");
+    assert_eq!(got.kind, ProtoKind::Server as i32);
+    assert_eq!(got.flags, 1);
+    assert_eq!(got.start_time_unix_nano, 1_800_000_000_123_456_789);
+    assert_eq!(got.end_time_unix_nano, 1_800_000_000_987_654_321);
+    assert_eq!(
+        got.attributes
+            .iter()
+            .map(|kv| (kv.key.as_str(), kv.value.clone().and_then(|v| v.value)))
+            .collect::<Vec<_>>(),
+        [
+            ("http.route", string("/v1/items")),
+            ("http.response.status_code", Some(Value::IntValue(201))),
+            ("muster.replayed", Some(Value::BoolValue(false))),
+            ("muster.ratio", Some(Value::DoubleValue(0.25))),
+        ]
+    );
+    assert_eq!(
+        got.links
+            .iter()
+            .map(|l| (l.trace_id.clone(), l.span_id.clone(), l.flags))
+            .collect::<Vec<_>>(),
+        [(vec![7; 16], vec![8; 8], 0)]
+    );
+    assert_eq!(got.status, None);
+}
+
+#[tokio::test]
+async fn the_export_names_the_service_its_version_and_the_muster_scope() {
+    let receiver = OtlpReceiver::start().await;
+    let mut config = prompt(&receiver.endpoint());
+    config.service_name = "muster-eu".to_owned();
+    config.service_version = "0.1.0-draft".to_owned();
+    config.service_instance_id = Some("muster-0".to_owned());
+    config.resource_attributes = vec![("deployment.environment".to_owned(), "prod".to_owned())];
+    let telemetry = Telemetry::start(config);
+    telemetry.record(span(1, "one"));
+
+    receiver.wait_for_spans(1, Duration::from_secs(5)).await;
+    let request = &receiver.requests()[0].body.resource_spans[0];
+    let resource = request.resource.clone().unwrap().attributes;
+    assert_eq!(attribute(&resource, "service.name"), string("muster-eu"));
+    assert_eq!(
+        attribute(&resource, "service.version"),
+        string("0.1.0-draft")
+    );
+    assert_eq!(
+        attribute(&resource, "service.instance.id"),
+        string("muster-0")
+    );
+    assert_eq!(
+        attribute(&resource, "deployment.environment"),
+        string("prod")
+    );
+    assert_eq!(request.scope_spans[0].scope.clone().unwrap().name, "muster");
+}
+
+#[tokio::test]
+async fn the_export_is_protobuf_with_the_configured_headers() {
+    let receiver = OtlpReceiver::start().await;
+    let telemetry = Telemetry::start(config(
+        &receiver.endpoint(),
+        &[
+            ("OTEL_EXPORTER_OTLP_HEADERS", "api-key=s3cr3t%21"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+        ],
+    ));
+    telemetry.record(span(1, "one"));
+
+    receiver.wait_for_spans(1, Duration::from_secs(5)).await;
+    let headers = &receiver.requests()[0].headers;
+    assert_eq!(headers["content-type"], "application/x-protobuf");
+    assert_eq!(headers["api-key"], "s3cr3t!");
+}
+
+#[tokio::test]
+async fn an_unsampled_span_is_not_exported() {
+    let receiver = OtlpReceiver::start().await;
+    let telemetry = Telemetry::start(prompt(&receiver.endpoint()));
+    let mut unsampled = span(1, "unsampled");
+    unsampled.context.sampled = false;
+    telemetry.record(unsampled);
+    telemetry.record(span(2, "sampled"));
+
+    receiver.wait_for_spans(1, Duration::from_secs(5)).await;
+    telemetry.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(names(&receiver.spans()), ["sampled"]);
+    assert_eq!(telemetry.figures().spans_exported, 1);
+}
+
+#[tokio::test]
+async fn an_error_becomes_an_error_status_and_events_keep_their_time_and_attributes() {
+    let receiver = OtlpReceiver::start().await;
+    let telemetry = Telemetry::start(prompt(&receiver.endpoint()));
+    telemetry.record(FinishedSpan {
+        error: Some("E_LEASE_LOST".to_owned()),
+        events: vec![SpanEvent {
+            name: Cow::Borrowed("retry"),
+            time: at(1_800_000_000, 500),
+            attributes: vec![("muster.attempt", AttrValue::from(2_u32))],
+        }],
+        ..span(1, "complete page")
+    });
+
+    let spans = receiver.wait_for_spans(1, Duration::from_secs(5)).await;
+    assert_eq!(
+        spans[0].status,
+        Some(proto::Status {
+            message: "E_LEASE_LOST".to_owned(),
+            code: StatusCode::Error as i32
+        })
+    );
+    let event = &spans[0].events[0];
+    assert_eq!(
+        (event.name.as_str(), event.time_unix_nano),
+        ("retry", 1_800_000_000_000_000_500)
+    );
+    assert_eq!(
+        attribute(&event.attributes, "muster.attempt"),
+        Some(Value::IntValue(2))
+    );
+}
+
+#[tokio::test]
+async fn long_values_and_links_beyond_the_limit_are_cut_and_counted() {
+    let receiver = OtlpReceiver::start().await;
+    let telemetry = Telemetry::start(prompt(&receiver.endpoint()));
+    let link = TraceContext {
+        trace_id: TraceId([7; 16]),
+        span_id: SpanId([8; 8]),
+        sampled: true,
+    };
+    telemetry.record(FinishedSpan {
+        attributes: vec![("muster.note", AttrValue::from("x".repeat(1000)))],
+        links: vec![link; MAX_LINKS + 5],
+        ..span(1, "replay")
+    });
+
+    let spans = receiver.wait_for_spans(1, Duration::from_secs(5)).await;
+    assert_eq!(
+        attribute(&spans[0].attributes, "muster.note"),
+        string(&"x".repeat(MAX_VALUE_BYTES))
+    );
+    assert_eq!(
+        (spans[0].links.len(), spans[0].dropped_links_count),
+        (MAX_LINKS, 5)
+    );
+}
+
+/// On a current-thread runtime the export task cannot run between these `record` calls, so
+/// the count is exact: the queue takes 4, the other 6 are dropped.
+#[tokio::test(flavor = "current_thread")]
+async fn a_full_queue_drops_and_counts_exactly_the_overflow() {
+    let receiver = OtlpReceiver::start().await;
+    let telemetry = Telemetry::start(config(
+        &receiver.endpoint(),
+        &[
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "4"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "4"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+        ],
+    ));
+    let all = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    for (n, name) in (1..).zip(all) {
+        telemetry.record(span(n, name));
+    }
+    assert_eq!(
+        telemetry.figures(),
+        ExportFigures {
+            spans_dropped: 6,
+            queue_len: 4,
+            ..ExportFigures::default()
+        }
+    );
+
+    telemetry.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(names(&receiver.spans()), ["a", "b", "c", "d"]);
+    assert_eq!(telemetry.figures().spans_exported, 4);
+}
+
+/// 10,000 spans against a collector that is not there: each `record` returns at once, the
+/// queue never holds more than its size, and the failed batches are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_collector_never_blocks_record_and_its_failures_are_counted() {
+    let telemetry = Telemetry::start(config(
+        &dead_endpoint().await,
+        &[
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "100"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "10"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "500"),
+        ],
+    ));
+    let took = record_many(&telemetry, 10_000);
+    assert!(
+        took < Duration::from_secs(1),
+        "10,000 record calls took {took:?}"
+    );
+
+    eventually(
+        Duration::from_secs(5),
+        "the queue is emptied by failed exports",
+        || {
+            let figures = telemetry.figures();
+            async move { figures.queue_len == 0 && figures.export_failures > 0 }
+        },
+    )
+    .await;
+    telemetry.shutdown(Duration::from_secs(1)).await;
+    let figures = telemetry.figures();
+    assert_eq!(figures.spans_exported, 0);
+    assert_eq!(figures.spans_dropped + figures.spans_failed, 10_000);
+}
+
+/// A collector that takes each request and never answers: one batch waits in flight (until the
+/// export timeout), the queue fills to its size, everything else is dropped at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_collector_never_blocks_record_and_the_queue_stays_at_its_size() {
+    let receiver = OtlpReceiver::start_in(OtlpMode::Stall).await;
+    let telemetry = Telemetry::start(config(
+        &receiver.endpoint(),
+        &[
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "100"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "10"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "2000"),
+        ],
+    ));
+    telemetry.record(span(1, "first"));
+    eventually(
+        Duration::from_secs(5),
+        "the first batch is held by the collector",
+        || {
+            let arrived = receiver.arrived();
+            async move { arrived == 1 }
+        },
+    )
+    .await;
+
+    let took = record_many(&telemetry, 10_000);
+    assert!(
+        took < Duration::from_secs(1),
+        "10,000 record calls took {took:?}"
+    );
+    let figures = telemetry.figures();
+    assert_eq!((figures.queue_len, figures.spans_dropped), (100, 9_900));
+
+    eventually(Duration::from_secs(5), "the held export timed out", || {
+        let failures = telemetry.figures().export_failures;
+        async move { failures >= 1 }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_collector_answering_503_counts_a_failure_and_drops_the_batch() {
+    let receiver = OtlpReceiver::start_in(OtlpMode::Unavailable).await;
+    let telemetry = Telemetry::start(config(
+        &receiver.endpoint(),
+        &[
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "3"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+        ],
+    ));
+    for n in 1..=3 {
+        telemetry.record(span(n, "refused"));
+    }
+    eventually(Duration::from_secs(5), "the batch was refused", || {
+        let failures = telemetry.figures().export_failures;
+        async move { failures == 1 }
+    })
+    .await;
+    assert_eq!(
+        telemetry.figures(),
+        ExportFigures {
+            export_failures: 1,
+            spans_failed: 3,
+            ..ExportFigures::default()
+        }
+    );
+    assert_eq!(receiver.arrived(), 1);
+}
+
+#[tokio::test]
+async fn shutdown_sends_what_is_queued_before_it_returns() {
+    let receiver = OtlpReceiver::start().await;
+    let telemetry = Telemetry::start(config(
+        &receiver.endpoint(),
+        &[
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+        ],
+    ));
+    // A full batch wakes the export of "a" and "b"; "c" waits for a timer a minute away, and
+    // shutdown sends it.
+    for (n, name) in (1..).zip(["a", "b", "c"]) {
+        telemetry.record(span(n, name));
+    }
+
+    telemetry.shutdown(Duration::from_secs(5)).await;
+    assert_eq!(names(&receiver.spans()), ["a", "b", "c"]);
+    assert_eq!(telemetry.figures().spans_exported, 3);
+}
+
+#[tokio::test]
+async fn a_span_recorded_after_shutdown_is_dropped_and_counted() {
+    let receiver = OtlpReceiver::start().await;
+    let telemetry = Telemetry::start(prompt(&receiver.endpoint()));
+    telemetry.shutdown(Duration::from_secs(1)).await;
+    telemetry.record(span(1, "late"));
+    assert_eq!(telemetry.figures().spans_dropped, 1);
+}
+
+#[tokio::test]
+async fn shutdown_returns_by_its_deadline_when_the_collector_stalls() {
+    let receiver = OtlpReceiver::start_in(OtlpMode::Stall).await;
+    let telemetry = Telemetry::start(config(
+        &receiver.endpoint(),
+        &[
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
+        ],
+    ));
+    for n in 1..=3 {
+        telemetry.record(span(n, "held"));
+    }
+
+    let started = Instant::now();
+    telemetry.shutdown(Duration::from_millis(300)).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(800), "shutdown took {took:?}");
+    let figures = telemetry.figures();
+    assert_eq!(figures.spans_exported, 0);
+    assert_eq!(figures.spans_failed + figures.spans_dropped, 3);
+    assert_eq!(figures.queue_len, 0);
+}
+
+/// Records `n` spans; how long that took (a `record` that waited for the collector would take
+/// at least the export timeout).
+fn record_many(telemetry: &Telemetry, n: u32) -> Duration {
+    let started = Instant::now();
+    for i in 0..n {
+        let mut span = span(1, "many");
+        span.context.span_id = SpanId((u64::from(i) + 1).to_be_bytes());
+        telemetry.record(span);
+    }
+    started.elapsed()
+}
