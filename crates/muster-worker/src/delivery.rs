@@ -59,7 +59,7 @@ impl WorkerClient {
         lease_next: bool,
     ) -> Result<Ack, ClientError> {
         let body = Completion::new(lease, result, next).body();
-        self.spool_and_deliver(&lease.lease_id, Action::Complete, body, lease_next)
+        self.spool_and_deliver(lease, Action::Complete, body, lease_next)
             .await
     }
 
@@ -108,6 +108,7 @@ impl WorkerClient {
                     lease_id: c.lease_id.clone(),
                     action: Action::Complete,
                     body: c.body(),
+                    traceparent: c.traceparent.clone(),
                 })
             })
             .collect::<Result<Vec<_>, ClientError>>()?;
@@ -118,7 +119,12 @@ impl WorkerClient {
         let batch: Vec<Value> = completions.iter().map(Completion::batch_entry).collect();
         let body = json!({ "completions": batch }).to_string().into_bytes();
         let answer: Answer = self
-            .send_until_answered("/v1/completions", body, "complete_many")
+            .send_until_answered(
+                "/v1/completions",
+                body,
+                "complete_many",
+                batch_traceparent(completions),
+            )
             .await?;
         if answer.results.len() != completions.len() {
             return Err(ClientError::BadResponse {
@@ -158,7 +164,7 @@ impl WorkerClient {
     ) -> Result<Ack, ClientError> {
         let body =
             json!({"error": {"code": error_code, "message": message}, "retryable": retryable});
-        self.spool_and_deliver(&lease.lease_id, Action::Fail, body, false)
+        self.spool_and_deliver(lease, Action::Fail, body, false)
             .await
     }
 
@@ -172,7 +178,7 @@ impl WorkerClient {
     ) -> Result<Ack, ClientError> {
         let body =
             json!({"worker_digest": digest, "layout": {"signature": signature, "detail": detail}});
-        self.spool_and_deliver(&lease.lease_id, Action::NeedsSubtool, body, false)
+        self.spool_and_deliver(lease, Action::NeedsSubtool, body, false)
             .await
     }
 
@@ -217,16 +223,17 @@ impl WorkerClient {
 
     async fn spool_and_deliver(
         &self,
-        lease_id: &str,
+        lease: &Lease,
         action: Action,
         body: Value,
         lease_next: bool,
     ) -> Result<Ack, ClientError> {
-        spool::check_lease_id(lease_id)?;
+        spool::check_lease_id(&lease.lease_id)?;
         let entry = SpoolEntry {
-            lease_id: lease_id.to_owned(),
+            lease_id: lease.lease_id.clone(),
             action,
             body,
+            traceparent: lease.sent_traceparent().map(str::to_owned),
         };
         let dir = self.inner.spool.clone();
         let to_write = entry.clone();
@@ -254,7 +261,12 @@ impl WorkerClient {
             entry.body.clone()
         };
         let outcome = self
-            .send_until_answered::<Ack>(&path, body.to_string().into_bytes(), entry.action.as_str())
+            .send_until_answered::<Ack>(
+                &path,
+                body.to_string().into_bytes(),
+                entry.action.as_str(),
+                entry.traceparent.as_deref(),
+            )
             .await;
         match &outcome {
             Ok(_) => self.unspool(file).await,
@@ -267,21 +279,23 @@ impl WorkerClient {
         outcome
     }
 
-    /// POSTs `body` until the server answers 200 with a `T` (`Ok`), refuses it for good or
-    /// answers something the contract does not (`Err`), or the retry budget runs out
-    /// (`Err(Undelivered)`). Retryable failures wait per the [`RetryPolicy`].
+    /// POSTs `body` (with `traceparent` when given) until the server answers 200 with a `T`
+    /// (`Ok`), refuses it for good or answers something the contract does not (`Err`), or the
+    /// retry budget runs out (`Err(Undelivered)`). Retryable failures wait per the
+    /// [`RetryPolicy`].
     async fn send_until_answered<T: serde::de::DeserializeOwned>(
         &self,
         path: &str,
         body: Vec<u8>,
         what: &str,
+        traceparent: Option<&str>,
     ) -> Result<T, ClientError> {
         let policy = &self.inner.retry;
         let mut attempt = 0u32;
         loop {
             attempt += 1;
             let outcome = match self
-                .post(path, body.clone(), self.inner.request_timeout)
+                .post(path, body.clone(), self.inner.request_timeout, traceparent)
                 .await
             {
                 Ok((200, bytes, _)) => parse::<T>(200, &bytes),
@@ -330,6 +344,17 @@ impl WorkerClient {
             tracing::warn!("could not remove delivered spool files: {e}");
         }
     }
+}
+
+/// The `traceparent` of a batch: the one its completions' leases all send, when they send the
+/// same one (a batch within one span); none otherwise, since one header cannot name several
+/// parents (the server then puts each entry's span in its item's trace on its own).
+fn batch_traceparent(completions: &[Completion]) -> Option<&str> {
+    let first = completions.first()?.traceparent.as_deref()?;
+    completions
+        .iter()
+        .all(|c| c.traceparent.as_deref() == Some(first))
+        .then_some(first)
 }
 
 /// One entry of a `POST /v1/completions` answer: `status` 200 with the `complete` answer's

@@ -33,7 +33,8 @@
 //!
 //! [`WorkerClient::complete`], [`WorkerClient::fail`] and [`WorkerClient::needs_subtool`] first
 //! write the delivery to the spool directory (`<lease_id>.<action>.json`, contents
-//! `{"lease_id", "action", "body"}` where `body` is the exact request body; written to a temp file,
+//! `{"lease_id", "action", "body", "traceparent"}` where `body` is the exact request body and
+//! `traceparent` the header sent with it, absent when there is none; written to a temp file,
 //! fsynced, renamed into place, directory fsynced), then POST it with exponential backoff and
 //! jitter ([`RetryPolicy`]), never sooner than the `Retry-After` of a 503 (up to the policy's
 //! cap). Which answers end the delivery:
@@ -60,6 +61,14 @@
 //! server treats a batch entry and its single redelivery as the same completion (a replay).
 //! [`WorkerClient::complete_and_lease`] completes and takes the next lease in one round trip
 //! ([`Ack::next_lease`]). docs/batching.md has the protocol.
+//!
+//! # Traces
+//!
+//! A lease answer's W3C `traceparent` ([`Lease::traceparent`]; `None` for an item without a
+//! trace context) is sent back as the `traceparent` header of every call on that lease:
+//! heartbeat, complete, fail, needs_subtool, and the redelivery of its spool file. A
+//! [`complete_many`](WorkerClient::complete_many) batch sends one only when all its leases send
+//! the same one. The [`runtime`] sends its `process` span's instead.
 //!
 //! # Heartbeats
 //!
@@ -102,6 +111,9 @@ pub use wire::{Ack, Completion, Item, Lease, NextStep};
 
 /// The longest long poll the contract allows.
 pub const MAX_WAIT_MS: u64 = 30_000;
+
+/// The W3C trace-context request header.
+const TRACEPARENT: &str = "traceparent";
 
 /// The most leases one `lease_many` asks for, and the most completions one `complete_many`
 /// sends (docs/batching.md).
@@ -225,19 +237,25 @@ impl WorkerClient {
         &self.inner.spool
     }
 
-    /// One POST; the status, the whole body and the `Retry-After` the server asked for.
+    /// One POST (with a `traceparent` header when given); the status, the whole body and the
+    /// `Retry-After` the server asked for.
     async fn post(
         &self,
         path: &str,
         body: Vec<u8>,
         timeout: Duration,
+        traceparent: Option<&str>,
     ) -> Result<(u16, Bytes, Option<Duration>), ClientError> {
         let (used, base) = self.inner.base.pick();
-        let req = Request::builder()
+        let mut req = Request::builder()
             .method(Method::POST)
             .uri(format!("{base}{path}"))
             .header(CONTENT_TYPE, "application/json")
-            .header(AUTHORIZATION, self.inner.auth.clone())
+            .header(AUTHORIZATION, self.inner.auth.clone());
+        if let Some(traceparent) = traceparent {
+            req = req.header(TRACEPARENT, traceparent);
+        }
+        let req = req
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| ClientError::InvalidArgument(e.to_string()))?;
         let round_trip = async {
@@ -319,7 +337,7 @@ impl WorkerClient {
         }
         let timeout = self.inner.request_timeout + Duration::from_millis(wait_ms);
         let (status, bytes, retry_after) = self
-            .post("/v1/leases", body.to_string().into_bytes(), timeout)
+            .post("/v1/leases", body.to_string().into_bytes(), timeout, None)
             .await?;
         match status {
             200 => Ok(Some((status, bytes))),
@@ -328,7 +346,7 @@ impl WorkerClient {
         }
     }
 
-    /// One heartbeat; the new `expires_at`.
+    /// One heartbeat (with the lease's `traceparent`); the new `expires_at`.
     pub async fn heartbeat(&self, lease: &Lease) -> Result<OffsetDateTime, ClientError> {
         #[derive(Deserialize)]
         struct Answer {
@@ -342,6 +360,7 @@ impl WorkerClient {
                 &format!("/v1/leases/{}/heartbeat", lease.lease_id),
                 body.to_string().into_bytes(),
                 self.inner.request_timeout,
+                lease.sent_traceparent(),
             )
             .await?;
         match status {

@@ -28,14 +28,18 @@ impl Action {
     }
 }
 
-/// One spool file: `{"lease_id": "…", "action": "complete", "body": {…}}`; `body` is exactly the
-/// request body sent to `POST /v1/leases/{lease_id}/{action}`.
+/// One spool file: `{"lease_id": "…", "action": "complete", "body": {…}, "traceparent": "00-…"}`;
+/// `body` is exactly the request body sent to `POST /v1/leases/{lease_id}/{action}`,
+/// `traceparent` the header sent with it (absent for a lease without a trace context, and in
+/// the files of versions that did not keep it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpoolEntry {
     pub lease_id: String,
     pub action: Action,
     pub body: serde_json::Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl SpoolEntry {
@@ -183,6 +187,7 @@ mod tests {
             lease_id: "0192-abc".into(),
             action: Action::NeedsSubtool,
             body: serde_json::json!({"worker_digest": "sha256:00"}),
+            traceparent: Some(TRACEPARENT.into()),
         };
         let path = write(dir, &entry).unwrap();
         assert_eq!(path, dir.join("0192-abc.needs_subtool.json"));
@@ -190,6 +195,43 @@ mod tests {
         assert_eq!(read(&path).unwrap(), entry);
         remove_all(std::slice::from_ref(&path)).unwrap();
         assert_eq!(list(dir).unwrap(), Vec::<PathBuf>::new());
+    }
+
+    const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    #[test]
+    fn a_file_without_a_traceparent_reads_as_an_entry_without_one() {
+        let tmp = TempDir::new("muster-spool-unit");
+        let path = tmp.path().join("0192-abc.complete.json");
+        std::fs::write(
+            &path,
+            br#"{"lease_id":"0192-abc","action":"complete","body":{"result":{},"next":[]}}"#,
+        )
+        .unwrap();
+        let entry = read(&path).unwrap();
+        assert_eq!(
+            entry,
+            SpoolEntry {
+                lease_id: "0192-abc".into(),
+                action: Action::Complete,
+                body: serde_json::json!({"result": {}, "next": []}),
+                traceparent: None,
+            }
+        );
+    }
+
+    #[test]
+    fn an_entry_without_a_traceparent_is_written_without_the_field() {
+        let entry = SpoolEntry {
+            lease_id: "0192-abc".into(),
+            action: Action::Fail,
+            body: serde_json::json!({}),
+            traceparent: None,
+        };
+        assert_eq!(
+            serde_json::to_string(&entry).unwrap(),
+            r#"{"lease_id":"0192-abc","action":"fail","body":{}}"#
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The bodies of the worker API as the client sends and reads them.
 
+use muster_domain::trace::TraceContext;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use time::OffsetDateTime;
@@ -13,6 +14,44 @@ pub struct Lease {
     pub expires_at: OffsetDateTime,
     pub heartbeat_ms: u64,
     pub item: Item,
+    /// The lease answer's `traceparent` (its span in the item's trace); `None` when the item
+    /// has no trace context or the answer's value is not a valid W3C `traceparent`.
+    #[serde(
+        default,
+        deserialize_with = "valid_traceparent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    traceparent: Option<String>,
+    /// What the calls on this lease send as their `traceparent` instead of the lease's own:
+    /// the runtime's `process` span.
+    #[serde(skip)]
+    propagated: Option<String>,
+}
+
+impl Lease {
+    /// The W3C `traceparent` of this lease's span in the item's trace, as the lease answer
+    /// gave it; `None` for an item without a trace context.
+    pub fn traceparent(&self) -> Option<&str> {
+        self.traceparent.as_deref()
+    }
+
+    /// The same lease with its calls (heartbeat, complete, fail, needs_subtool) sending
+    /// `traceparent` (a span of this worker in the lease's trace).
+    pub(crate) fn propagating(mut self, traceparent: String) -> Lease {
+        self.propagated = Some(traceparent);
+        self
+    }
+
+    /// The `traceparent` header the calls on this lease send.
+    pub(crate) fn sent_traceparent(&self) -> Option<&str> {
+        self.propagated.as_deref().or(self.traceparent())
+    }
+}
+
+/// A `traceparent` that W3C's rules accept, or `None`.
+fn valid_traceparent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let value = Option::<String>::deserialize(d)?;
+    Ok(value.filter(|v| TraceContext::parse(v).is_some()))
 }
 
 /// The item of a lease.
@@ -76,6 +115,8 @@ pub struct Completion {
     pub lease_id: String,
     pub result: Value,
     pub next: Vec<NextStep>,
+    /// The `traceparent` the lease's calls send.
+    pub(crate) traceparent: Option<String>,
 }
 
 impl Completion {
@@ -85,6 +126,7 @@ impl Completion {
             lease_id: lease.lease_id.clone(),
             result,
             next,
+            traceparent: lease.sent_traceparent().map(str::to_owned),
         }
     }
 

@@ -32,6 +32,7 @@
 mod lock;
 mod metrics;
 mod runner;
+mod trace;
 
 use std::future::Future;
 use std::path::PathBuf;

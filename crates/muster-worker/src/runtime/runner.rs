@@ -9,12 +9,16 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use opentelemetry::Context;
+use opentelemetry::global::BoxedTracer;
+use opentelemetry::trace::FutureExt as _;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::task::{JoinError, JoinHandle, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::metrics::Counters;
+use super::trace::{ProcessSpan, SCOPE};
 use super::{ImageDigest, Metrics, Outcome, PANIC_CODE, Runner, RunnerError, Worker};
 use crate::{Ack, ClientError, Lease, Redelivery, RetryPolicy, WorkerClient};
 
@@ -76,6 +80,8 @@ struct Shared<W> {
     shutdown: ShutdownHandle,
     /// lease id → item id of every item in flight.
     running: Mutex<BTreeMap<String, String>>,
+    /// The global tracer provider's tracer as the run began: opens each item's `process` span.
+    tracer: BoxedTracer,
 }
 
 impl Runner {
@@ -90,6 +96,7 @@ impl Runner {
             lease_next: self.lease_next,
             shutdown: self.shutdown.clone(),
             running: Mutex::new(BTreeMap::new()),
+            tracer: opentelemetry::global::tracer(SCOPE),
         });
         let mut stop = self.shutdown.tx.subscribe();
         let redelivered = tokio::select! {
@@ -374,15 +381,30 @@ async fn item_task<W: Worker>(shared: Arc<Shared<W>>, lease: Lease, permit: Owne
     drop(permit);
 }
 
-/// One item: work under the keep-alive, then deliver; the next lease the completion brought.
+/// One item: work under the keep-alive (in its `process` span when the lease has a trace
+/// context; the lease's calls send that span's context), then deliver; the next lease the
+/// completion brought.
 async fn one_item<W: Worker>(shared: &Arc<Shared<W>>, lease: Lease) -> Option<Lease> {
-    let span = tracing::info_span!(
-        "item",
-        item_id = %lease.item.id,
-        lease_id = %lease.lease_id,
-        kind = %lease.item.kind,
-        attempt = lease.item.attempt
-    );
+    let process = ProcessSpan::open(&shared.tracer, &lease);
+    let lease = match process.as_ref().and_then(ProcessSpan::traceparent) {
+        Some(traceparent) => lease.propagating(traceparent),
+        None => lease,
+    };
+    let cx = process
+        .as_ref()
+        .map_or_else(Context::current, |p| p.context().clone());
+    let span = {
+        // Created in the process span's context, so that a `tracing` bridge to OpenTelemetry
+        // puts this span (and the handler's `tracing` spans) under it.
+        let _current = cx.clone().attach();
+        tracing::info_span!(
+            "item",
+            item_id = %lease.item.id,
+            lease_id = %lease.lease_id,
+            kind = %lease.item.kind,
+            attempt = lease.item.attempt
+        )
+    };
     async move {
         let counters = shared.metrics.counters();
         counters.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -397,7 +419,9 @@ async fn one_item<W: Worker>(shared: &Arc<Shared<W>>, lease: Lease) -> Option<Le
             let shared = Arc::clone(shared);
             let lease = lease.clone();
             AbortOnDrop(tokio::spawn(
-                async move { shared.worker.perform(lease).await }.in_current_span(),
+                async move { shared.worker.perform(lease).await }
+                    .with_context(cx)
+                    .in_current_span(),
             ))
         };
         let mut work = work;
@@ -415,11 +439,21 @@ async fn one_item<W: Worker>(shared: &Arc<Shared<W>>, lease: Lease) -> Option<Le
                 Counters::add(&counters.lost_leases);
                 Counters::add(&counters.cancelled);
                 tracing::warn!("lease lost: work cancelled");
+                if let Some(process) = &process {
+                    process.failed("E_LEASE_LOST", "the lease was lost: work cancelled");
+                }
                 return None;
             }
         };
+        if let (Some(process), Outcome::Retry { code, message } | Outcome::Fail { code, message }) =
+            (&process, &outcome)
+        {
+            process.failed(code, message);
+        }
         let delivered = deliver(shared, &lease, outcome).await;
         drop(heartbeat);
+        // Delivered, or left in the spool with its traceparent: the span ends.
+        drop(process);
         record(counters, delivered)
     }
     .instrument(span)
@@ -447,7 +481,7 @@ impl<W> Drop for InFlight<'_, W> {
 /// What was delivered, and the server's answer.
 enum Delivered {
     /// With the next lease when the completion asked for one and got it.
-    Done(Option<Lease>),
+    Done(Option<Box<Lease>>),
     Retried,
     Failed,
     Parked,
@@ -466,7 +500,7 @@ async fn deliver<W>(
             client
                 .complete_and_lease(lease, result, next)
                 .await
-                .map(|mut a| (Delivered::Done(a.next_lease.take()), a))
+                .map(|mut a| (Delivered::Done(a.next_lease.take().map(Box::new)), a))
         }
         Outcome::Done { result, next } => client
             .complete(lease, result, next)
@@ -539,7 +573,7 @@ fn record(counters: &Counters, delivered: Result<Delivered, ClientError>) -> Opt
     match delivered {
         Ok(Delivered::Done(next)) => {
             Counters::add(&counters.done);
-            return next;
+            return next.map(|lease| *lease);
         }
         Ok(Delivered::Retried) => Counters::add(&counters.retried),
         Ok(Delivered::Failed) => Counters::add(&counters.failed),
