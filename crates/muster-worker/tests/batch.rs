@@ -5,7 +5,10 @@ mod support;
 
 use muster_worker::{Ack, ClientError, Completion, Lease, NextStep, WorkerClient};
 use serde_json::json;
-use support::{TempDir, TestApp, Workers, quick_retry, unreachable_trawl};
+use support::{
+    CountingProxy, TempDir, TestApp, Workers, quick_retry, trace_and_span, unreachable_trawl,
+    worker_at,
+};
 
 /// A server with `n` queued trawl items, and a trawl worker spooling to `spool`.
 async fn queued(n: usize, spool: &TempDir) -> (TestApp, WorkerClient, Vec<String>) {
@@ -218,4 +221,45 @@ async fn complete_many_refuses_a_lease_named_twice_before_writing_anything() {
         (err.code(), spool.names()),
         ("E_INVALID_ARGUMENT", Vec::<String>::new())
     );
+}
+
+/// Completes `leases` in one batch through a proxy in front of `server`: the `traceparent`
+/// header the batch carried.
+async fn batch_traceparent(server: &TestApp, leases: &[Lease], spool: &TempDir) -> Option<String> {
+    let proxy = CountingProxy::start(server.addr).await;
+    let trawl = worker_at(&proxy.url(), "trawl", "trawl-1", spool);
+    let acks = trawl.complete_many(&completed_ok(leases)).await.unwrap();
+    assert!(acks.iter().all(Result::is_ok), "{acks:?}");
+    let mut sent = proxy.traceparents("completions 200");
+    assert_eq!(sent.len(), 1);
+    sent.remove(0)
+}
+
+#[tokio::test]
+async fn a_batch_of_leases_in_different_traces_sends_no_traceparent() {
+    let spool = TempDir::new("spool");
+    let (server, _, _, leases) = two_leased(&spool).await;
+    let traces: Vec<_> = leases
+        .iter()
+        .map(|l| trace_and_span(l.traceparent().unwrap()).0)
+        .collect();
+    assert_ne!(traces[0], traces[1]);
+    assert_eq!(batch_traceparent(&server, &leases, &spool).await, None);
+}
+
+#[tokio::test]
+async fn a_batch_of_one_completion_sends_its_leases_traceparent() {
+    let spool = TempDir::new("spool");
+    let (server, _, _, leases) = two_leased(&spool).await;
+    let sent = batch_traceparent(&server, &leases[..1], &spool).await;
+    assert_eq!(sent.as_deref(), leases[0].traceparent());
+    assert!(sent.is_some());
+}
+
+#[tokio::test]
+async fn the_next_lease_of_a_completion_carries_its_items_traceparent() {
+    let spool = TempDir::new("spool");
+    let (_server, _, ack) = complete_and_lease_the_first_of(2, &spool).await;
+    let next = ack.next_lease.expect("a next lease");
+    assert_eq!(next.traceparent().map(str::len), Some(55));
 }

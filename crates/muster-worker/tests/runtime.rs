@@ -4,15 +4,16 @@
 mod support;
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use muster_worker::runtime::SpoolLock;
 use muster_worker::{Lease, NextStep, Outcome, RetryPolicy, Runner};
 use serde_json::json;
 use support::{
-    GENEROUS, Gate, Running, TempDir, TestApp, eventually, panics_logged, signal, token,
+    CountingProxy, GENEROUS, Gate, Running, TempDir, TestApp, eventually, panics_logged, signal,
+    token,
 };
 
 /// A runner of `trawl` on `url` spooling to `spool`.
@@ -441,4 +442,27 @@ async fn a_second_worker_process_on_the_same_spool_exits_non_zero_without_contac
     );
     let contacted = tokio::time::timeout(Duration::from_millis(100), listener.accept()).await;
     assert!(contacted.is_err(), "the server was contacted");
+}
+
+#[tokio::test]
+async fn without_a_tracer_provider_the_completion_sends_the_leases_traceparent_unchanged() {
+    let app = TestApp::spawn().await;
+    let proxy = CountingProxy::start(app.addr).await;
+    let spool = TempDir::new("spool");
+    app.enqueue("trawl", "normal", json!({})).await;
+    let seen: Arc<Mutex<Option<String>>> = Arc::default();
+    let s = seen.clone();
+    let mut running = Running::start(runner(&proxy.url(), &spool, 1), move |lease: Lease| {
+        *s.lock().unwrap() = lease.traceparent().map(str::to_owned);
+        async { Outcome::done(json!({})) }
+    });
+    eventually(GENEROUS, "done", || async { running.snapshot().done == 1 }).await;
+    running.stop().await;
+
+    let traceparent = seen.lock().unwrap().clone();
+    assert!(traceparent.is_some());
+    assert_eq!(
+        proxy.traceparents("complete+lease_next 200"),
+        vec![traceparent]
+    );
 }

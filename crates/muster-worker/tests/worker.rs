@@ -8,8 +8,8 @@ use std::time::Duration;
 use muster_worker::{Action, ClientError, LeaseState, NextStep, SpoolEntry, WorkerClient};
 use serde_json::json;
 use support::{
-    FakeServer, LossyProxy, OneLeased, TempDir, TestApp, Workers, dead_addr, one_leased,
-    one_leased_on, quick_retry, token, unreachable_trawl,
+    CountingProxy, FakeServer, LossyProxy, OneLeased, TempDir, TestApp, Workers, dead_addr,
+    one_leased, one_leased_on, quick_retry, token, trace_and_span, unreachable_trawl, worker_at,
 };
 
 const GENEROUS: Duration = Duration::from_secs(20);
@@ -135,6 +135,7 @@ async fn a_delivery_spooled_while_the_server_is_down_is_delivered_when_it_is_bac
             lease_id: lease.lease_id.clone(),
             action: Action::Complete,
             body: json!({"result": {"ok": true}, "next": [{"kind": "sextant", "payload": {}}]}),
+            traceparent: lease.traceparent().map(str::to_owned),
         }
     );
     assert_eq!(server.item(&item_id).await["state"], "leased");
@@ -545,4 +546,107 @@ async fn a_lease_id_that_could_escape_the_spool_directory_is_refused_before_anyt
         .unwrap_err();
     assert_eq!(err.code(), "E_INVALID_ARGUMENT");
     assert_eq!(spool.names(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_lease_hands_the_worker_the_trace_its_item_was_enqueued_in() {
+    let server = TestApp::spawn().await;
+    let spool = TempDir::new("spool");
+    let trawl = server.worker("trawl", "trawl-1", &spool);
+    let enqueued_in = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let enqueue = hyper::Request::post(format!("{}/v1/items", server.url()))
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {}", token("operator")))
+        .header("traceparent", enqueued_in);
+    let body = json!({"kind": "trawl", "priority": "normal", "payload": {}});
+    let answer = server.send(enqueue, body.to_string().into_bytes()).await;
+    assert_eq!(answer.status, 201, "{:?}", answer.body);
+
+    let lease = trawl.lease(1_000).await.unwrap().expect("a lease");
+    let traceparent = lease.traceparent().expect("the lease's traceparent");
+    let (trace, span) = trace_and_span(traceparent);
+    let (enqueue_trace, enqueue_span) = trace_and_span(enqueued_in);
+    assert_eq!(trace, enqueue_trace);
+    assert_ne!(span, enqueue_span);
+    assert!(traceparent.ends_with("-01"), "{traceparent}");
+}
+
+#[tokio::test]
+async fn every_call_on_a_lease_sends_the_leases_traceparent() {
+    let server = TestApp::spawn().await;
+    let proxy = CountingProxy::start(server.addr).await;
+    let spool = TempDir::new("spool");
+    let trawl = worker_at(&proxy.url(), "trawl", "trawl-1", &spool);
+    server.enqueue_numbered("trawl", 3).await;
+    let completed = trawl.lease(1_000).await.unwrap().unwrap();
+    let failed = trawl.lease(1_000).await.unwrap().unwrap();
+    let parked = trawl.lease(1_000).await.unwrap().unwrap();
+
+    trawl.heartbeat(&completed).await.unwrap();
+    trawl.complete(&completed, json!({}), vec![]).await.unwrap();
+    trawl.fail(&failed, "E_BROKEN", "no", false).await.unwrap();
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    trawl
+        .needs_subtool(&parked, &digest, "table/v2", json!({}))
+        .await
+        .unwrap();
+
+    let sent = |lease: &muster_worker::Lease| vec![lease.traceparent().map(str::to_owned)];
+    assert!(completed.traceparent().is_some());
+    assert_eq!(proxy.traceparents("heartbeat 200"), sent(&completed));
+    assert_eq!(proxy.traceparents("complete 200"), sent(&completed));
+    assert_eq!(proxy.traceparents("fail 200"), sent(&failed));
+    assert_eq!(proxy.traceparents("needs_subtool 200"), sent(&parked));
+    assert_eq!(proxy.traceparents("lease 200"), vec![None, None, None]);
+}
+
+#[tokio::test]
+async fn a_delivery_spooled_while_the_server_is_down_is_redelivered_with_its_traceparent() {
+    let OneLeased {
+        server,
+        spool,
+        lease,
+        ..
+    } = one_leased().await;
+    let down = unreachable_trawl(&spool, quick_retry(1)).await;
+    down.complete(&lease, json!({}), vec![]).await.unwrap_err();
+    let file = spool.0.join(format!("{}.complete.json", lease.lease_id));
+    let spooled: SpoolEntry = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let traceparent = lease.traceparent().expect("the lease's traceparent");
+    assert_eq!(spooled.traceparent.as_deref(), Some(traceparent));
+
+    // A later run of the worker, Muster back.
+    let proxy = CountingProxy::start(server.addr).await;
+    let later = worker_at(&proxy.url(), "trawl", "trawl-1", &spool);
+    let redelivered = later.redeliver_spool().await.unwrap();
+    assert_eq!(redelivered[0].outcome.as_ref().unwrap().state, "done");
+    assert_eq!(
+        proxy.traceparents("complete 200"),
+        vec![Some(traceparent.to_owned())]
+    );
+}
+
+#[tokio::test]
+async fn a_spool_file_written_without_a_traceparent_is_delivered_without_one() {
+    let OneLeased {
+        server,
+        spool,
+        item_id,
+        lease,
+        ..
+    } = one_leased().await;
+    let old = json!({
+        "lease_id": lease.lease_id,
+        "action": "complete",
+        "body": {"result": {"old": true}, "next": []},
+    });
+    let file = spool.0.join(format!("{}.complete.json", lease.lease_id));
+    std::fs::write(&file, old.to_string()).unwrap();
+
+    let proxy = CountingProxy::start(server.addr).await;
+    let later = worker_at(&proxy.url(), "trawl", "trawl-1", &spool);
+    let redelivered = later.redeliver_spool().await.unwrap();
+    assert_eq!(redelivered[0].outcome.as_ref().unwrap().state, "done");
+    assert_eq!(proxy.traceparents("complete 200"), vec![None]);
+    assert_eq!(server.item(&item_id).await["result"], json!({"old": true}));
 }

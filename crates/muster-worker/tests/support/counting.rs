@@ -1,6 +1,7 @@
 //! An HTTP proxy in front of a server that records every worker call passing through it, in
 //! order, as `"<call> <status>"`: `lease`, `complete`, `complete+lease_next` (a completion whose
-//! body asks `"lease_next": true`), `fail`, `heartbeat`, … — the round trips a worker made.
+//! body asks `"lease_next": true`), `fail`, `heartbeat`, … — the round trips a worker made —
+//! with the `traceparent` header each carried.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -15,7 +16,14 @@ use tokio::net::TcpListener;
 
 pub struct CountingProxy {
     pub addr: SocketAddr,
-    calls: Arc<Mutex<Vec<String>>>,
+    calls: Arc<Mutex<Vec<Call>>>,
+}
+
+/// One call that passed: `"<call> <status>"` and its `traceparent` header.
+#[derive(Debug, Clone)]
+struct Call {
+    answered: String,
+    traceparent: Option<String>,
 }
 
 impl CountingProxy {
@@ -23,7 +31,7 @@ impl CountingProxy {
     pub async fn start(upstream: SocketAddr) -> CountingProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let calls: Arc<Mutex<Vec<String>>> = Arc::default();
+        let calls: Arc<Mutex<Vec<Call>>> = Arc::default();
         let log = calls.clone();
         let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
         tokio::spawn(async move {
@@ -49,7 +57,19 @@ impl CountingProxy {
 
     /// Every call so far, in the order the answers came.
     pub fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap().clone()
+        let calls = self.calls.lock().unwrap();
+        calls.iter().map(|c| c.answered.clone()).collect()
+    }
+
+    /// The `traceparent` header of each call so far answered `answered` (`"complete 200"`), in
+    /// order.
+    pub fn traceparents(&self, answered: &str) -> Vec<Option<String>> {
+        let calls = self.calls.lock().unwrap();
+        calls
+            .iter()
+            .filter(|c| c.answered == answered)
+            .map(|c| c.traceparent.clone())
+            .collect()
     }
 
     /// The calls so far that the server answered 200.
@@ -64,12 +84,16 @@ impl CountingProxy {
 async fn forward(
     upstream: SocketAddr,
     client: &Client<hyper_util::client::legacy::connect::HttpConnector, Full<Bytes>>,
-    log: &Mutex<Vec<String>>,
+    log: &Mutex<Vec<Call>>,
     req: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, hyper::Error> {
     let (mut parts, body) = req.into_parts();
     let body = body.collect().await?.to_bytes();
     let call = call_of(parts.uri.path(), &body);
+    let traceparent = parts
+        .headers
+        .get("traceparent")
+        .map(|v| v.to_str().unwrap().to_owned());
     let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
     parts.uri = format!("http://{upstream}{path}").parse().unwrap();
     let answer = client
@@ -78,9 +102,10 @@ async fn forward(
         .expect("the upstream server answers");
     let (parts, body) = answer.into_parts();
     let body = body.collect().await?.to_bytes();
-    log.lock()
-        .unwrap()
-        .push(format!("{call} {}", parts.status.as_u16()));
+    log.lock().unwrap().push(Call {
+        answered: format!("{call} {}", parts.status.as_u16()),
+        traceparent,
+    });
     Ok(Response::from_parts(parts, Full::new(body)))
 }
 

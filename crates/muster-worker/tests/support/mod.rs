@@ -57,15 +57,28 @@ pub trait Workers {
 
 impl Workers for TestApp {
     fn worker(&self, kind: &str, worker_id: &str, spool: &TempDir) -> WorkerClient {
-        WorkerClient::new(
-            &self.url(),
-            &token(&format!("worker:{kind}")),
-            kind,
-            worker_id,
-            &spool.0,
-        )
-        .unwrap()
+        worker_at(&self.url(), kind, worker_id, spool)
     }
+}
+
+/// A worker client of `kind` sending to `url` (the test server, or a proxy in front of it),
+/// spooling to `spool`.
+pub fn worker_at(url: &str, kind: &str, worker_id: &str, spool: &TempDir) -> WorkerClient {
+    WorkerClient::new(
+        url,
+        &token(&format!("worker:{kind}")),
+        kind,
+        worker_id,
+        &spool.0,
+    )
+    .unwrap()
+}
+
+/// The trace id and the span id of a `traceparent` (`00-<trace>-<span>-<flags>`).
+pub fn trace_and_span(traceparent: &str) -> (&str, &str) {
+    let fields: Vec<&str> = traceparent.split('-').collect();
+    assert_eq!(fields.len(), 4, "{traceparent}");
+    (fields[1], fields[2])
 }
 
 /// A server with one queued trawl item, `{"n": 1}`, leased by `trawl-1` spooling to `spool`.
