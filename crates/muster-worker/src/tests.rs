@@ -89,3 +89,45 @@ fn a_base_url_other_than_http_host_is_refused() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A lease answer with `traceparent` set to `value`.
+fn lease_with(value: serde_json::Value) -> Lease {
+    serde_json::from_value(json!({
+        "lease_id": "l", "fence": 1, "expires_at": "2030-01-01T00:00:00Z", "heartbeat_ms": 1000,
+        "item": {"id": "i", "kind": "trawl", "priority": "normal", "attempt": 1, "payload": null},
+        "traceparent": value,
+    }))
+    .unwrap()
+}
+
+#[test]
+fn a_lease_answer_keeps_its_traceparent_and_its_calls_send_it() {
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00";
+    let lease = lease_with(json!(traceparent));
+    assert_eq!(
+        (lease.traceparent(), lease.sent_traceparent()),
+        (Some(traceparent), Some(traceparent))
+    );
+}
+
+#[test]
+fn a_malformed_traceparent_in_a_lease_answer_is_read_as_none() {
+    for bad in [
+        json!("00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01"),
+        json!("not a traceparent"),
+        json!(null),
+    ] {
+        assert_eq!(lease_with(bad.clone()).traceparent(), None, "{bad}");
+    }
+}
+
+#[test]
+fn a_lease_propagating_a_span_sends_that_span_and_still_reads_its_own() {
+    let own = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let span = "00-4bf92f3577b34da6a3ce929d0e0e4736-b7ad6b7169203331-01";
+    let lease = lease_with(json!(own)).propagating(span.to_owned());
+    assert_eq!(
+        (lease.traceparent(), lease.sent_traceparent()),
+        (Some(own), Some(span))
+    );
+}
