@@ -319,8 +319,8 @@ fn headers(var: &'static str, text: &str) -> Result<Vec<(HeaderName, HeaderValue
 }
 
 /// `key=value,key2=value2` (the W3C baggage form the spec uses): keys trimmed, values trimmed
-/// and percent-decoded; empty members skipped. `None` when a member has no `=` or no key, or a
-/// value is not valid percent-encoded UTF-8.
+/// and percent-decoded (a `%` without two hex digits is kept as it is); empty members skipped.
+/// `None` when a member has no `=` or no key, or a decoded value is not UTF-8.
 fn pairs(text: &str) -> Option<Vec<(String, String)>> {
     text.split(',')
         .filter(|member| !member.trim().is_empty())
@@ -330,27 +330,12 @@ fn pairs(text: &str) -> Option<Vec<(String, String)>> {
             if key.is_empty() {
                 return None;
             }
-            Some((key.to_owned(), percent_decode(value.trim())?))
+            let value = percent_encoding::percent_decode_str(value.trim())
+                .decode_utf8()
+                .ok()?;
+            Some((key.to_owned(), value.into_owned()))
         })
         .collect()
-}
-
-fn percent_decode(text: &str) -> Option<String> {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hex = bytes.get(i + 1..i + 3)?;
-            let hex = std::str::from_utf8(hex).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 fn millis(var: &'static str, text: &str) -> Result<Duration, ConfigError> {
