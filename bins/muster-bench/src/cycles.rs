@@ -88,6 +88,7 @@ pub(crate) async fn enqueue_normal(muster: &Muster, kind: Kind, payload: Value) 
                 payload,
                 idempotency_key: None,
                 not_before: None,
+                trace: None,
             },
         )
         .await?;
@@ -104,6 +105,7 @@ pub(crate) async fn complete_empty(muster: &Muster, worker: Principal, id: Lease
                 result: json!({}),
                 next: vec![],
                 worker_id: None,
+                trace: None,
             },
         )
         .await?;

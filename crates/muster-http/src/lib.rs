@@ -28,6 +28,7 @@ pub mod server;
 mod sse;
 mod stall;
 mod state;
+pub mod trace;
 mod watched_body;
 
 pub use budget::{BodyBudget, MemoryBudget, MemoryPlan};

@@ -106,8 +106,13 @@ impl Default for HttpMetrics {
 /// logs the answer under a span carrying that id (never a token or a client address; see
 /// [`log_answer`] for the level), counts every answer by route, method, status and error code,
 /// and times it.
-pub async fn track(State(m): State<HttpMetrics>, req: Request<Body>, next: Next) -> Response {
+pub async fn track(State(m): State<HttpMetrics>, mut req: Request<Body>, next: Next) -> Response {
     use tracing::Instrument;
+    // The call's server span: its ids drawn now, for the handlers to hand on. Root sampling
+    // is off until an exporter is wired.
+    let incoming = crate::trace::RequestTrace::incoming(req.headers());
+    req.extensions_mut()
+        .insert(crate::trace::RequestTrace::start(incoming, false));
     let route = req
         .extensions()
         .get::<MatchedPath>()

@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 use muster_domain::health::KindHealth;
+use muster_domain::trace::TraceContext;
 use muster_domain::{Item, Kind};
 use time::OffsetDateTime;
 
@@ -41,5 +42,10 @@ pub trait FleetStore: Send {
     /// of a new digest waits for this transaction (and then sees what it parked).
     async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError>;
     /// Locks and returns every parked item of `kind` whose parked digest is not `deployed`.
-    async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError>;
+    /// Each with the trace context it keeps.
+    async fn lock_parked(
+        &mut self,
+        kind: Kind,
+        deployed: &str,
+    ) -> Result<Vec<(Item, Option<TraceContext>)>, StoreError>;
 }

@@ -2,6 +2,7 @@
 
 use async_trait::async_trait;
 use muster_domain::listing::ItemFilter;
+use muster_domain::trace::TraceContext;
 use muster_domain::{Item, ItemId, ItemState, Kind, Priority};
 use muster_ledger::SealedEntry;
 use serde_json::Value;
@@ -21,6 +22,9 @@ pub struct NewItem {
     /// Its place in its priority's line ([`Item::place_in_line`]).
     pub in_line_at: OffsetDateTime,
     pub entry: SealedEntry,
+    /// The context of the span that created it (the enqueue call, or the completion's item
+    /// span), kept for its whole life.
+    pub trace: Option<TraceContext>,
 }
 
 /// The outcome of inserting an item that carries an idempotency key.
@@ -31,6 +35,8 @@ pub enum Inserted {
     Existing {
         id: ItemId,
         state: ItemState,
+        /// The trace context it keeps.
+        trace: Option<TraceContext>,
     },
 }
 
@@ -67,16 +73,19 @@ pub trait ItemStore: Send {
     async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
     /// Inserts items that carry no idempotency key (the `next` steps of a completion).
     async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
-    /// Locks and returns an item.
-    async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
+    /// Locks and returns an item, with the trace context it keeps.
+    async fn lock_item(
+        &mut self,
+        id: ItemId,
+    ) -> Result<Option<(Item, Option<TraceContext>)>, StoreError>;
     /// Locks and returns up to `max` items of `kind` in `state`, oldest first by id, skipping
-    /// any that another transaction holds.
+    /// any that another transaction holds; each with the trace context it keeps.
     async fn lock_oldest(
         &mut self,
         kind: Kind,
         state: ItemState,
         max: u32,
-    ) -> Result<Vec<Item>, StoreError>;
+    ) -> Result<Vec<(Item, Option<TraceContext>)>, StoreError>;
     /// Writes back an item's working state.
     async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
     /// Writes back the working states of distinct items, each with its result if given.

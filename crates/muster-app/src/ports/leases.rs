@@ -1,6 +1,7 @@
 //! Leases: the queue they are taken from, and their records.
 
 use async_trait::async_trait;
+use muster_domain::trace::TraceContext;
 use muster_domain::{Item, Kind, LeaseId, LeaseOutcome, LeaseRecord};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -54,6 +55,22 @@ pub struct LeasableQuery {
     pub final_grace: FinalGrace,
 }
 
+/// One item [`LeaseStore::lock_next_leasable`] offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leasable {
+    pub item: Item,
+    /// `None` past the payload budget: the item must not be leased in this transaction.
+    pub payload: Option<Value>,
+    /// The trace context the item keeps (`None`: enqueued before items kept one).
+    pub trace: Option<TraceContext>,
+    /// When the item became leasable, as its row tells: the later of its place in line and
+    /// its backoff's end, or its expired lease's expiry.
+    pub queued_since: OffsetDateTime,
+}
+
+/// A lease record with its item and the item's trace context, as locked.
+pub type LockedLease = (LeaseRecord, Item, Option<TraceContext>);
+
 /// Leases inside a transaction: the queue they are taken from, and their records.
 #[async_trait]
 pub trait LeaseStore: Send {
@@ -64,15 +81,12 @@ pub trait LeaseStore: Send {
     async fn lock_next_leasable(
         &mut self,
         wanted: LeasableQuery,
-    ) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
+    ) -> Result<Vec<Leasable>, StoreError>;
     /// Returns a lease record and locks and returns its item.
-    async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
+    async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<LockedLease>, StoreError>;
     /// Returns lease records with their items, locking both in item order (so that two
     /// batches never wait for each other in a circle). Unknown ids are left out.
-    async fn lock_leases(
-        &mut self,
-        ids: &[LeaseId],
-    ) -> Result<Vec<(LeaseRecord, Item)>, StoreError>;
+    async fn lock_leases(&mut self, ids: &[LeaseId]) -> Result<Vec<LockedLease>, StoreError>;
     /// Records newly granted leases on items of `kind`.
     async fn insert_leases(
         &mut self,

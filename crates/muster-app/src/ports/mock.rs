@@ -4,14 +4,15 @@
 use async_trait::async_trait;
 use muster_domain::edit::{Edit, EditId};
 use muster_domain::pause::KindPause;
+use muster_domain::trace::TraceContext;
 use muster_domain::{Item, ItemId, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord};
 use muster_ledger::SealedEntry;
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::{
-    FleetStore, Inserted, IntakeStore, ItemStore, KindStore, LeasableQuery, LeaseStore,
-    LedgerAppend, LogbookTx, NewItem, StoreError,
+    FleetStore, Inserted, IntakeStore, ItemStore, KindStore, Leasable, LeasableQuery, LeaseStore,
+    LedgerAppend, LockedLease, LogbookTx, NewItem, StoreError,
 };
 
 mockall::mock! {
@@ -21,17 +22,17 @@ mockall::mock! {
     impl ItemStore for LogbookTx {
         async fn insert_item(&mut self, new: &NewItem) -> Result<Inserted, StoreError>;
         async fn insert_items(&mut self, new: &[NewItem]) -> Result<(), StoreError>;
-        async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError>;
-        async fn lock_oldest(&mut self, kind: Kind, state: ItemState, max: u32) -> Result<Vec<Item>, StoreError>;
+        async fn lock_item(&mut self, id: ItemId) -> Result<Option<(Item, Option<TraceContext>)>, StoreError>;
+        async fn lock_oldest(&mut self, kind: Kind, state: ItemState, max: u32) -> Result<Vec<(Item, Option<TraceContext>)>, StoreError>;
         async fn save_item(&mut self, item: &Item) -> Result<(), StoreError>;
         async fn save_items(&mut self, items: &[(Item, Option<Value>)]) -> Result<(), StoreError>;
     }
 
     #[async_trait]
     impl LeaseStore for LogbookTx {
-        async fn lock_next_leasable(&mut self, wanted: LeasableQuery) -> Result<Vec<(Item, Option<Value>)>, StoreError>;
-        async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError>;
-        async fn lock_leases(&mut self, ids: &[LeaseId]) -> Result<Vec<(LeaseRecord, Item)>, StoreError>;
+        async fn lock_next_leasable(&mut self, wanted: LeasableQuery) -> Result<Vec<Leasable>, StoreError>;
+        async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<LockedLease>, StoreError>;
+        async fn lock_leases(&mut self, ids: &[LeaseId]) -> Result<Vec<LockedLease>, StoreError>;
         async fn insert_leases(&mut self, leases: &[LeaseRecord], kind: Kind, at: OffsetDateTime) -> Result<(), StoreError>;
         async fn finish_lease(&mut self, id: LeaseId, outcome: &LeaseOutcome, at: OffsetDateTime) -> Result<(), StoreError>;
         async fn finish_leases(&mut self, outcomes: &[(LeaseId, LeaseOutcome)], at: OffsetDateTime) -> Result<(), StoreError>;
@@ -46,7 +47,7 @@ mockall::mock! {
     impl FleetStore for LogbookTx {
         async fn record_digest(&mut self, kind: Kind, digest: &str, at: OffsetDateTime) -> Result<Option<String>, StoreError>;
         async fn deployed_digest(&mut self, kind: Kind) -> Result<Option<String>, StoreError>;
-        async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError>;
+        async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<(Item, Option<TraceContext>)>, StoreError>;
     }
 
     #[async_trait]

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use muster_domain::item::LeaseUse;
+use muster_domain::trace::TraceContext;
 use muster_domain::{
     Item, ItemId, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord, OutcomeKind, Principal,
     TransitionError, request_digest,
@@ -16,7 +17,9 @@ use super::{
 };
 use crate::error::AppError;
 use crate::ports::NewItem;
-use crate::views::{CompleteRequest, Completed, CompletedAndLeased, LeaseGranted};
+use crate::views::{
+    CompleteRequest, Completed, CompletedAndLeased, CompletionSpans, ItemTrace, LeaseGranted,
+};
 
 impl Muster {
     /// `POST /v1/leases/{id}/complete`: the item's new state, its result, every `next` item
@@ -115,9 +118,10 @@ impl Muster {
         let mut locked: HashMap<LeaseId, LeaseRecord> = HashMap::with_capacity(reqs.len());
         // One item may appear under several leases (an old, superseded one and the current
         // one): each completion sees the item as the ones before it left it.
-        let mut items: HashMap<ItemId, Item> = HashMap::with_capacity(reqs.len());
-        for (record, item) in tx.lock_leases(&ids).await? {
-            items.entry(item.id).or_insert(item);
+        let mut items: HashMap<ItemId, (Item, Option<TraceContext>)> =
+            HashMap::with_capacity(reqs.len());
+        for (record, item, trace) in tx.lock_leases(&ids).await? {
+            items.entry(item.id).or_insert((item, trace));
             locked.insert(record.lease_id, record);
         }
         // The database's clock (answered with the locks): next leases expire by it.
@@ -135,7 +139,11 @@ impl Muster {
                     None => Err(AppError::Internal(format!(
                         "lease {lease_id} lost its item"
                     ))),
-                    Some(item) => self.complete_one(actor, record, item, req, now, &mut batch),
+                    Some((item, trace)) => {
+                        let traced = ItemTrace::of(item, record.fence, *trace);
+                        self.complete_one(actor, record, (item, *trace), req, now, &mut batch)
+                            .map(|p| p.traced(traced))
+                    }
                 },
             };
             answers.push(answer);
@@ -170,7 +178,7 @@ impl Muster {
         let saved: Vec<(Item, Option<Value>)> = batch
             .saved
             .iter()
-            .map(|(id, result)| (items[id].clone(), result.clone()))
+            .map(|(id, result)| (items[id].0.clone(), result.clone()))
             .collect();
         tx.save_items(&saved).await?;
         if !batch.children.is_empty() {
@@ -239,7 +247,7 @@ impl Muster {
         &self,
         actor: Principal,
         record: &LeaseRecord,
-        item: &mut Item,
+        (item, trace): (&mut Item, Option<TraceContext>),
         req: CompleteRequest,
         now: time::OffsetDateTime,
         batch: &mut Batch,
@@ -304,6 +312,7 @@ impl Muster {
         }
         require_storable(&req.result, "result")?;
         let mut children = Vec::with_capacity(req.next.len());
+        let next_trace = CompletionSpans::next_items(req.trace, trace);
         for n in req.next {
             let priority = n.priority.unwrap_or(item.priority);
             let (child, entry) = Item::enqueue(
@@ -323,6 +332,7 @@ impl Muster {
                 created_at: now,
                 in_line_at: now,
                 entry,
+                trace: next_trace,
             });
         }
         let child_ids: Vec<ItemId> = children.iter().map(|c| c.item.id).collect();
@@ -332,6 +342,7 @@ impl Muster {
             state: ItemState::Done,
             ledger_seq: 0,
             replayed: false,
+            trace: None,
         };
         let at = batch.entries.len();
         batch.entries.push(entry);
@@ -395,6 +406,14 @@ enum Pending {
 }
 
 impl Pending {
+    /// The answer with the item it is about, for the call's item span.
+    fn traced(mut self, trace: Option<ItemTrace>) -> Pending {
+        match &mut self {
+            Pending::Done(answer) | Pending::Sealed { answer, .. } => answer.trace = trace,
+        }
+        self
+    }
+
     fn finish(self) -> Completed {
         match self {
             Pending::Done(answer) | Pending::Sealed { answer, .. } => answer,

@@ -11,12 +11,16 @@
 //! writing nothing.
 
 use muster_domain::listing::bulk_retry_max;
-use muster_domain::{ItemId, ItemState, Kind, Principal};
+use muster_domain::trace::TraceContext;
+use muster_domain::{Item, ItemId, ItemState, Kind, Principal};
 
 use super::{Muster, require_storable};
 use crate::auth::may_control_items;
 use crate::error::AppError;
 use crate::views::{BulkCancelled, BulkRetried, Cancelled, Retried};
+
+/// An item with the trace context it keeps.
+type Traced = (Item, Option<TraceContext>);
 
 /// The longest reason an operator may give, in bytes.
 pub const MAX_REASON: usize = 1_000;
@@ -26,7 +30,7 @@ impl Muster {
     pub async fn retry(&self, actor: Principal, id: ItemId) -> Result<Retried, AppError> {
         may_control_items(actor)?;
         let now = self.clock.now();
-        let Some((mut tx, mut item)) = self.lock_item(id).await? else {
+        let Some((mut tx, (mut item, trace))) = self.lock_item(id).await? else {
             let removed = self.removed_item(id).await?;
             return Err(AppError::Conflict(format!(
                 "item {id} is {} and removed by retention: only failed and parked items in the working tables can be retried",
@@ -40,6 +44,7 @@ impl Muster {
         Ok(Retried {
             item_id: id.to_string(),
             state: item.state,
+            trace,
         })
     }
 
@@ -62,11 +67,13 @@ impl Muster {
         let max = bulk_retry_max(max)?;
         let now = self.clock.now();
         let mut tx = self.stores.logbook.begin().await?;
-        let mut items = tx.lock_oldest(kind, state, max).await?;
+        let (mut items, traces): (Vec<_>, Vec<_>) =
+            tx.lock_oldest(kind, state, max).await?.into_iter().unzip();
         if items.is_empty() {
             return Ok(BulkRetried {
                 retried: 0,
                 item_ids: Vec::new(),
+                traces: Vec::new(),
             });
         }
         let mut entries = Vec::with_capacity(items.len());
@@ -81,6 +88,7 @@ impl Muster {
         Ok(BulkRetried {
             retried: items.len() as u64,
             item_ids: items.iter().map(|i| i.id.to_string()).collect(),
+            traces: traces.into_iter().flatten().collect(),
         })
     }
 
@@ -94,7 +102,7 @@ impl Muster {
         may_control_items(actor)?;
         check_reason(reason)?;
         let now = self.clock.now();
-        let Some((mut tx, mut item)) = self.lock_item(id).await? else {
+        let Some((mut tx, (mut item, _))) = self.lock_item(id).await? else {
             return match self.removed_item(id).await?.state {
                 ItemState::Cancelled => Ok(Cancelled {
                     item_id: id.to_string(),
@@ -140,7 +148,12 @@ impl Muster {
         let max = bulk_retry_max(max)?;
         let now = self.clock.now();
         let mut tx = self.stores.logbook.begin().await?;
-        let mut items = tx.lock_oldest(kind, state, max).await?;
+        let mut items: Vec<_> = tx
+            .lock_oldest(kind, state, max)
+            .await?
+            .into_iter()
+            .map(|(item, _)| item)
+            .collect();
         let mut entries = Vec::with_capacity(items.len());
         for item in &mut items {
             entries.extend(item.cancel(actor, reason, now)?);
@@ -168,7 +181,7 @@ impl Muster {
     async fn lock_item(
         &self,
         id: ItemId,
-    ) -> Result<Option<(Box<dyn crate::ports::LogbookTx>, muster_domain::Item)>, AppError> {
+    ) -> Result<Option<(Box<dyn crate::ports::LogbookTx>, Traced)>, AppError> {
         let mut tx = self.stores.logbook.begin().await?;
         Ok(tx.lock_item(id).await?.map(|item| (tx, item)))
     }

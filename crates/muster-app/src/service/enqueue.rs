@@ -64,6 +64,7 @@ impl Muster {
             parent: None,
             created_at: now,
             entry: entry.clone(),
+            trace: req.trace,
         };
         let mut tx = self.stores.logbook.begin().await?;
         match tx.insert_item(&new).await? {
@@ -75,15 +76,17 @@ impl Muster {
                     item_id: id.to_string(),
                     state: ItemState::Queued,
                     created: true,
+                    trace: req.trace,
                 })
             }
             // The contract: the same body as the first answer, whatever became of the item since.
-            Inserted::Existing { id, .. } => {
+            Inserted::Existing { id, trace, .. } => {
                 self.commit(tx).await?;
                 Ok(Enqueued {
                     item_id: id.to_string(),
                     state: ItemState::Queued,
                     created: false,
+                    trace,
                 })
             }
         }

@@ -29,7 +29,7 @@ impl Muster {
             .await?
         {
             Finishing::Proceed(f) => *f,
-            Finishing::Replay(answer) => return Ok(answer),
+            Finishing::Replay(answer, trace) => return Ok(Failed { trace, ..answer }),
         };
         if req.error.get("code").and_then(|c| c.as_str()) == Some(NEEDS_SUBTOOL) {
             return self.fail_as_parked(f, actor, &req.error).await;
@@ -52,6 +52,7 @@ impl Muster {
                 FailOutcome::Requeued { not_before } => Some(not_before),
                 FailOutcome::Failed => None,
             },
+            trace: f.item_trace(),
         };
         self.close_finish(f, &answer, &[entry]).await?;
         self.stats.failed.add(kind, 1);
@@ -80,6 +81,7 @@ impl Muster {
             item_id: f.item.id.to_string(),
             state: f.item.state,
             not_before: None,
+            trace: f.item_trace(),
         };
         self.close_finish(f, &answer, &[entry]).await?;
         self.stats.failed.add(kind, 1);

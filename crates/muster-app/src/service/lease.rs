@@ -12,8 +12,8 @@ use super::{
     check_worker_id,
 };
 use crate::error::AppError;
-use crate::ports::{ItemStore, LeasableQuery, LeaseStore, LogbookTx};
-use crate::views::{HeartbeatAck, LeaseGranted, LeasedItem};
+use crate::ports::{ItemStore, Leasable, LeasableQuery, LeaseStore, LogbookTx};
+use crate::views::{HeartbeatAck, ItemTrace, LeaseGranted, LeasedItem};
 
 impl Muster {
     /// `POST /v1/leases`: the first leasable item of the worker's kind, waiting up to `wait_ms`
@@ -146,7 +146,13 @@ impl Muster {
                 .await?;
             let found = candidates.len();
             let mut exhausted = Vec::new();
-            for (mut item, payload) in candidates {
+            for Leasable {
+                mut item,
+                payload,
+                trace,
+                queued_since,
+            } in candidates
+            {
                 let Some(payload) = payload else {
                     // Past the payload budget: left for the next transaction.
                     out.truncated = true;
@@ -194,6 +200,9 @@ impl Muster {
                                 attempt: item.attempt,
                                 payload,
                             },
+                            traceparent: None,
+                            trace: ItemTrace::of(&item, item.fence, trace),
+                            queued_since,
                         });
                         out.saved.push((item, None));
                     }
@@ -232,7 +241,7 @@ impl Muster {
     ) -> Result<HeartbeatAck, AppError> {
         check_worker_id(worker_id)?;
         let mut tx = self.stores.logbook.begin().await?;
-        let (record, mut item) = self.lock_lease(tx.as_mut(), lease_id).await?;
+        let (record, mut item, trace) = self.lock_lease(tx.as_mut(), lease_id).await?;
         let now = tx.now().await?;
         if let Some(entry) = self.past_final_grace(&record, &mut item, actor, now)? {
             return Err(self.lose_past_final_grace(tx, &item, entry).await);
@@ -243,7 +252,10 @@ impl Muster {
             Ok(expires_at) => {
                 tx.save_item(&item).await?;
                 self.commit(tx).await?;
-                Ok(HeartbeatAck { expires_at })
+                Ok(HeartbeatAck {
+                    expires_at,
+                    trace: ItemTrace::of(&item, record.fence, trace),
+                })
             }
             Err(refused @ TransitionError::TimedOut { .. }) => {
                 // Past its maximum run time: cut at the limit (once), then refused.

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use muster_domain::item::LeaseUse;
+use muster_domain::trace::TraceContext;
 use muster_domain::{
     Item, Kind, LeaseId, LeaseOutcome, LeaseRecord, OutcomeKind, Principal, RetryPolicy, Routes,
     request_digest,
@@ -19,9 +20,12 @@ use time::Duration;
 
 use crate::combine::Combiner;
 use crate::error::AppError;
-use crate::ports::{Clock, HealthLog, Ids, ItemReads, Jitter, LeaseStore, Logbook, LogbookTx};
+use crate::ports::{
+    Clock, HealthLog, Ids, ItemReads, Jitter, LeaseStore, LockedLease, Logbook, LogbookTx,
+};
 use crate::signal::WorkSignal;
 use crate::stats::Stats;
+use crate::views::ItemTrace;
 
 mod complete;
 mod controls;
@@ -268,11 +272,12 @@ impl Muster {
             check_worker_id(w)?;
         }
         let mut tx = self.stores.logbook.begin().await?;
-        let (record, mut item) = self.lock_lease(tx.as_mut(), lease_id).await?;
+        let (record, mut item, trace) = self.lock_lease(tx.as_mut(), lease_id).await?;
         item.check_sender(&record, actor, worker_id)?;
         if let LeaseUse::Replay(response) = item.check_finish(&record, actor, kind, &digest)? {
+            let traced = ItemTrace::of(&item, record.fence, trace);
             return serde_json::from_value(response)
-                .map(Finishing::Replay)
+                .map(|answer| Finishing::Replay(answer, traced))
                 .map_err(|e| AppError::Internal(format!("stored {what} unreadable: {e}")));
         }
         // The database's clock (answered with the lock), the one every replica goes by.
@@ -284,6 +289,7 @@ impl Muster {
             tx,
             record,
             item,
+            trace,
             now,
             outcome: (kind, digest),
         })))
@@ -367,8 +373,8 @@ fn splits(e: &AppError) -> bool {
 enum Finishing<A> {
     /// The lease may finish.
     Proceed(Box<Finish>),
-    /// The same call was made before: its answer.
-    Replay(A),
+    /// The same call was made before: its answer, and the item for its span.
+    Replay(A, Option<ItemTrace>),
 }
 
 /// A finishing call under way: its transaction, the lease and its item (locked in `tx`), the
@@ -377,8 +383,17 @@ struct Finish {
     tx: Box<dyn LogbookTx>,
     record: LeaseRecord,
     item: Item,
+    /// The trace context the item keeps.
+    trace: Option<TraceContext>,
     now: time::OffsetDateTime,
     outcome: (OutcomeKind, [u8; 32]),
+}
+
+impl Finish {
+    /// The item under the lease, for the call's item span.
+    fn item_trace(&self) -> Option<ItemTrace> {
+        ItemTrace::of(&self.item, self.record.fence, self.trace)
+    }
 }
 
 impl Muster {
@@ -387,7 +402,7 @@ impl Muster {
         &self,
         tx: &mut (impl LeaseStore + ?Sized),
         id: LeaseId,
-    ) -> Result<(LeaseRecord, Item), AppError> {
+    ) -> Result<LockedLease, AppError> {
         tx.lock_lease(id)
             .await?
             .ok_or_else(|| self.unknown_lease(id))

@@ -35,7 +35,7 @@ impl Muster {
             .await?
         {
             Finishing::Proceed(f) => *f,
-            Finishing::Replay(answer) => return Ok(answer),
+            Finishing::Replay(answer, trace) => return Ok(Parked { trace, ..answer }),
         };
         // A worker still running an image other than the one already reported as deployed
         // (a rollout in progress): the deployed image may handle the layout, so the item is
@@ -67,6 +67,7 @@ impl Muster {
         let answer = Parked {
             item_id: item.id.to_string(),
             state: item.state,
+            trace: f.item_trace(),
         };
         self.close_finish(f, &answer, &entries).await?;
         self.stats.parked.add(item.kind, 1);
@@ -109,9 +110,11 @@ impl Muster {
                 kind,
                 digest: digest.to_owned(),
                 replayed: 0,
+                traces: Vec::new(),
             });
         }
-        let mut parked = tx.lock_parked(kind, digest).await?;
+        let (mut parked, traces): (Vec<_>, Vec<_>) =
+            tx.lock_parked(kind, digest).await?.into_iter().unzip();
         let mut entries = Vec::with_capacity(parked.len());
         for item in &mut parked {
             entries.push(item.replay(actor, digest, now)?);
@@ -127,6 +130,7 @@ impl Muster {
             kind,
             digest: digest.to_owned(),
             replayed: parked.len() as u64,
+            traces: traces.into_iter().flatten().collect(),
         })
     }
 }

@@ -2,8 +2,8 @@
 
 use super::*;
 use crate::ports::{
-    MockClock, MockHealthLog, MockIds, MockItemReads, MockJitter, MockLogbook, MockLogbookTx,
-    StoreError, logbook_with,
+    Leasable, MockClock, MockHealthLog, MockIds, MockItemReads, MockJitter, MockLogbook,
+    MockLogbookTx, StoreError, logbook_with,
 };
 use crate::views::{CompleteRequest, Completed, EnqueueRequest, NextStep};
 use muster_domain::{Fence, LeaseGrant, Priority};
@@ -80,6 +80,17 @@ fn muster_with(logbook: MockLogbook) -> Muster {
     )
 }
 
+/// `item` as the lease scan offers it, with `payload` (`None`: past the budget), keeping no
+/// trace context.
+fn offered(item: Item, payload: Option<serde_json::Value>) -> Leasable {
+    Leasable {
+        item,
+        payload,
+        trace: None,
+        queued_since: NOW,
+    }
+}
+
 /// A transaction whose database time is `NOW`.
 fn tx_at_now() -> MockLogbookTx {
     let mut tx = MockLogbookTx::new();
@@ -91,7 +102,7 @@ fn tx_at_now() -> MockLogbookTx {
 fn tx_locking(rec: LeaseRecord, item: Item) -> MockLogbookTx {
     let mut tx = tx_at_now();
     tx.expect_lock_leases()
-        .return_once(move |_| Ok(vec![(rec, item)]));
+        .return_once(move |_| Ok(vec![(rec, item, None)]));
     tx
 }
 
@@ -100,6 +111,7 @@ fn complete_req(next: Vec<NextStep>) -> CompleteRequest {
         worker_id: None,
         result: json!({"pages": 3}),
         next,
+        trace: None,
     }
 }
 
@@ -189,6 +201,7 @@ async fn complete_writes_the_item_the_next_items_and_their_ledger_rows_in_one_tr
             state: ItemState::Done,
             ledger_seq: 40,
             replayed: false,
+            trace: None,
         })
     );
 }
@@ -234,6 +247,7 @@ async fn a_worker_may_not_enqueue_a_kind_its_routes_do_not_allow() {
         payload: json!({}),
         idempotency_key: None,
         not_before: None,
+        trace: None,
     };
     assert!(matches!(
         m.enqueue(TRAWL, req).await.unwrap_err(),
@@ -284,7 +298,7 @@ async fn a_waiting_lease_request_is_woken_by_new_work_of_its_kind() {
             item.lease = None;
             item.attempt = 0;
             tx.expect_lock_next_leasable()
-                .return_once(move |_| Ok(vec![(item, Some(json!({"u": 1})))]));
+                .return_once(move |_| Ok(vec![offered(item, Some(json!({"u": 1})))]));
             tx.expect_save_items().returning(|_| Ok(()));
             tx.expect_insert_leases().returning(|_, _, _| Ok(()));
             tx.expect_append_and_commit().returning(|_| Ok(()));
@@ -346,8 +360,8 @@ async fn a_lease_request_with_max_leases_every_offered_item_in_one_transaction()
         .times(1)
         .return_once(|_| {
             Ok(vec![
-                (queued_item(1), Some(json!({"n": 1}))),
-                (queued_item(2), Some(json!({"n": 2}))),
+                offered(queued_item(1), Some(json!({"n": 1}))),
+                offered(queued_item(2), Some(json!({"n": 2}))),
             ])
         });
     expect_leased(&mut tx, &[1, 2]);
@@ -367,8 +381,8 @@ async fn a_lease_leaves_the_items_offered_past_the_payload_budget() {
     let mut tx = tx_at_now();
     tx.expect_lock_next_leasable().times(1).return_once(|_| {
         Ok(vec![
-            (queued_item(1), Some(json!({"n": 1}))),
-            (queued_item(2), None),
+            offered(queued_item(1), Some(json!({"n": 1}))),
+            offered(queued_item(2), None),
         ])
     });
     expect_leased(&mut tx, &[1]);
@@ -399,7 +413,7 @@ async fn a_batch_answers_each_completion_on_its_own() {
     let mut tx = tx_at_now();
     tx.expect_lock_leases()
         .withf(move |ids| ids == [known, unknown, known])
-        .return_once(|_| Ok(vec![(record(1), leased_item(1))]));
+        .return_once(|_| Ok(vec![(record(1), leased_item(1), None)]));
     tx.expect_save_items()
         .withf(|i| i.len() == 1)
         .times(1)

@@ -1,6 +1,7 @@
 //! What the use cases answer: plain data, serialised by the transport as the contract says.
 
-use muster_domain::{ItemState, Kind, Priority};
+use muster_domain::trace::TraceContext;
+use muster_domain::{Fence, Item, ItemId, ItemState, Kind, Priority};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -12,6 +13,35 @@ pub struct Enqueued {
     /// False when the idempotency key was already used: no second item was made.
     #[serde(skip)]
     pub created: bool,
+    /// The trace context the item keeps (the first call's, for an idempotent repeat).
+    #[serde(skip)]
+    pub trace: Option<TraceContext>,
+}
+
+/// The item a call worked on, for the transport's item span; never on the wire. Only for an
+/// item that keeps a trace context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ItemTrace {
+    pub item_id: ItemId,
+    pub kind: Kind,
+    /// The trace context the item keeps.
+    pub context: TraceContext,
+    /// The lease's fence.
+    pub fence: u64,
+    pub attempt: u32,
+}
+
+impl ItemTrace {
+    /// `item` under the lease with `fence`, when it keeps a trace context.
+    pub fn of(item: &Item, fence: Fence, context: Option<TraceContext>) -> Option<ItemTrace> {
+        context.map(|context| ItemTrace {
+            item_id: item.id,
+            kind: item.kind,
+            context,
+            fence: fence.0,
+            attempt: item.attempt,
+        })
+    }
 }
 
 /// The item handed to a worker with its lease.
@@ -32,6 +62,16 @@ pub struct LeaseGranted {
     pub expires_at: OffsetDateTime,
     pub heartbeat_ms: u64,
     pub item: LeasedItem,
+    /// `00-<item's trace>-<the lease's item span>-<flags>`: the parent of the worker's span.
+    /// Set by the transport, which draws the span; absent for an item that keeps no trace
+    /// context.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
+    #[serde(skip)]
+    pub trace: Option<ItemTrace>,
+    /// When the item became leasable (the start of its queue time).
+    #[serde(skip)]
+    pub queued_since: OffsetDateTime,
 }
 
 /// The answer to a lease request with `max` (batching): every lease granted.
@@ -44,6 +84,8 @@ pub struct LeasesGranted {
 pub struct HeartbeatAck {
     #[serde(with = "time::serde::rfc3339")]
     pub expires_at: OffsetDateTime,
+    #[serde(skip)]
+    pub trace: Option<ItemTrace>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -52,6 +94,8 @@ pub struct Completed {
     pub state: ItemState,
     pub ledger_seq: i64,
     pub replayed: bool,
+    #[serde(skip)]
+    pub trace: Option<ItemTrace>,
 }
 
 /// A completion with `lease_next`: its answer and, from the same transaction, the worker's
@@ -73,12 +117,16 @@ pub struct Failed {
         default
     )]
     pub not_before: Option<OffsetDateTime>,
+    #[serde(skip)]
+    pub trace: Option<ItemTrace>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Parked {
     pub item_id: String,
     pub state: ItemState,
+    #[serde(skip)]
+    pub trace: Option<ItemTrace>,
 }
 
 /// One ledger row of an item's history.
@@ -144,12 +192,18 @@ pub struct ItemPage {
 pub struct BulkRetried {
     pub retried: u64,
     pub item_ids: Vec<String>,
+    /// The trace contexts the retried items keep (those that keep one), in order.
+    #[serde(skip)]
+    pub traces: Vec<TraceContext>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Retried {
     pub item_id: String,
     pub state: ItemState,
+    /// The trace context the retried item keeps.
+    #[serde(skip)]
+    pub trace: Option<TraceContext>,
 }
 
 /// The answer to `POST /v1/items/{id}/cancel` (the same again when already cancelled).
@@ -173,6 +227,9 @@ pub struct DigestRecorded {
     pub digest: String,
     /// How many parked items went back to the queue.
     pub replayed: u64,
+    /// The trace contexts the replayed items keep (those that keep one), in order.
+    #[serde(skip)]
+    pub traces: Vec<TraceContext>,
 }
 
 /// The current health of one kind: an entry of `GET /v1/health` and the data of a `health`

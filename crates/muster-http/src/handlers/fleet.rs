@@ -7,10 +7,13 @@ use muster_domain::Kind;
 use muster_domain::health::{HealthEvent, PodHealth};
 use serde::Deserialize;
 
-use super::{Answer, Json};
+use axum::Extension;
+
+use super::{Answer, Json, Replayed};
 use crate::error::ApiError;
 use crate::extract::{Caller, InPath, JsonBody};
 use crate::state::AppState;
+use crate::trace::ReplayLinks;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,8 +26,10 @@ pub(crate) async fn report_digest(
     Caller(p): Caller,
     InPath(kind): InPath<Kind>,
     JsonBody(b): JsonBody<DigestBody>,
-) -> Answer<DigestRecorded> {
-    Ok(Json(s.muster.report_digest(p, kind, &b.digest).await?))
+) -> Replayed<DigestRecorded> {
+    let mut recorded = s.muster.report_digest(p, kind, &b.digest).await?;
+    let links = ReplayLinks::of(std::mem::take(&mut recorded.traces), recorded.replayed);
+    Ok((Extension(links), Json(recorded)))
 }
 
 #[derive(Deserialize)]

@@ -10,10 +10,13 @@ use muster_domain::{ItemId, ItemState, Kind, Priority};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{Answer, Json};
+use axum::Extension;
+
+use super::{Answer, Json, Replayed};
 use crate::error::ApiError;
 use crate::extract::{Caller, InPath, InQuery, JsonBody};
 use crate::state::AppState;
+use crate::trace::{ReplayLinks, RequestTrace};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,6 +39,7 @@ fn normal() -> Priority {
 pub(crate) async fn enqueue(
     State(s): State<AppState>,
     Caller(p): Caller,
+    trace: RequestTrace,
     JsonBody(b): JsonBody<EnqueueBody>,
 ) -> Result<(StatusCode, Json<Enqueued>), ApiError> {
     let req = EnqueueRequest {
@@ -44,6 +48,7 @@ pub(crate) async fn enqueue(
         payload: b.payload,
         idempotency_key: b.idempotency_key,
         not_before: b.not_before,
+        trace: Some(trace.server),
     };
     let out = s.muster.enqueue(p, req).await?;
     let status = if out.created {
@@ -66,8 +71,10 @@ pub(crate) async fn retry(
     State(s): State<AppState>,
     Caller(p): Caller,
     InPath(id): InPath<ItemId>,
-) -> Answer<Retried> {
-    Ok(Json(s.muster.retry(p, id).await?))
+) -> Replayed<Retried> {
+    let retried = s.muster.retry(p, id).await?;
+    let links = ReplayLinks::of(retried.trace.into_iter().collect(), 1);
+    Ok((Extension(links), Json(retried)))
 }
 
 #[derive(Deserialize)]
@@ -118,8 +125,10 @@ pub(crate) async fn retry_many(
     State(s): State<AppState>,
     Caller(p): Caller,
     JsonBody(b): JsonBody<BulkRetryBody>,
-) -> Answer<BulkRetried> {
-    Ok(Json(s.muster.retry_many(p, b.kind, b.state, b.max).await?))
+) -> Replayed<BulkRetried> {
+    let mut retried = s.muster.retry_many(p, b.kind, b.state, b.max).await?;
+    let links = ReplayLinks::of(std::mem::take(&mut retried.traces), retried.retried);
+    Ok((Extension(links), Json(retried)))
 }
 
 #[derive(Deserialize)]

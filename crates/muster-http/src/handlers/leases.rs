@@ -1,6 +1,9 @@
 //! Leases: lease (long poll, batches), heartbeat, complete (alone, with the next lease, or
 //! many at once), fail and needs_subtool.
 
+use std::time::SystemTime;
+
+use axum::Extension;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -12,10 +15,11 @@ use muster_domain::{Kind, LeaseId, Priority};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::{Answer, Json};
+use super::{Json, Spanned};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, InPath, JsonBody, named};
 use crate::state::AppState;
+use crate::trace::{self, ItemOp, ItemSpans, RequestTrace};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,13 +40,18 @@ pub(crate) async fn lease(
     JsonBody(b): JsonBody<LeaseBody>,
 ) -> Result<Response, ApiError> {
     let max = b.max.unwrap_or(1);
+    let started = SystemTime::now();
     let mut leases = s.muster.lease_many(p, &b.worker_id, b.wait_ms, max).await?;
+    let mut spans = ItemSpans::default();
+    for granted in &mut leases {
+        spans.lease(granted, started);
+    }
     Ok(match (b.max, leases.pop()) {
         (_, None) => StatusCode::NO_CONTENT.into_response(),
-        (None, Some(granted)) => Json(granted).into_response(),
+        (None, Some(granted)) => (Extension(spans), Json(granted)).into_response(),
         (Some(_), Some(last)) => {
             leases.push(last);
-            Json(LeasesGranted { leases }).into_response()
+            (Extension(spans), Json(LeasesGranted { leases })).into_response()
         }
     })
 }
@@ -58,8 +67,12 @@ pub(crate) async fn heartbeat(
     Caller(p): Caller,
     InPath(id): InPath<LeaseId>,
     JsonBody(b): JsonBody<HeartbeatBody>,
-) -> Answer<HeartbeatAck> {
-    Ok(Json(s.muster.heartbeat(p, id, &b.worker_id).await?))
+) -> Spanned<HeartbeatAck> {
+    let (span, started) = (trace::span_id(), SystemTime::now());
+    let ack = s.muster.heartbeat(p, id, &b.worker_id).await?;
+    let mut spans = ItemSpans::default();
+    spans.push(ItemOp::Heartbeat, ack.trace, span, started);
+    Ok((Extension(spans), Json(ack)))
 }
 
 #[derive(Deserialize)]
@@ -99,6 +112,7 @@ fn next_steps(next: Vec<NextBody>) -> Vec<NextStep> {
 pub(crate) async fn complete(
     State(s): State<AppState>,
     Caller(p): Caller,
+    trace: RequestTrace,
     InPath(id): InPath<LeaseId>,
     JsonBody(b): JsonBody<CompleteBody>,
 ) -> Result<Response, ApiError> {
@@ -107,16 +121,27 @@ pub(crate) async fn complete(
     } else {
         (b.worker_id, None)
     };
+    let spans_of = trace.completion();
     let req = CompleteRequest {
         result: b.result,
         next: next_steps(b.next),
         worker_id: sender,
+        trace: Some(spans_of),
     };
+    let started = SystemTime::now();
+    let mut spans = ItemSpans::default();
     Ok(if b.lease_next {
-        let answer = s.muster.complete_and_lease(p, id, req, next_worker).await?;
-        Json(answer).into_response()
+        let mut answer = s.muster.complete_and_lease(p, id, req, next_worker).await?;
+        let completed = answer.completed.trace;
+        spans.push(ItemOp::Complete, completed, spans_of.item_span, started);
+        if let Some(granted) = &mut answer.next_lease {
+            spans.lease(granted, started);
+        }
+        (Extension(spans), Json(answer)).into_response()
     } else {
-        Json(s.muster.complete(p, id, req).await?).into_response()
+        let answer = s.muster.complete(p, id, req).await?;
+        spans.push(ItemOp::Complete, answer.trace, spans_of.item_span, started);
+        (Extension(spans), Json(answer)).into_response()
     })
 }
 
@@ -177,29 +202,41 @@ impl CompletionResult {
 pub(crate) async fn completions(
     State(s): State<AppState>,
     Caller(p): Caller,
+    trace: RequestTrace,
     JsonBody(b): JsonBody<CompletionsBody>,
-) -> Answer<CompletionResults> {
+) -> Spanned<CompletionResults> {
     muster_app::service::check_completions_batch(b.completions.len())?;
     let mut named_ids = Vec::with_capacity(b.completions.len());
     let mut valid = Vec::with_capacity(b.completions.len());
+    let mut span_ids = Vec::with_capacity(b.completions.len());
     for c in b.completions {
         let id = named::<LeaseId>(&c.lease_id);
         if let Ok(id) = id {
+            let spans_of = trace.completion();
+            span_ids.push(spans_of.item_span);
             let req = CompleteRequest {
                 result: c.result,
                 next: next_steps(c.next),
                 worker_id: None,
+                trace: Some(spans_of),
             };
             valid.push((id, req));
         }
         named_ids.push((c.lease_id, id.err()));
     }
-    let mut done = if valid.is_empty() {
+    let started = SystemTime::now();
+    let answers = if valid.is_empty() {
         Vec::new()
     } else {
         s.muster.complete_many(p, valid).await?
+    };
+    let mut spans = ItemSpans::default();
+    for (answer, span) in answers.iter().zip(span_ids) {
+        if let Ok(done) = answer {
+            spans.push(ItemOp::Complete, done.trace, span, started);
+        }
     }
-    .into_iter();
+    let mut done = answers.into_iter();
     let results = named_ids
         .into_iter()
         .map(|(lease_id, refused)| {
@@ -213,7 +250,7 @@ pub(crate) async fn completions(
             CompletionResult::of(lease_id, answer)
         })
         .collect();
-    Ok(Json(CompletionResults { results }))
+    Ok((Extension(spans), Json(CompletionResults { results })))
 }
 
 #[derive(Deserialize)]
@@ -238,13 +275,17 @@ pub(crate) async fn fail(
     Caller(p): Caller,
     InPath(id): InPath<LeaseId>,
     JsonBody(b): JsonBody<FailBody>,
-) -> Answer<muster_app::views::Failed> {
+) -> Spanned<muster_app::views::Failed> {
     let req = FailRequest {
         error: json!({"code": b.error.code, "message": b.error.message}),
         retryable: b.retryable,
         worker_id: b.worker_id,
     };
-    Ok(Json(s.muster.fail(p, id, req).await?))
+    let (span, started) = (trace::span_id(), SystemTime::now());
+    let failed = s.muster.fail(p, id, req).await?;
+    let mut spans = ItemSpans::default();
+    spans.push(ItemOp::Fail, failed.trace, span, started);
+    Ok((Extension(spans), Json(failed)))
 }
 
 #[derive(Deserialize)]
@@ -270,11 +311,15 @@ pub(crate) async fn needs_subtool(
     Caller(p): Caller,
     InPath(id): InPath<LeaseId>,
     JsonBody(b): JsonBody<NeedsSubtoolBody>,
-) -> Answer<muster_app::views::Parked> {
+) -> Spanned<muster_app::views::Parked> {
     let req = NeedsSubtoolRequest {
         worker_digest: b.worker_digest,
         layout: json!({"signature": b.layout.signature, "detail": b.layout.detail}),
         worker_id: b.worker_id,
     };
-    Ok(Json(s.muster.needs_subtool(p, id, req).await?))
+    let (span, started) = (trace::span_id(), SystemTime::now());
+    let parked = s.muster.needs_subtool(p, id, req).await?;
+    let mut spans = ItemSpans::default();
+    spans.push(ItemOp::NeedsSubtool, parked.trace, span, started);
+    Ok((Extension(spans), Json(parked)))
 }

@@ -41,6 +41,14 @@ impl<T: serde::Serialize> IntoResponse for Json<T> {
 /// What most handlers return.
 pub(crate) type Answer<T> = Result<Json<T>, ApiError>;
 
+/// The answer of an item operation: with the item spans it made, for the request middleware.
+pub(crate) type Spanned<T> = Result<(axum::Extension<crate::trace::ItemSpans>, Json<T>), ApiError>;
+
+/// The answer of a call that sent items back to the queue: with the links to their traces,
+/// for the request middleware.
+pub(crate) type Replayed<T> =
+    Result<(axum::Extension<crate::trace::ReplayLinks>, Json<T>), ApiError>;
+
 #[cfg(test)]
 mod tests {
     use axum::http::StatusCode;

@@ -85,8 +85,8 @@ impl Queue {
         drop(tx);
         let taken: Vec<Uuid> = got
             .iter()
-            .filter(|(_, payload)| payload.is_some())
-            .map(|(item, _)| item.id.0)
+            .filter(|o| o.payload.is_some())
+            .map(|o| o.item.id.0)
             .collect();
         self.db
             .client()
@@ -99,7 +99,7 @@ impl Queue {
             .await
             .expect("take the items");
         got.iter()
-            .map(|(item, payload)| (item.id.0.as_u128(), payload.is_some()))
+            .map(|o| (o.item.id.0.as_u128(), o.payload.is_some()))
             .collect()
     }
 

@@ -5,12 +5,13 @@ use async_trait::async_trait;
 use muster_app::ports::{FleetStore, HealthLog, StoreError};
 use muster_app::views::HealthView;
 use muster_domain::health::{HealthEvent, KindHealth, MAX_EVENTS_PER_KIND};
+use muster_domain::trace::TraceContext;
 use muster_domain::{Item, Kind};
 use serde_json::Value;
 use time::OffsetDateTime;
 
 use super::PgLogbook;
-use super::rows::{internal, item_from_row};
+use super::rows::{internal, traced_item_from_row};
 use super::tx::PgTx;
 
 #[async_trait]
@@ -60,14 +61,18 @@ impl FleetStore for PgTx {
         Ok(rows.first().and_then(|r| r.get::<_, Option<String>>(0)))
     }
 
-    async fn lock_parked(&mut self, kind: Kind, deployed: &str) -> Result<Vec<Item>, StoreError> {
+    async fn lock_parked(
+        &mut self,
+        kind: Kind,
+        deployed: &str,
+    ) -> Result<Vec<(Item, Option<TraceContext>)>, StoreError> {
         let rows = self
             .query(
                 include_str!("sql/lock_parked.sql"),
                 &[&kind.as_str(), &deployed],
             )
             .await?;
-        rows.iter().map(|r| item_from_row(r, 0)).collect()
+        rows.iter().map(|r| traced_item_from_row(r, 0)).collect()
     }
 }
 

@@ -5,12 +5,13 @@ use async_trait::async_trait;
 use muster_app::ports::{Inserted, ItemReads, ItemStore, NewItem, RecordedEntry, StoreError};
 use muster_app::views::{HistoryEntry, ItemSummary, ItemView};
 use muster_domain::listing::ItemFilter;
+use muster_domain::trace::TraceContext;
 use muster_domain::{Item, ItemId, ItemState, Kind, Priority};
 use serde_json::Value;
 use time::OffsetDateTime;
 use uuid::Uuid;
 
-use super::rows::{fence_i64, internal, item_from_row};
+use super::rows::{fence_i64, internal, stored_context, stored_trace, traced_item_from_row};
 use super::tx::{Param, PgTx};
 use super::{PgLogbook, listing};
 
@@ -36,6 +37,7 @@ impl ItemStore for PgTx {
                     &i.chain.hash.as_slice(),
                     &new.in_line_at,
                     &i.not_before,
+                    &stored_trace(new.trace),
                 ],
             )
             .await?;
@@ -55,6 +57,7 @@ impl ItemStore for PgTx {
         Ok(Inserted::Existing {
             id: ItemId(row.get(0)),
             state: state.parse().map_err(internal)?,
+            trace: stored_context(row.get(2))?,
         })
     }
 
@@ -75,6 +78,7 @@ impl ItemStore for PgTx {
         let parents: Vec<Option<Uuid>> = new.iter().map(|n| n.parent.map(|p| p.0)).collect();
         let chain_len: Vec<i64> = new.iter().map(|n| n.item.chain.len as i64).collect();
         let heads: Vec<Vec<u8>> = new.iter().map(|n| n.item.chain.hash.to_vec()).collect();
+        let traces: Vec<Option<Vec<u8>>> = new.iter().map(|n| stored_trace(n.trace)).collect();
         self.defer(
             include_str!("sql/insert_items.sql"),
             vec![
@@ -87,16 +91,20 @@ impl ItemStore for PgTx {
                 Box::new(parents),
                 Box::new(chain_len),
                 Box::new(heads),
+                Box::new(traces),
             ],
         )
         .await
     }
 
-    async fn lock_item(&mut self, id: ItemId) -> Result<Option<Item>, StoreError> {
+    async fn lock_item(
+        &mut self,
+        id: ItemId,
+    ) -> Result<Option<(Item, Option<TraceContext>)>, StoreError> {
         let rows = self
             .query(include_str!("sql/lock_item.sql"), &[&id.0])
             .await?;
-        rows.first().map(|r| item_from_row(r, 0)).transpose()
+        rows.first().map(|r| traced_item_from_row(r, 0)).transpose()
     }
 
     async fn lock_oldest(
@@ -104,11 +112,11 @@ impl ItemStore for PgTx {
         kind: Kind,
         state: ItemState,
         max: u32,
-    ) -> Result<Vec<Item>, StoreError> {
+    ) -> Result<Vec<(Item, Option<TraceContext>)>, StoreError> {
         // Planned for its values (not cached: `max` varies): see `listing`.
         let sql = listing::lock_oldest_statement(kind, state, max);
         let rows = self.query_once(&sql).await?;
-        rows.iter().map(|r| item_from_row(r, 0)).collect()
+        rows.iter().map(|r| traced_item_from_row(r, 0)).collect()
     }
 
     async fn save_item(&mut self, item: &Item) -> Result<(), StoreError> {
@@ -300,3 +308,6 @@ fn history_entry(r: &tokio_postgres::Row) -> HistoryEntry {
         fence: r.get::<_, Option<i64>>(6).map(|f| f as u64),
     }
 }
+
+#[cfg(test)]
+mod tests;

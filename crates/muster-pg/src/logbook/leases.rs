@@ -1,7 +1,7 @@
 //! Leases: the lease statement (with its hints) and the lease records.
 
 use async_trait::async_trait;
-use muster_app::ports::{LeasableQuery, LeaseStore, StoreError};
+use muster_app::ports::{Leasable, LeasableQuery, LeaseStore, LockedLease, StoreError};
 use muster_domain::{Item, ItemState, Kind, LeaseId, LeaseOutcome, LeaseRecord, Priority};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -9,9 +9,21 @@ use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
-use super::rows::{ITEM_COL_COUNT, fence_i64, item_from_row, lease_from_row};
+use super::rows::{ITEM_COL_COUNT, fence_i64, lease_from_row, traced_item_from_row};
 use super::tx::PgTx;
 use crate::hint::{Found, Scan, Starts};
+
+/// When a scanned item became leasable, from what its row keeps: an expired lease at its
+/// expiry; a queued item at its place in line (its enqueue, or its delay's end) or the end of
+/// its backoff, whichever is later. A row keeps no time of a replay or an operator's retry
+/// (both clear `not_before`): such an item counts from its place in line.
+fn queued_since(item: &Item, enqueued_at: OffsetDateTime) -> OffsetDateTime {
+    match (&item.lease, item.not_before) {
+        (Some(lease), _) if item.state == ItemState::Leased => lease.expires_at,
+        (_, Some(not_before)) => not_before.max(enqueued_at),
+        _ => enqueued_at,
+    }
+}
 
 /// The lease columns before the item's in `lock_leases`.
 const LEASE_COL_COUNT: usize = 8;
@@ -84,7 +96,7 @@ impl LeaseStore for PgTx {
     async fn lock_next_leasable(
         &mut self,
         wanted: LeasableQuery,
-    ) -> Result<Vec<(Item, Option<Value>)>, StoreError> {
+    ) -> Result<Vec<Leasable>, StoreError> {
         let LeasableQuery {
             kind, now, limit, ..
         } = wanted;
@@ -113,12 +125,13 @@ impl LeaseStore for PgTx {
         let mut expired_taken = 0;
         let mut items = Vec::with_capacity(rows.len());
         for row in &rows {
-            let item = item_from_row(row, 0)?;
+            let (item, trace) = traced_item_from_row(row, 0)?;
+            let enqueued_at: OffsetDateTime = row.get(ITEM_COL_COUNT + 1);
             if item.state == ItemState::Queued {
                 // Rows come in lease order: the first of each priority is where it begins.
                 let slot = Priority::ALL.iter().position(|p| *p == item.priority);
                 if let Some(first) = slot.and_then(|s| firsts.get_mut(s)) {
-                    first.get_or_insert((row.get(ITEM_COL_COUNT + 1), item.id.0));
+                    first.get_or_insert((enqueued_at, item.id.0));
                 }
             }
             let payload: Option<Value> = row.get(ITEM_COL_COUNT);
@@ -127,7 +140,12 @@ impl LeaseStore for PgTx {
                 // the payload budget is left for the next transaction and must stay in reach.
                 expired_taken += 1;
             }
-            items.push((item, payload));
+            items.push(Leasable {
+                queued_since: queued_since(&item, enqueued_at),
+                item,
+                payload,
+                trace,
+            });
         }
         // Every row carries how many expired leases the statement locked (none: no rows).
         let expired_found: i64 = rows.first().map_or(0, |r| r.get(ITEM_COL_COUNT + 2));
@@ -140,14 +158,11 @@ impl LeaseStore for PgTx {
         Ok(items)
     }
 
-    async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<(LeaseRecord, Item)>, StoreError> {
+    async fn lock_lease(&mut self, id: LeaseId) -> Result<Option<LockedLease>, StoreError> {
         Ok(self.lock_leases(&[id]).await?.into_iter().next())
     }
 
-    async fn lock_leases(
-        &mut self,
-        ids: &[LeaseId],
-    ) -> Result<Vec<(LeaseRecord, Item)>, StoreError> {
+    async fn lock_leases(&mut self, ids: &[LeaseId]) -> Result<Vec<LockedLease>, StoreError> {
         let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
         // Locked in item order: the LockRows step runs above the sort.
         // Each row also carries the transaction's `now()` (`LogbookTx::now` answers it then

@@ -1,6 +1,7 @@
 //! Row mappers: the columns the locking reads return, and how a row becomes a domain value.
 
 use muster_app::ports::StoreError;
+use muster_domain::trace::TraceContext;
 use muster_domain::{
     Fence, Item, ItemId, LeaseGrant, LeaseId, LeaseOutcome, LeaseRecord, Priority,
 };
@@ -14,8 +15,8 @@ use uuid::Uuid;
 /// statements in `sql/` list them themselves (`sql_tidy` checks that they do); `listing` splices
 /// them into the statements it builds.
 pub(crate) const ITEM_COLS: &str = "i.id, i.kind, i.priority, i.state, i.attempt, i.fence, i.lease_id, \
-     i.lease_worker, i.lease_expires_at, i.not_before, i.parked_digest, i.chain_len, i.chain_head";
-pub(super) const ITEM_COL_COUNT: usize = 13;
+     i.lease_worker, i.lease_expires_at, i.not_before, i.parked_digest, i.chain_len, i.chain_head, i.trace";
+pub(super) const ITEM_COL_COUNT: usize = 14;
 
 pub(super) fn internal(msg: impl Into<String>) -> StoreError {
     StoreError::Internal(msg.into())
@@ -61,7 +62,9 @@ pub(super) fn item_from_row(row: &Row, at: usize) -> Result<Item, StoreError> {
 }
 
 /// A `lock_leases` row: the lease's columns, then the item's.
-pub(super) fn lease_from_row(row: &Row) -> Result<(LeaseRecord, Item), StoreError> {
+pub(super) fn lease_from_row(
+    row: &Row,
+) -> Result<(LeaseRecord, Item, Option<TraceContext>), StoreError> {
     let fence: i64 = row.get(2);
     let outcome: Option<String> = row.get(4);
     let digest: Option<Vec<u8>> = row.get(5);
@@ -83,7 +86,37 @@ pub(super) fn lease_from_row(row: &Row) -> Result<(LeaseRecord, Item), StoreErro
         granted_at: row.get(7),
         outcome,
     };
-    Ok((record, item_from_row(row, 8)?))
+    let (item, trace) = traced_item_from_row(row, 8)?;
+    Ok((record, item, trace))
+}
+
+/// The trace context a row read with [`ITEM_COLS`] from column `at` keeps (`None`: an item
+/// enqueued before items kept one).
+fn trace_from_row(row: &Row, at: usize) -> Result<Option<TraceContext>, StoreError> {
+    stored_context(row.get(at + ITEM_COL_COUNT - 1))
+}
+
+/// A stored trace context (`core.items.trace`) read back.
+pub(super) fn stored_context(bytes: Option<&[u8]>) -> Result<Option<TraceContext>, StoreError> {
+    bytes
+        .map(|b| {
+            TraceContext::from_stored(b)
+                .ok_or_else(|| internal("an item's trace context is not 25 bytes of ids"))
+        })
+        .transpose()
+}
+
+/// An item and its trace context, from the columns [`ITEM_COLS`] from `at`.
+pub(super) fn traced_item_from_row(
+    row: &Row,
+    at: usize,
+) -> Result<(Item, Option<TraceContext>), StoreError> {
+    Ok((item_from_row(row, at)?, trace_from_row(row, at)?))
+}
+
+/// The stored form of an optional trace context.
+pub(super) fn stored_trace(trace: Option<TraceContext>) -> Option<Vec<u8>> {
+    trace.map(|t| t.to_stored().to_vec())
 }
 
 pub(super) fn fence_i64(f: Fence) -> Result<i64, StoreError> {

@@ -1,1 +1,1 @@
-SELECT id, state FROM core.items WHERE kind = $1 AND idempotency_key = $2
+SELECT id, state, trace FROM core.items WHERE kind = $1 AND idempotency_key = $2

@@ -16,7 +16,7 @@
 WITH q0 AS (
        SELECT i.id, i.kind, i.priority, i.state, i.attempt, i.fence, i.lease_id,
               i.lease_worker, i.lease_expires_at, i.not_before, i.parked_digest, i.chain_len,
-              i.chain_head, i.payload, i.enqueued_at
+              i.chain_head, i.trace, i.payload, i.enqueued_at
        FROM core.items i
        WHERE i.kind = $1 AND i.priority = 0 AND i.state = 'queued'
          AND (i.enqueued_at, i.id) >= (coalesce(($5::timestamptz[])[1], '-infinity'),
@@ -30,7 +30,7 @@ WITH q0 AS (
      q1 AS (
        SELECT i.id, i.kind, i.priority, i.state, i.attempt, i.fence, i.lease_id,
               i.lease_worker, i.lease_expires_at, i.not_before, i.parked_digest, i.chain_len,
-              i.chain_head, i.payload, i.enqueued_at
+              i.chain_head, i.trace, i.payload, i.enqueued_at
        FROM core.items i
        WHERE i.kind = $1 AND i.priority = 1 AND i.state = 'queued'
          AND (i.enqueued_at, i.id) >= (coalesce(($5::timestamptz[])[2], '-infinity'),
@@ -44,7 +44,7 @@ WITH q0 AS (
      q2 AS (
        SELECT i.id, i.kind, i.priority, i.state, i.attempt, i.fence, i.lease_id,
               i.lease_worker, i.lease_expires_at, i.not_before, i.parked_digest, i.chain_len,
-              i.chain_head, i.payload, i.enqueued_at
+              i.chain_head, i.trace, i.payload, i.enqueued_at
        FROM core.items i
        WHERE i.kind = $1 AND i.priority = 2 AND i.state = 'queued'
          AND (i.enqueued_at, i.id) >= (coalesce(($5::timestamptz[])[3], '-infinity'),
@@ -59,7 +59,7 @@ WITH q0 AS (
      expired AS (
        SELECT i.id, i.kind, i.priority, i.state, i.attempt, i.fence, i.lease_id,
               i.lease_worker, i.lease_expires_at, i.not_before, i.parked_digest, i.chain_len,
-              i.chain_head, i.payload, i.enqueued_at
+              i.chain_head, i.trace, i.payload, i.enqueued_at
        FROM core.items i
        WHERE i.kind = $1 AND i.state = 'leased'
          AND i.lease_expires_at >= coalesce($7::timestamptz, '-infinity')
@@ -77,7 +77,7 @@ WITH q0 AS (
      )
 SELECT i.id, i.kind, i.priority, i.state, i.attempt, i.fence, i.lease_id,
        i.lease_worker, i.lease_expires_at, i.not_before, i.parked_digest, i.chain_len,
-       i.chain_head,
+       i.chain_head, i.trace,
        CASE WHEN coalesce(sum(pg_column_size(i.payload)) OVER before, 0) < $4
             THEN i.payload END,
        i.enqueued_at,
