@@ -36,3 +36,4 @@ mod roles;
 mod rollout;
 mod shutdown;
 mod sigterm;
+mod trace_context;
