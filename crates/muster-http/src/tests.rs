@@ -94,12 +94,21 @@ fn the_error_table_and_the_metrics_do_not_reach_up_into_the_handlers() {
     );
     assert_eq!(
         graph["metrics"],
-        BTreeSet::from(["error".to_owned(), "refreshed".to_owned()]),
-        "metrics.rs uses only the error table and the refreshed cell"
+        BTreeSet::from([
+            "error".to_owned(),
+            "refreshed".to_owned(),
+            "trace".to_owned()
+        ]),
+        "metrics.rs uses only the error table, the refreshed cell and the call's trace"
     );
     assert_eq!(
         graph["refreshed"],
         BTreeSet::new(),
         "refreshed.rs uses no other module"
+    );
+    assert_eq!(
+        graph["trace"],
+        BTreeSet::new(),
+        "trace.rs uses no other module"
     );
 }

@@ -240,6 +240,72 @@ mod tests {
         assert_eq!(RequestTrace::incoming(&headers), None);
     }
 
+    /// A lease granted on an item that keeps `trace`.
+    fn granted(trace: Option<TraceContext>) -> LeaseGranted {
+        let item_id = ItemId(uuid::Uuid::from_u128(1));
+        LeaseGranted {
+            lease_id: "l".into(),
+            fence: 2,
+            expires_at: OffsetDateTime::UNIX_EPOCH,
+            heartbeat_ms: 10_000,
+            item: muster_app::views::LeasedItem {
+                id: item_id.to_string(),
+                kind: Kind::Trawl,
+                priority: muster_domain::Priority::Normal,
+                attempt: 2,
+                payload: serde_json::json!({}),
+            },
+            traceparent: None,
+            trace: trace.map(|context| ItemTrace {
+                item_id,
+                kind: Kind::Trawl,
+                context,
+                fence: 2,
+                attempt: 2,
+            }),
+            queued_since: OffsetDateTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn a_lease_hands_the_worker_its_item_span_in_the_items_trace() {
+        let item = TraceContext::parse(CALLER).unwrap();
+        let mut lease = granted(Some(item));
+        let mut spans = ItemSpans::default();
+        spans.lease(&mut lease, SystemTime::UNIX_EPOCH);
+        let [span] = &spans.0[..] else {
+            panic!("one span: {spans:?}")
+        };
+        assert_eq!(
+            lease.traceparent,
+            Some(item.child(span.span_id).to_string())
+        );
+        assert_eq!(
+            (
+                span.op,
+                span.item,
+                span.fence,
+                span.attempt,
+                span.queued_since
+            ),
+            (
+                ItemOp::Lease,
+                item,
+                Some(2),
+                Some(2),
+                Some(OffsetDateTime::UNIX_EPOCH)
+            )
+        );
+    }
+
+    #[test]
+    fn a_lease_of_an_item_without_a_trace_context_has_no_span_and_no_traceparent() {
+        let mut lease = granted(None);
+        let mut spans = ItemSpans::default();
+        spans.lease(&mut lease, SystemTime::UNIX_EPOCH);
+        assert_eq!((lease.traceparent, spans.0.len()), (None, 0));
+    }
+
     #[test]
     fn replay_links_keep_the_first_128_contexts_and_the_full_count() {
         let cx = TraceContext::parse(CALLER).unwrap();
