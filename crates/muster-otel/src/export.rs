@@ -9,7 +9,9 @@
 //! flight beside the full queue. Failures are logged at most once a minute.
 //!
 //! `shutdown` stops the task after it has sent everything queued, or at its deadline, when what
-//! is left (queued, or the batch in flight) is counted as dropped or failed.
+//! is left (queued, or the batch in flight) is counted as dropped or failed. Dropping the last
+//! `Telemetry` handle without `shutdown` stops the task too, after it has sent what is queued
+//! (nobody waits for that).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -37,10 +39,25 @@ pub const SCOPE: &str = "muster";
 /// Failures are logged at most this often.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
-/// The exporter's handle: cheap to clone, shared by every request.
+/// The exporter's handle: cheap to clone, shared by every request. When the last clone is
+/// dropped, the export task sends what is queued and ends.
 #[derive(Clone)]
 pub struct Telemetry {
+    handle: Arc<Handle>,
+}
+
+/// What the clones of one `Telemetry` share; the export task holds only `shared`, so this is
+/// dropped with the last clone, and its drop tells the task to stop.
+struct Handle {
     shared: Arc<Shared>,
+    stop: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -72,8 +89,6 @@ struct Shared {
     queue: Mutex<VecDeque<Bounded>>,
     batch_ready: Notify,
     closed: AtomicBool,
-    stop: watch::Sender<bool>,
-    task: Mutex<Option<JoinHandle<()>>>,
     in_flight: AtomicU64,
     exported: AtomicU64,
     dropped: AtomicU64,
@@ -104,8 +119,6 @@ impl Telemetry {
             config,
             batch_ready: Notify::new(),
             closed: AtomicBool::new(false),
-            stop,
-            task: Mutex::new(None),
             in_flight: AtomicU64::new(0),
             exported: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
@@ -113,15 +126,24 @@ impl Telemetry {
             failed: AtomicU64::new(0),
         });
         let task = tokio::spawn(run(shared.clone(), exporter, stop_rx));
-        *shared.task.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
-        Telemetry { shared }
+        Telemetry {
+            handle: Arc::new(Handle {
+                shared,
+                stop,
+                task: Mutex::new(Some(task)),
+            }),
+        }
     }
 
     /// The sampler's decision for a new span of `trace_id`: `parent_sampled` is the sampled
     /// flag of its parent (the caller's `traceparent`, an item's stored context), `None` for a
     /// root. The span's `context.sampled` carries the decision to [`Telemetry::record`].
     pub fn sample(&self, trace_id: TraceId, parent_sampled: Option<bool>) -> bool {
-        self.shared.config.sampler.sample(trace_id, parent_sampled)
+        self.handle
+            .shared
+            .config
+            .sampler
+            .sample(trace_id, parent_sampled)
     }
 
     /// The sampler's decision for a new root span.
@@ -136,7 +158,7 @@ impl Telemetry {
         if !span.context.sampled {
             return;
         }
-        let shared = &*self.shared;
+        let shared = &*self.handle.shared;
         if shared.closed.load(Ordering::Acquire) {
             shared.dropped.fetch_add(1, Ordering::Relaxed);
             return;
@@ -157,7 +179,7 @@ impl Telemetry {
     }
 
     pub fn figures(&self) -> ExportFigures {
-        let shared = &*self.shared;
+        let shared = &*self.handle.shared;
         ExportFigures {
             spans_exported: shared.exported.load(Ordering::Relaxed),
             spans_dropped: shared.dropped.load(Ordering::Relaxed),
@@ -171,9 +193,10 @@ impl Telemetry {
     /// (what is not sent by then is counted as dropped or failed). Spans recorded afterwards
     /// are dropped. A second call returns at once.
     pub async fn shutdown(&self, deadline: Duration) {
-        let shared = &*self.shared;
+        let shared = &*self.handle.shared;
         shared.closed.store(true, Ordering::Release);
-        let task = shared
+        let task = self
+            .handle
             .task
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -181,7 +204,7 @@ impl Telemetry {
         let Some(mut task) = task else {
             return;
         };
-        shared.stop.send_replace(true);
+        self.handle.stop.send_replace(true);
         if tokio::time::timeout(deadline, &mut task).await.is_err() {
             task.abort();
             let _ = task.await;

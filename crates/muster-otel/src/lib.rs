@@ -14,8 +14,9 @@
 //! `/metrics`, and Muster's spans are finished with ids drawn before the work ran (the
 //! middleware learns an item's trace only after the transaction), so the SDK's `Tracer` would
 //! only be a struct builder. Nor `opentelemetry-proto` for the messages: it always pulls the SDK.
-//! So the few OTLP messages are declared here ([`proto`], prost), the queue is a bounded
-//! `VecDeque` behind a short lock, and the transport is the workspace's hyper client.
+//! So the few OTLP messages are declared here (`proto`, prost; the tests decode what is sent with
+//! opentelemetry-proto's generated messages), the queue is a bounded `VecDeque` behind a short
+//! lock, and the transport is the workspace's hyper client.
 //!
 //! Bounds: at most `OTEL_BSP_MAX_QUEUE_SIZE` spans queued (a full queue drops and counts);
 //! attribute string values, names and error messages cut at [`MAX_VALUE_BYTES`];
@@ -25,7 +26,7 @@
 
 mod config;
 mod export;
-pub mod proto;
+mod proto;
 mod span;
 
 pub use config::{Config, ConfigError, RootSampler, Sampler};

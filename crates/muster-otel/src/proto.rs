@@ -4,10 +4,10 @@
 //!
 //! Only the fields Muster writes are declared; a decoder skips the others, as protobuf allows.
 //! `AnyValue` carries the four scalar kinds (string, bool, int, double): Muster sends no arrays,
-//! maps or bytes. [`Message`] is prost's trait (`encode_to_vec`, `decode`), re-exported so that
-//! a reader of these messages (the test receiver) needs no prost of its own.
+//! maps or bytes. The tests decode the exported bytes with opentelemetry-proto's generated
+//! messages, the proof that these field numbers are the reference's.
 
-pub use prost::Message;
+pub(crate) use prost::Message;
 
 /// The body of `POST /v1/traces`.
 #[derive(Clone, PartialEq, prost::Message)]

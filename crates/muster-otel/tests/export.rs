@@ -1,17 +1,23 @@
-//! Spans recorded, exported over real HTTP to an OTLP receiver that decodes the protobuf; the
+//! Spans recorded, exported over real HTTP to an OTLP receiver that decodes the protobuf with
+//! opentelemetry-proto's messages (the reference, not muster-otel's own declarations); the
 //! queue's bounds with a dead, a refusing and a stalled collector; shutdown's flush.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use muster_otel::proto::any_value::Value;
-use muster_otel::proto::{self, span::SpanKind as ProtoKind, status::StatusCode};
 use muster_otel::{
-    AttrValue, Config, ExportFigures, FinishedSpan, MAX_LINKS, MAX_VALUE_BYTES, SpanEvent, SpanId,
-    SpanKind, Telemetry, TraceContext, TraceId,
+    AttrValue, Config, ExportFigures, FinishedSpan, MAX_ATTRIBUTES, MAX_EVENTS, MAX_LINKS,
+    MAX_VALUE_BYTES, SpanEvent, SpanId, SpanKind, Telemetry, TraceContext, TraceId,
 };
 use muster_testkit::{OtlpMode, OtlpReceiver, eventually};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::span::{Event, Link, SpanKind as ProtoKind};
+use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
+use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
 
 const TRACE: TraceId = TraceId([
     0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36,
@@ -61,11 +67,11 @@ fn span(n: u8, name: &'static str) -> FinishedSpan {
     }
 }
 
-fn names(spans: &[proto::Span]) -> Vec<String> {
+fn names(spans: &[Span]) -> Vec<String> {
     spans.iter().map(|s| s.name.clone()).collect()
 }
 
-fn attribute(attributes: &[proto::KeyValue], key: &str) -> Option<Value> {
+fn attribute(attributes: &[KeyValue], key: &str) -> Option<Value> {
     attributes
         .iter()
         .find(|kv| kv.key == key)
@@ -74,6 +80,15 @@ fn attribute(attributes: &[proto::KeyValue], key: &str) -> Option<Value> {
 
 fn string(text: &str) -> Option<Value> {
     Some(Value::StringValue(text.to_owned()))
+}
+
+/// An attribute as the reference messages hold it.
+fn kv(key: &str, value: Value) -> KeyValue {
+    KeyValue {
+        key: key.to_owned(),
+        value: Some(AnyValue { value: Some(value) }),
+        ..KeyValue::default()
+    }
 }
 
 /// An address nothing listens on.
@@ -139,6 +154,148 @@ async fn a_recorded_span_reaches_the_collector_with_its_ids_times_kind_attribute
         [(vec![7; 16], vec![8; 8], 0)]
     );
     assert_eq!(got.status, None);
+}
+
+/// One span with every field muster-otel writes, each with a value that is not the protobuf
+/// default (a default is not on the wire, so it would prove nothing): the request that arrives,
+/// decoded with opentelemetry-proto's generated messages, is exactly the expected one. The proof
+/// that `proto.rs`'s hand-declared field numbers and types are the reference's: a wrong number
+/// leaves a field at its default here, a wrong type fails the decoding (the receiver answers 400
+/// and keeps nothing).
+#[tokio::test]
+async fn every_field_written_is_read_back_by_the_reference_decoder() {
+    let receiver = OtlpReceiver::start().await;
+    let mut config = prompt(&receiver.endpoint());
+    config.service_name = "muster-eu".to_owned();
+    config.service_version = "0.1.0".to_owned();
+    config.service_instance_id = Some("muster-0".to_owned());
+    config.resource_attributes = vec![("deployment.environment".to_owned(), "prod".to_owned())];
+    let telemetry = Telemetry::start(config);
+    // Beyond each limit by one or two, so that every dropped count is sent.
+    let filler = ("muster.filler", AttrValue::from(7_u32));
+    let mut attributes = vec![
+        ("muster.kind", AttrValue::from("page")),
+        ("muster.replayed", AttrValue::from(true)),
+        ("muster.offset", AttrValue::from(-3_i64)),
+        ("muster.ratio", AttrValue::from(0.25)),
+    ];
+    attributes.resize(MAX_ATTRIBUTES + 2, filler.clone());
+    let mut first_event_attributes = vec![("muster.attempt", AttrValue::from(2_u32))];
+    first_event_attributes.resize(MAX_ATTRIBUTES + 1, filler);
+    let events = (0..=MAX_EVENTS as u32)
+        .map(|i| SpanEvent {
+            name: Cow::Borrowed("retry"),
+            time: at(1_800_000_000, 500 + i),
+            attributes: if i == 0 {
+                first_event_attributes.clone()
+            } else {
+                Vec::new()
+            },
+        })
+        .collect();
+    let link = TraceContext {
+        trace_id: TraceId([7; 16]),
+        span_id: SpanId([8; 8]),
+        sampled: true,
+    };
+    telemetry.record(FinishedSpan {
+        context: TraceContext {
+            trace_id: TRACE,
+            span_id: SpanId([1; 8]),
+            sampled: true,
+        },
+        parent: Some(PARENT),
+        name: Cow::Borrowed("POST /v1/items/{id}/complete"),
+        kind: SpanKind::Server,
+        start: at(1_800_000_000, 123_456_789),
+        end: at(1_800_000_000, 987_654_321),
+        attributes,
+        links: vec![link; MAX_LINKS + 1],
+        events,
+        error: Some("E_LEASE_LOST".to_owned()),
+    });
+    receiver.wait_for_spans(1, Duration::from_secs(5)).await;
+
+    let filler = kv("muster.filler", Value::IntValue(7));
+    let mut expected_attributes = vec![
+        kv("muster.kind", Value::StringValue("page".to_owned())),
+        kv("muster.replayed", Value::BoolValue(true)),
+        kv("muster.offset", Value::IntValue(-3)),
+        kv("muster.ratio", Value::DoubleValue(0.25)),
+    ];
+    expected_attributes.resize(MAX_ATTRIBUTES, filler.clone());
+    let mut first_event_attributes = vec![kv("muster.attempt", Value::IntValue(2))];
+    first_event_attributes.resize(MAX_ATTRIBUTES, filler);
+    let expected_events = (0..MAX_EVENTS as u32)
+        .map(|i| Event {
+            time_unix_nano: 1_800_000_000_000_000_500 + u64::from(i),
+            name: "retry".to_owned(),
+            attributes: if i == 0 {
+                first_event_attributes.clone()
+            } else {
+                Vec::new()
+            },
+            dropped_attributes_count: u32::from(i == 0),
+        })
+        .collect();
+    let expected_link = Link {
+        trace_id: vec![7; 16],
+        span_id: vec![8; 8],
+        flags: 1,
+        ..Link::default()
+    };
+    let version = env!("CARGO_PKG_VERSION");
+    let resource_attributes = [
+        ("service.name", "muster-eu"),
+        ("service.version", "0.1.0"),
+        ("service.instance.id", "muster-0"),
+        ("deployment.environment", "prod"),
+        ("telemetry.sdk.name", "muster-otel"),
+        ("telemetry.sdk.language", "rust"),
+        ("telemetry.sdk.version", version),
+    ]
+    .into_iter()
+    .map(|(key, value)| kv(key, Value::StringValue(value.to_owned())))
+    .collect();
+    let expected = ExportTraceServiceRequest {
+        resource_spans: vec![ResourceSpans {
+            resource: Some(Resource {
+                attributes: resource_attributes,
+                ..Resource::default()
+            }),
+            scope_spans: vec![ScopeSpans {
+                scope: Some(InstrumentationScope {
+                    name: "muster".to_owned(),
+                    version: version.to_owned(),
+                    ..InstrumentationScope::default()
+                }),
+                spans: vec![Span {
+                    trace_id: TRACE.0.to_vec(),
+                    span_id: vec![1; 8],
+                    parent_span_id: PARENT.0.to_vec(),
+                    flags: 1,
+                    name: "POST /v1/items/{id}/complete".to_owned(),
+                    kind: ProtoKind::Server as i32,
+                    start_time_unix_nano: 1_800_000_000_123_456_789,
+                    end_time_unix_nano: 1_800_000_000_987_654_321,
+                    attributes: expected_attributes,
+                    dropped_attributes_count: 2,
+                    events: expected_events,
+                    dropped_events_count: 1,
+                    links: vec![expected_link; MAX_LINKS],
+                    dropped_links_count: 1,
+                    status: Some(Status {
+                        message: "E_LEASE_LOST".to_owned(),
+                        code: StatusCode::Error as i32,
+                    }),
+                    ..Span::default()
+                }],
+                ..ScopeSpans::default()
+            }],
+            ..ResourceSpans::default()
+        }],
+    };
+    assert_eq!(receiver.requests()[0].body, expected);
 }
 
 #[tokio::test]
@@ -221,7 +378,7 @@ async fn an_error_becomes_an_error_status_and_events_keep_their_time_and_attribu
     let spans = receiver.wait_for_spans(1, Duration::from_secs(5)).await;
     assert_eq!(
         spans[0].status,
-        Some(proto::Status {
+        Some(Status {
             message: "E_LEASE_LOST".to_owned(),
             code: StatusCode::Error as i32
         })
@@ -416,6 +573,43 @@ async fn shutdown_sends_what_is_queued_before_it_returns() {
     telemetry.shutdown(Duration::from_secs(5)).await;
     assert_eq!(names(&receiver.spans()), ["a", "b", "c"]);
     assert_eq!(telemetry.figures().spans_exported, 3);
+}
+
+#[tokio::test]
+async fn dropping_the_last_handle_sends_what_is_queued() {
+    let receiver = OtlpReceiver::start().await;
+    let telemetry = Telemetry::start(config(
+        &receiver.endpoint(),
+        &[("OTEL_BSP_SCHEDULE_DELAY", "60000")],
+    ));
+    telemetry.record(span(1, "queued"));
+    drop(telemetry);
+
+    let spans = receiver.wait_for_spans(1, Duration::from_secs(5)).await;
+    assert_eq!(names(&spans), ["queued"]);
+}
+
+/// No receiver and nothing recorded, so the export task is the only task this test adds to the
+/// runtime: the count of alive tasks shows whether it still runs (its 10 ms timer would wake it
+/// for as long as the runtime lives).
+#[tokio::test(flavor = "current_thread")]
+async fn the_export_task_ends_when_the_last_handle_is_dropped() {
+    let metrics = tokio::runtime::Handle::current().metrics();
+    let before = metrics.num_alive_tasks();
+    let telemetry = Telemetry::start(prompt(&dead_endpoint().await));
+    let clone = telemetry.clone();
+    assert_eq!(metrics.num_alive_tasks(), before + 1);
+
+    drop(telemetry);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(metrics.num_alive_tasks(), before + 1, "a clone keeps it");
+
+    drop(clone);
+    eventually(Duration::from_secs(5), "the export task ended", || {
+        let alive = metrics.num_alive_tasks();
+        async move { alive == before }
+    })
+    .await;
 }
 
 #[tokio::test]

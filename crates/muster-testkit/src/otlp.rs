@@ -1,8 +1,9 @@
 //! An OTLP/HTTP receiver for tests: a collector on 127.0.0.1 port 0 that decodes every
-//! `POST /v1/traces` body as an `ExportTraceServiceRequest` (the real protobuf, with the
-//! exporter's own message declarations) and keeps it. It can also answer 503 (a collector that
-//! refuses) or hold each request without answering (a stalled collector). A dead collector
-//! needs no receiver: an unused address refuses connections.
+//! `POST /v1/traces` body as an `ExportTraceServiceRequest` with opentelemetry-proto's generated
+//! messages (the reference a real collector reads, not the exporter's own declarations) and keeps
+//! it. It can also answer 503 (a collector that refuses) or hold each request without answering
+//! (a stalled collector). A dead collector needs no receiver: an unused address refuses
+//! connections.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -17,7 +18,12 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
-use muster_otel::proto::{ExportTraceServiceRequest, Message, Resource, Span};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::resource::v1::Resource;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -204,7 +210,8 @@ async fn answer(
             headers: parts.headers,
             body,
         });
-    let mut response = Response::new(Full::new(Bytes::new()));
+    let answer = ExportTraceServiceResponse::default().encode_to_vec();
+    let mut response = Response::new(Full::new(Bytes::from(answer)));
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/x-protobuf"),
