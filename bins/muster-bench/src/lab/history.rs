@@ -13,7 +13,9 @@ use muster_devdb::{ClusterOptions, migrated_database, runtime_url};
 use serde_json::json;
 
 use super::Runner;
-use super::procs::{ServeArgs, free_listen, machine, on_cluster, psql_answer, write_serve_files};
+use super::procs::{
+    ServeArgs, free_listen, machine, on_cluster, psql_answer, publish, write_serve_files,
+};
 use crate::report::render_history;
 use crate::results::{BacklogFill, HistoryCost, HistorySize};
 
@@ -122,9 +124,5 @@ pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
             Ok(render_history(&sizes, &machine(&servers[0].0)))
         },
     )?;
-    println!("\n{table}");
-    let path = out.join("results.md");
-    std::fs::write(&path, &table).with_context(|| format!("write {}", path.display()))?;
-    eprintln!("muster-bench: table and raw JSON in {}", out.display());
-    Ok(())
+    publish(out, "results.md", "table", &table)
 }

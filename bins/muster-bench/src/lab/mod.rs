@@ -25,8 +25,8 @@ use serde_json::json;
 
 use self::floor::{BLOAT_CYCLES, FLOOR_RUNS, sql_floor, table_sizes};
 use self::procs::{
-    ServeArgs, banner, free_listen, machine, muster_bench, on_cluster, wait_queues, write_json,
-    write_serve_files,
+    ServeArgs, banner, free_listen, machine, muster_bench, on_cluster, publish, wait_queues,
+    write_json, write_serve_files,
 };
 use crate::procinfo::memory;
 use crate::report::{Suite, render};
@@ -85,17 +85,13 @@ pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
         },
         |cluster| phases(cluster, muster, out),
     )?;
-    let table = render(&suite);
-    println!("\n{table}");
-    let path = out.join("results.md");
-    std::fs::write(&path, &table).with_context(|| format!("write {}", path.display()))?;
+    publish(out, "results.md", "table", &render(&suite))?;
     // Charts of this run next to the table; `cargo xtask charts` copies an adopted run's into
     // docs/img/.
     #[cfg(feature = "charts")]
     crate::charts::render(out, out).context("could not draw the charts")?;
     #[cfg(not(feature = "charts"))]
     eprintln!("muster-bench: built without the `charts` feature; no charts drawn");
-    eprintln!("muster-bench: table and raw JSON in {}", out.display());
     Ok(())
 }
 

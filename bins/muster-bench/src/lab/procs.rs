@@ -20,6 +20,16 @@ pub(crate) fn psql_answer(url: &str, sql: &str) -> Option<String> {
     psql_query(url, sql).ok()
 }
 
+/// Prints `text` (a run's table or report), writes it to `out/file` beside the raw JSON and
+/// says where both are (`what` names it).
+pub(crate) fn publish(out: &Path, file: &str, what: &str, text: &str) -> Result<()> {
+    println!("\n{text}");
+    let path = out.join(file);
+    std::fs::write(&path, text).with_context(|| format!("write {}", path.display()))?;
+    eprintln!("muster-bench: {what} and raw JSON in {}", out.display());
+    Ok(())
+}
+
 /// Writes `doc` as pretty JSON to `path`.
 pub(crate) fn write_json(path: &Path, doc: &impl Serialize) -> Result<()> {
     std::fs::write(path, serde_json::to_string_pretty(doc)?)

@@ -14,7 +14,7 @@ use serde_json::json;
 
 use super::Runner;
 use super::procs::{
-    ServeArgs, free_listen, muster_bench, on_cluster, psql, psql_query, write_serve_files,
+    ServeArgs, free_listen, muster_bench, on_cluster, psql, psql_query, publish, write_serve_files,
 };
 use crate::procinfo::{cpu_seconds, ticks_per_second};
 use crate::results::BatchRun;
@@ -56,11 +56,7 @@ pub(crate) fn profile(muster: &Path, out: &Path, options: &Options) -> Result<()
         },
         |cluster| drain(cluster, muster, out, options),
     )?;
-    println!("\n{report}");
-    let path = out.join("profile.md");
-    std::fs::write(&path, &report).with_context(|| format!("write {}", path.display()))?;
-    eprintln!("muster-bench: report and raw JSON in {}", out.display());
-    Ok(())
+    publish(out, "profile.md", "report", &report)
 }
 
 fn drain(cluster: &TempCluster, muster: &Path, out: &Path, options: &Options) -> Result<String> {
