@@ -72,10 +72,8 @@ impl Http {
         body: &Value,
         client_ip: Option<&str>,
     ) -> Result<hyper::Request<Full<Bytes>>> {
-        let mut req = hyper::Request::builder()
-            .method(hyper::Method::POST)
-            .uri(format!("{}{path}", self.base))
-            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+        let mut req = self
+            .request(hyper::Method::POST, path, token)
             .header(hyper::header::CONTENT_TYPE, "application/json");
         if let Some(ip) = client_ip {
             req = req.header("x-client-ip", ip);
@@ -85,12 +83,23 @@ impl Http {
 
     /// GETs a path; returns the status and the parsed body (`Null` when empty).
     pub(crate) async fn get(&self, path: &str, token: &str) -> Result<(u16, Value)> {
-        let req = hyper::Request::builder()
-            .method(hyper::Method::GET)
-            .uri(format!("{}{path}", self.base))
-            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+        let req = self
+            .request(hyper::Method::GET, path, token)
             .body(Full::new(Bytes::new()))?;
         self.send(req).await.with_context(|| format!("GET {path}"))
+    }
+
+    /// A request for `path` of the server, as `token`.
+    fn request(
+        &self,
+        method: hyper::Method,
+        path: &str,
+        token: &str,
+    ) -> hyper::http::request::Builder {
+        hyper::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
     }
 
     /// Sends a request; returns the status and the parsed body (`Null` when empty or not JSON).
@@ -176,10 +185,8 @@ impl Http {
         token: &str,
         last_event_id: Option<i64>,
     ) -> Result<EventStream> {
-        let mut req = hyper::Request::builder()
-            .method(hyper::Method::GET)
-            .uri(format!("{}/v1/events", self.base))
-            .header(hyper::header::AUTHORIZATION, format!("Bearer {token}"))
+        let mut req = self
+            .request(hyper::Method::GET, "/v1/events", token)
             .header(hyper::header::ACCEPT, "text/event-stream");
         if let Some(id) = last_event_id {
             req = req.header("last-event-id", id.to_string());
