@@ -12,8 +12,9 @@ use std::sync::OnceLock;
 
 use ab_glyph::{Font, FontRef, PxScale, ScaleFont};
 use anyhow::{Context, Result, anyhow, bail, ensure};
+use plotters::chart::MeshStyle;
 use plotters::coord::Shift;
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, ValueFormatter};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 // `BackendStyle` stays unimported: its `stroke_width` would clash with `Color::stroke_width`.
@@ -83,6 +84,26 @@ fn register_font() -> Result<()> {
 
 fn font(size: u32) -> TextStyle<'static> {
     (FAMILY, size).into_font().color(&INK)
+}
+
+/// The mesh every chart shares: its label and description fonts, faint bold lines and no
+/// light ones.
+trait HouseStyle {
+    fn house_style(&mut self) -> &mut Self;
+}
+
+impl<X, Y, XT, YT, DB> HouseStyle for MeshStyle<'_, '_, X, Y, DB>
+where
+    X: Ranged<ValueType = XT> + ValueFormatter<XT>,
+    Y: Ranged<ValueType = YT> + ValueFormatter<YT>,
+    DB: DrawingBackend,
+{
+    fn house_style(&mut self) -> &mut Self {
+        self.label_style(font(15))
+            .axis_desc_style(font(16))
+            .bold_line_style(BLACK.mix(0.12))
+            .light_line_style(TRANSPARENT)
+    }
 }
 
 impl Ranged for KeyedAxis {
@@ -318,10 +339,7 @@ fn draw_rates(rgb: &mut [u8], spec: &RateChart<'_>) -> Result<()> {
         .y_desc(spec.y_desc)
         .x_label_formatter(&|x| format!("{x:.0}"))
         .y_label_formatter(&|y| format!("{y:.0}"))
-        .label_style(font(15))
-        .axis_desc_style(font(16))
-        .bold_line_style(BLACK.mix(0.12))
-        .light_line_style(TRANSPARENT)
+        .house_style()
         .draw()?;
 
     let sides = [
@@ -447,10 +465,7 @@ fn draw_latency(rgb: &mut [u8], groups: &[LatencyGroup], note: &str) -> Result<(
             }
         })
         .y_label_formatter(&|y| format!("{y}"))
-        .label_style(font(15))
-        .axis_desc_style(font(16))
-        .bold_line_style(BLACK.mix(0.12))
-        .light_line_style(TRANSPARENT)
+        .house_style()
         .draw()?;
 
     const BAR: f64 = 0.34;
