@@ -46,18 +46,12 @@ pub struct Telemetry {
     handle: Arc<Handle>,
 }
 
-/// What the clones of one `Telemetry` share; the export task holds only `shared`, so this is
-/// dropped with the last clone, and its drop tells the task to stop.
+/// What the clones of one `Telemetry` share. The export task holds only `shared`, so this goes
+/// with the last clone, and with it `stop`'s sender: the task reads the closed channel as a stop.
 struct Handle {
     shared: Arc<Shared>,
     stop: watch::Sender<bool>,
     task: Mutex<Option<JoinHandle<()>>>,
-}
-
-impl Drop for Handle {
-    fn drop(&mut self) {
-        self.stop.send_replace(true);
-    }
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -222,7 +216,7 @@ impl Telemetry {
 async fn run(shared: Arc<Shared>, mut exporter: Exporter, mut stop: watch::Receiver<bool>) {
     let delay = shared.config.schedule_delay;
     loop {
-        let stopping = *stop.borrow_and_update();
+        let stopping = stop_requested(&mut stop);
         if !stopping {
             tokio::select! {
                 () = shared.batch_ready.notified() => {}
@@ -257,6 +251,11 @@ async fn run(shared: Arc<Shared>, mut exporter: Exporter, mut stop: watch::Recei
             return;
         }
     }
+}
+
+/// A stop was sent (`shutdown`), or every handle is gone (the sender went with the last one).
+fn stop_requested(stop: &mut watch::Receiver<bool>) -> bool {
+    *stop.borrow_and_update() || stop.has_changed().is_err()
 }
 
 /// Why one export request failed: a kind, never a header value or the endpoint.

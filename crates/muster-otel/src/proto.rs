@@ -185,16 +185,16 @@ pub struct AnyValue {
 
 /// The `value` oneof of `AnyValue`.
 pub mod any_value {
-    /// The scalar kinds Muster sends.
+    /// The scalar kinds Muster sends (`string_value`, `bool_value`, `int_value`, `double_value`).
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub enum Value {
         #[prost(string, tag = "1")]
-        StringValue(String),
+        String(String),
         #[prost(bool, tag = "2")]
-        BoolValue(bool),
+        Bool(bool),
         #[prost(int64, tag = "3")]
-        IntValue(i64),
+        Int(i64),
         #[prost(double, tag = "4")]
-        DoubleValue(f64),
+        Double(f64),
     }
 }

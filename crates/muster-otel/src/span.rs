@@ -218,10 +218,10 @@ pub(crate) fn unix_nanos(time: SystemTime) -> u64 {
 pub(crate) fn key_value(key: String, value: AttrValue) -> proto::KeyValue {
     use proto::any_value::Value;
     let value = match value {
-        AttrValue::Str(s) => Value::StringValue(s.into_owned()),
-        AttrValue::Bool(b) => Value::BoolValue(b),
-        AttrValue::Int(i) => Value::IntValue(i),
-        AttrValue::Float(f) => Value::DoubleValue(f),
+        AttrValue::Str(s) => Value::String(s.into_owned()),
+        AttrValue::Bool(b) => Value::Bool(b),
+        AttrValue::Int(i) => Value::Int(i),
+        AttrValue::Float(f) => Value::Double(f),
     };
     proto::KeyValue {
         key,

@@ -11,13 +11,12 @@ use muster_otel::{
     MAX_VALUE_BYTES, SpanEvent, SpanId, SpanKind, Telemetry, TraceContext, TraceId,
 };
 use muster_testkit::{OtlpMode, OtlpReceiver, eventually};
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, InstrumentationScope, KeyValue};
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::span::{Event, Link, SpanKind as ProtoKind};
 use opentelemetry_proto::tonic::trace::v1::status::StatusCode;
-use opentelemetry_proto::tonic::trace::v1::{ResourceSpans, ScopeSpans, Span, Status};
+use opentelemetry_proto::tonic::trace::v1::{Span, Status};
 
 const TRACE: TraceId = TraceId([
     0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36,
@@ -41,6 +40,16 @@ fn prompt(endpoint: &str) -> Config {
             ("OTEL_BSP_SCHEDULE_DELAY", "10"),
         ],
     )
+}
+
+/// `prompt`, naming the service, its version and instance, and one more resource attribute.
+fn named(endpoint: &str) -> Config {
+    let mut config = prompt(endpoint);
+    config.service_name = "muster-eu".to_owned();
+    config.service_version = "0.1.0-draft".to_owned();
+    config.service_instance_id = Some("muster-0".to_owned());
+    config.resource_attributes = vec![("deployment.environment".to_owned(), "prod".to_owned())];
+    config
 }
 
 fn at(seconds: u64, nanos: u32) -> SystemTime {
@@ -157,20 +166,14 @@ async fn a_recorded_span_reaches_the_collector_with_its_ids_times_kind_attribute
 }
 
 /// One span with every field muster-otel writes, each with a value that is not the protobuf
-/// default (a default is not on the wire, so it would prove nothing): the request that arrives,
-/// decoded with opentelemetry-proto's generated messages, is exactly the expected one. The proof
-/// that `proto.rs`'s hand-declared field numbers and types are the reference's: a wrong number
-/// leaves a field at its default here, a wrong type fails the decoding (the receiver answers 400
-/// and keeps nothing).
+/// default (a default is not on the wire, so it would prove nothing), read back from the request
+/// decoded with opentelemetry-proto's generated messages. The proof that `proto.rs`'s
+/// hand-declared field numbers and types are the reference's: a wrong number leaves a field at
+/// its default here, a wrong type fails the decoding (the receiver answers 400, keeps nothing).
 #[tokio::test]
 async fn every_field_written_is_read_back_by_the_reference_decoder() {
     let receiver = OtlpReceiver::start().await;
-    let mut config = prompt(&receiver.endpoint());
-    config.service_name = "muster-eu".to_owned();
-    config.service_version = "0.1.0".to_owned();
-    config.service_instance_id = Some("muster-0".to_owned());
-    config.resource_attributes = vec![("deployment.environment".to_owned(), "prod".to_owned())];
-    let telemetry = Telemetry::start(config);
+    let telemetry = Telemetry::start(named(&receiver.endpoint()));
     // Beyond each limit by one or two, so that every dropped count is sent.
     let filler = ("muster.filler", AttrValue::from(7_u32));
     let mut attributes = vec![
@@ -216,38 +219,13 @@ async fn every_field_written_is_read_back_by_the_reference_decoder() {
     });
     receiver.wait_for_spans(1, Duration::from_secs(5)).await;
 
-    let filler = kv("muster.filler", Value::IntValue(7));
-    let mut expected_attributes = vec![
-        kv("muster.kind", Value::StringValue("page".to_owned())),
-        kv("muster.replayed", Value::BoolValue(true)),
-        kv("muster.offset", Value::IntValue(-3)),
-        kv("muster.ratio", Value::DoubleValue(0.25)),
-    ];
-    expected_attributes.resize(MAX_ATTRIBUTES, filler.clone());
-    let mut first_event_attributes = vec![kv("muster.attempt", Value::IntValue(2))];
-    first_event_attributes.resize(MAX_ATTRIBUTES, filler);
-    let expected_events = (0..MAX_EVENTS as u32)
-        .map(|i| Event {
-            time_unix_nano: 1_800_000_000_000_000_500 + u64::from(i),
-            name: "retry".to_owned(),
-            attributes: if i == 0 {
-                first_event_attributes.clone()
-            } else {
-                Vec::new()
-            },
-            dropped_attributes_count: u32::from(i == 0),
-        })
-        .collect();
-    let expected_link = Link {
-        trace_id: vec![7; 16],
-        span_id: vec![8; 8],
-        flags: 1,
-        ..Link::default()
-    };
+    let request = receiver.requests().remove(0).body;
+    assert_eq!(request.resource_spans.len(), 1);
+    let resource_spans = &request.resource_spans[0];
     let version = env!("CARGO_PKG_VERSION");
     let resource_attributes = [
         ("service.name", "muster-eu"),
-        ("service.version", "0.1.0"),
+        ("service.version", "0.1.0-draft"),
         ("service.instance.id", "muster-0"),
         ("deployment.environment", "prod"),
         ("telemetry.sdk.name", "muster-otel"),
@@ -257,56 +235,109 @@ async fn every_field_written_is_read_back_by_the_reference_decoder() {
     .into_iter()
     .map(|(key, value)| kv(key, Value::StringValue(value.to_owned())))
     .collect();
-    let expected = ExportTraceServiceRequest {
-        resource_spans: vec![ResourceSpans {
-            resource: Some(Resource {
-                attributes: resource_attributes,
-                ..Resource::default()
+    assert_eq!(
+        resource_spans.resource,
+        Some(Resource {
+            attributes: resource_attributes,
+            ..Resource::default()
+        })
+    );
+    assert_eq!(resource_spans.scope_spans.len(), 1);
+    let scope_spans = &resource_spans.scope_spans[0];
+    assert_eq!(
+        scope_spans.scope,
+        Some(InstrumentationScope {
+            name: "muster".to_owned(),
+            version: version.to_owned(),
+            ..InstrumentationScope::default()
+        })
+    );
+    assert_eq!(scope_spans.spans.len(), 1);
+
+    // The span's own fields first, its lists apart (each of their elements is encoded alike).
+    let mut span = scope_spans.spans[0].clone();
+    let attributes = std::mem::take(&mut span.attributes);
+    let mut events = std::mem::take(&mut span.events);
+    let links = std::mem::take(&mut span.links);
+    assert_eq!(
+        span,
+        Span {
+            trace_id: TRACE.0.to_vec(),
+            span_id: vec![1; 8],
+            parent_span_id: PARENT.0.to_vec(),
+            flags: 1,
+            name: "POST /v1/items/{id}/complete".to_owned(),
+            kind: ProtoKind::Server as i32,
+            start_time_unix_nano: 1_800_000_000_123_456_789,
+            end_time_unix_nano: 1_800_000_000_987_654_321,
+            dropped_attributes_count: 2,
+            dropped_events_count: 1,
+            dropped_links_count: 1,
+            status: Some(Status {
+                message: "E_LEASE_LOST".to_owned(),
+                code: StatusCode::Error as i32,
             }),
-            scope_spans: vec![ScopeSpans {
-                scope: Some(InstrumentationScope {
-                    name: "muster".to_owned(),
-                    version: version.to_owned(),
-                    ..InstrumentationScope::default()
-                }),
-                spans: vec![Span {
-                    trace_id: TRACE.0.to_vec(),
-                    span_id: vec![1; 8],
-                    parent_span_id: PARENT.0.to_vec(),
-                    flags: 1,
-                    name: "POST /v1/items/{id}/complete".to_owned(),
-                    kind: ProtoKind::Server as i32,
-                    start_time_unix_nano: 1_800_000_000_123_456_789,
-                    end_time_unix_nano: 1_800_000_000_987_654_321,
-                    attributes: expected_attributes,
-                    dropped_attributes_count: 2,
-                    events: expected_events,
-                    dropped_events_count: 1,
-                    links: vec![expected_link; MAX_LINKS],
-                    dropped_links_count: 1,
-                    status: Some(Status {
-                        message: "E_LEASE_LOST".to_owned(),
-                        code: StatusCode::Error as i32,
-                    }),
-                    ..Span::default()
-                }],
-                ..ScopeSpans::default()
-            }],
-            ..ResourceSpans::default()
-        }],
-    };
-    assert_eq!(receiver.requests()[0].body, expected);
+            ..Span::default()
+        }
+    );
+    let filler = kv("muster.filler", Value::IntValue(7));
+    assert_eq!(
+        (attributes.len(), &attributes[..5]),
+        (
+            MAX_ATTRIBUTES,
+            &[
+                kv("muster.kind", Value::StringValue("page".to_owned())),
+                kv("muster.replayed", Value::BoolValue(true)),
+                kv("muster.offset", Value::IntValue(-3)),
+                kv("muster.ratio", Value::DoubleValue(0.25)),
+                filler.clone(),
+            ][..]
+        )
+    );
+    assert_eq!(events.len(), MAX_EVENTS);
+    let first_event_attributes = std::mem::take(&mut events[0].attributes);
+    assert_eq!(
+        (first_event_attributes.len(), &first_event_attributes[..2]),
+        (
+            MAX_ATTRIBUTES,
+            &[kv("muster.attempt", Value::IntValue(2)), filler][..]
+        )
+    );
+    assert_eq!(
+        events[..2],
+        [
+            Event {
+                time_unix_nano: 1_800_000_000_000_000_500,
+                name: "retry".to_owned(),
+                attributes: Vec::new(),
+                dropped_attributes_count: 1,
+            },
+            Event {
+                time_unix_nano: 1_800_000_000_000_000_501,
+                name: "retry".to_owned(),
+                attributes: Vec::new(),
+                dropped_attributes_count: 0,
+            },
+        ]
+    );
+    assert_eq!(
+        (links.len(), &links[0]),
+        (
+            MAX_LINKS,
+            &Link {
+                trace_id: vec![7; 16],
+                span_id: vec![8; 8],
+                flags: 1,
+                ..Link::default()
+            }
+        )
+    );
 }
 
 #[tokio::test]
 async fn the_export_names_the_service_its_version_and_the_muster_scope() {
     let receiver = OtlpReceiver::start().await;
-    let mut config = prompt(&receiver.endpoint());
-    config.service_name = "muster-eu".to_owned();
-    config.service_version = "0.1.0-draft".to_owned();
-    config.service_instance_id = Some("muster-0".to_owned());
-    config.resource_attributes = vec![("deployment.environment".to_owned(), "prod".to_owned())];
-    let telemetry = Telemetry::start(config);
+    let telemetry = Telemetry::start(named(&receiver.endpoint()));
     telemetry.record(span(1, "one"));
 
     receiver.wait_for_spans(1, Duration::from_secs(5)).await;
