@@ -276,6 +276,16 @@ async fn an_item_replayed_by_a_digest_report_keeps_its_trace() {
     assert_ne!(again.span_id, traceparent(&lease).span_id);
 }
 
+#[tokio::test]
+async fn an_item_leased_again_after_its_lease_expired_keeps_its_trace() {
+    let app = TestApp::spawn_with(|s| s.lease_ttl_ms = 200).await;
+    enqueue_trawl(&app, Some(CALLER), json!({})).await;
+    let first = leased_trace(&app).await;
+    let again = traceparent(&app.lease_eventually("trawl", "w2").await);
+    assert_eq!(again.trace_id, caller().trace_id);
+    assert_ne!(again.span_id, first.span_id);
+}
+
 /// Enqueues a trawl item under `CALLER`, leases it and fails it for good.
 async fn failed_for_good(app: &TestApp) -> String {
     let id = enqueue_trawl(app, Some(CALLER), json!({})).await;
