@@ -57,7 +57,7 @@ impl ItemStore for PgTx {
         Ok(Inserted::Existing {
             id: ItemId(row.get(0)),
             state: state.parse().map_err(internal)?,
-            trace: stored_context(row.get(2))?,
+            trace: stored_context(row.get(2)),
         })
     }
 

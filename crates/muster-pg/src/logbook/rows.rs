@@ -11,7 +11,8 @@ use time::OffsetDateTime;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-/// The item columns every locking read returns, in the order [`item_from_row`] reads them. The
+/// The item columns every locking read returns, in the order [`item_from_row`] reads them, then
+/// the item's trace context ([`traced_item_from_row`] reads both). The
 /// statements in `sql/` list them themselves (`sql_tidy` checks that they do); `listing` splices
 /// them into the statements it builds.
 pub(crate) const ITEM_COLS: &str = "i.id, i.kind, i.priority, i.state, i.attempt, i.fence, i.lease_id, \
@@ -90,20 +91,11 @@ pub(super) fn lease_from_row(
     Ok((record, item, trace))
 }
 
-/// The trace context a row read with [`ITEM_COLS`] from column `at` keeps (`None`: an item
-/// enqueued before items kept one).
-fn trace_from_row(row: &Row, at: usize) -> Result<Option<TraceContext>, StoreError> {
-    stored_context(row.get(at + ITEM_COL_COUNT - 1))
-}
-
-/// A stored trace context (`core.items.trace`) read back.
-pub(super) fn stored_context(bytes: Option<&[u8]>) -> Result<Option<TraceContext>, StoreError> {
-    bytes
-        .map(|b| {
-            TraceContext::from_stored(b)
-                .ok_or_else(|| internal("an item's trace context is not 25 bytes of ids"))
-        })
-        .transpose()
+/// A stored trace context (`core.items.trace`) read back: `None` for an item enqueued before
+/// items kept one, and for bytes that are no context (all-zero ids, which no writer stores): a
+/// trace never stops an item's work.
+pub(super) fn stored_context(bytes: Option<&[u8]>) -> Option<TraceContext> {
+    bytes.and_then(TraceContext::from_stored)
 }
 
 /// An item and its trace context, from the columns [`ITEM_COLS`] from `at`.
@@ -111,7 +103,8 @@ pub(super) fn traced_item_from_row(
     row: &Row,
     at: usize,
 ) -> Result<(Item, Option<TraceContext>), StoreError> {
-    Ok((item_from_row(row, at)?, trace_from_row(row, at)?))
+    let trace = stored_context(row.get(at + ITEM_COL_COUNT - 1));
+    Ok((item_from_row(row, at)?, trace))
 }
 
 /// The stored form of an optional trace context.

@@ -96,3 +96,21 @@ async fn logbook_refuses_a_trace_context_of_another_length() {
         Some("items_trace_stored")
     );
 }
+
+#[tokio::test]
+async fn stored_bytes_that_are_no_trace_context_lock_the_item_without_one() {
+    let db = muster_testkit::fresh_db().await;
+    let logbook = PgLogbook::new(db.pool());
+    let id = inserted(&logbook, TraceContext::parse(CALLER)).await;
+    db.client()
+        .await
+        .execute(
+            "UPDATE core.items SET trace = decode(repeat('00', 25), 'hex') WHERE id = $1",
+            &[&id.0],
+        )
+        .await
+        .expect("25 zero bytes");
+    let mut tx = logbook.begin().await.expect("begin");
+    let (item, trace) = tx.lock_item(id).await.expect("lock").expect("there");
+    assert_eq!((item.id, trace), (id, None));
+}
