@@ -252,6 +252,10 @@ pub struct Settings {
     /// The Clock port's adapter (not a flag: the system clock; tests give a skewed one).
     #[arg(skip)]
     pub clock: ClockAdapter,
+    /// Traces: the span exporter's settings, from the standard `OTEL_*` variables (not flags;
+    /// [`Settings::traces_from_env`], docs/operations.md "Traces"). `None`: tracing off.
+    #[arg(skip)]
+    pub telemetry: Option<muster_otel::Config>,
     /// Cross-replica wake-ups over LISTEN/NOTIFY (not a flag: off only for the bench's
     /// comparison).
     #[arg(skip = true)]
@@ -348,6 +352,20 @@ impl Settings {
 
 impl Settings {
     /// Settings for tests and embedding: everything at its default.
+    /// These settings with the span exporter the `OTEL_*` variables configure: its service
+    /// version is this binary's, and its instance the pod (`HOSTNAME`) unless
+    /// `OTEL_RESOURCE_ATTRIBUTES` names one. A bad value fails the start, naming the variable.
+    pub fn traces_from_env(mut self) -> Result<Self, muster_otel::ConfigError> {
+        self.telemetry = muster_otel::Config::from_env(|v| std::env::var(v).ok())?.map(|mut c| {
+            c.service_version = env!("CARGO_PKG_VERSION").to_owned();
+            if c.service_instance_id.is_none() {
+                c.service_instance_id = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
+            }
+            c
+        });
+        Ok(self)
+    }
+
     pub fn new(database_url: impl Into<String>) -> Self {
         Settings {
             database_url: Some(database_url.into()),
@@ -367,6 +385,7 @@ impl Settings {
             retain_days: muster_app::service::DEFAULT_RETAIN_DAYS,
             retain_edit_text_days: muster_app::service::DEFAULT_RETAIN_EDIT_TEXT_DAYS,
             peer_wake: true,
+            telemetry: None,
             clock: ClockAdapter::default(),
             group_commits: 1,
             inflight_body_mib: 2,

@@ -259,7 +259,13 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         feed,
         logbook_metrics: Arc::new(logbook.clone()),
         http_metrics: muster_http::metrics::HttpMetrics::default()
-            .with_memory(server.memory.clone()),
+            .with_memory(server.memory.clone())
+            .with_telemetry(
+                settings
+                    .telemetry
+                    .clone()
+                    .map(muster_otel::Telemetry::start),
+            ),
         auth,
         tokenreviews,
         api_server: api_probe.as_ref().map(|_| Arc::default()),
@@ -286,6 +292,9 @@ pub fn build(settings: &Settings) -> anyhow::Result<App> {
         },
     })
 }
+
+/// How long a stopping server waits for its last spans' export.
+const TRACE_FLUSH: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// How often `serve --auth tokenreview` asks whether the API server answers.
 const API_PROBE_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
@@ -375,6 +384,7 @@ pub async fn serve(
         app.ownership_file.clone(),
         node_file.map(|path| (path, app.nodes.clone())),
     )));
+    let telemetry = app.state.http_metrics.telemetry().cloned();
     let router = muster_http::router(app.state);
     let shutdown = async move {
         shutdown.await;
@@ -384,6 +394,10 @@ pub async fn serve(
     muster_http::serve(listener, router, app.server, shutdown).await;
     for task in tasks {
         task.abort();
+    }
+    if let Some(telemetry) = telemetry {
+        // The drain's last spans, within a bound of their own.
+        telemetry.shutdown(TRACE_FLUSH).await;
     }
     Ok(())
 }

@@ -30,7 +30,15 @@ async fn main() -> anyhow::Result<()> {
             std::process::exit(exit.code());
         }
         Command::Serve => {
-            let app = muster::build(&cli.settings)?;
+            let settings = cli
+                .settings
+                .clone()
+                .traces_from_env()
+                .context("tracing (the OTEL_* variables)")?;
+            if let Some(t) = &settings.telemetry {
+                tracing::info!(endpoint = %t.endpoint, "tracing on: spans exported over OTLP/HTTP");
+            }
+            let app = muster::build(&settings)?;
             let listener = tokio::net::TcpListener::bind(cli.settings.listen)
                 .await
                 .with_context(|| format!("bind {}", cli.settings.listen))?;

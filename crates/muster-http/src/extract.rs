@@ -40,6 +40,10 @@ impl FromRequestParts<AppState> for Caller {
                 Err(AuthError::Unavailable) => return Err(ApiError::unavailable()),
             }
         };
+        // The call's span names its principal (tracing on only).
+        if let Some(slot) = parts.extensions.get::<crate::spans::CallerSlot>() {
+            slot.set(caller.0);
+        }
         // The connection's guard: this connection carries a caller's valid token.
         if let Some(accepted) = parts.extensions.get::<TokenAccepted>() {
             accepted.set();

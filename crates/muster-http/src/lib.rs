@@ -9,8 +9,8 @@
 //!
 //! Module graph (who uses whom inside the crate; no circle): `routes` (the router) →
 //! `handlers`, `extract`, `metrics`, `state`; `handlers` → `extract`, `reauth`, `sse`, `conn_guard`, `server`, `metrics`,
-//! `state`, `error`, `trace`; `extract` → `state`, `budget`, `screen`, `error`; `state` → `budget`, `metrics`; `conn_guard` → `budget`, `extract`, `watched_body`;
-//! `budget` → `error`; `metrics` → `refreshed`, `budget`, `error`, `trace`; `trace` → nothing; `refreshed` → nothing; `server` → `budget`, `conn_guard`, `stall`, `dev_web`, `screen`, `error`; `stall` → nothing; `screen` → `error`; `dev_web` →
+//! `state`, `error`, `trace`; `extract` → `state`, `budget`, `screen`, `spans`, `error`; `state` → `budget`, `metrics`; `conn_guard` → `budget`, `extract`, `watched_body`;
+//! `budget` → `error`; `metrics` → `refreshed`, `budget`, `error`, `spans`, `trace`; `spans` → `trace`; `trace` → nothing; `refreshed` → nothing; `server` → `budget`, `conn_guard`, `stall`, `dev_web`, `screen`, `error`; `stall` → nothing; `screen` → `error`; `dev_web` →
 //! `error`; `sse` and `error` → nothing.
 
 pub mod budget;
@@ -25,6 +25,7 @@ mod refreshed;
 mod routes;
 mod screen;
 pub mod server;
+mod spans;
 mod sse;
 mod stall;
 mod state;

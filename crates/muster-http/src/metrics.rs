@@ -22,29 +22,43 @@ use muster_domain::Kind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
+
+use muster_otel::{ExportFigures, Telemetry};
 
 use crate::error::{ErrorCode, InternalDetail};
 
 type Labels = Vec<(&'static str, String)>;
 
-fn latency_histogram() -> Histogram {
+/// A latency histogram whose buckets keep, as exemplar, the trace of a sampled request.
+type Latency = HistogramWithExemplars<TraceLabel>;
+
+fn latency_histogram() -> Latency {
     // 0.5 ms .. ~8 s
-    Histogram::new(exponential_buckets(0.0005, 2.0, 15))
+    HistogramWithExemplars::new(exponential_buckets(0.0005, 2.0, 15))
+}
+
+/// An exemplar's label: the trace a sampled request's span was exported in.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct TraceLabel {
+    trace_id: String,
 }
 
 /// Metrics the transport keeps itself.
 #[derive(Debug, Clone)]
 pub struct HttpMetrics {
     requests: Family<AnswerLabels, Counter>,
-    latency: Family<RouteLabels, Histogram, fn() -> Histogram>,
+    latency: Family<RouteLabels, Latency, fn() -> Latency>,
     /// What the probes and the scrape read from Logbook, refreshed at most once per interval.
     pub(crate) db: std::sync::Arc<DbGauges>,
     /// The memory budget's figures (its shares and refusals), reported at every scrape.
     memory: Option<std::sync::Arc<dyn Collector>>,
+    /// The span exporter, when tracing is on (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+    telemetry: Option<Telemetry>,
 }
 
 impl HttpMetrics {
@@ -54,6 +68,16 @@ impl HttpMetrics {
             memory: Some(std::sync::Arc::new(memory)),
             ..self
         }
+    }
+
+    /// Metrics that record every call's spans with `telemetry` and report its figures.
+    pub fn with_telemetry(self, telemetry: Option<Telemetry>) -> Self {
+        HttpMetrics { telemetry, ..self }
+    }
+
+    /// The span exporter, when tracing is on.
+    pub fn telemetry(&self) -> Option<&Telemetry> {
+        self.telemetry.as_ref()
     }
 }
 
@@ -98,6 +122,7 @@ impl Default for HttpMetrics {
             latency: Family::new_with_constructor(latency_histogram),
             db: Default::default(),
             memory: None,
+            telemetry: None,
         }
     }
 }
@@ -108,11 +133,18 @@ impl Default for HttpMetrics {
 /// and times it.
 pub async fn track(State(m): State<HttpMetrics>, mut req: Request<Body>, next: Next) -> Response {
     use tracing::Instrument;
-    // The call's server span: its ids drawn now, for the handlers to hand on. Root sampling
-    // is off until an exporter is wired.
+    // The call's server span: its ids drawn now, for the handlers to hand on; sampled as the
+    // caller's when tracing is off (its flag handed on), as the sampler says when it is on.
     let incoming = crate::trace::RequestTrace::incoming(req.headers());
-    req.extensions_mut()
-        .insert(crate::trace::RequestTrace::start(incoming, false));
+    let mut trace = crate::trace::RequestTrace::start(incoming, false);
+    let wall_start = std::time::SystemTime::now();
+    let caller = m.telemetry.as_ref().map(|t| {
+        trace.server.sampled = t.sample(trace.server.trace_id, incoming.map(|c| c.sampled));
+        let slot = crate::spans::CallerSlot::default();
+        req.extensions_mut().insert(slot.clone());
+        slot
+    });
+    req.extensions_mut().insert(trace);
     let route = req
         .extensions()
         .get::<MatchedPath>()
@@ -158,11 +190,29 @@ pub async fn track(State(m): State<HttpMetrics>, mut req: Request<Body>, next: N
             code,
         })
         .inc();
+    if let Some(telemetry) = &m.telemetry {
+        let call = crate::spans::Call {
+            trace,
+            method,
+            route,
+            status,
+            code,
+            request_id: &request_id,
+            caller: caller.as_ref(),
+            start: wall_start,
+            end: std::time::SystemTime::now(),
+        };
+        crate::spans::record(telemetry, &call, res.extensions());
+    }
     // The live feed's duration is how long a client watched, not a latency.
     if route != "/v1/events" {
+        // A sampled call's trace, for a dashboard to open from its latency.
+        let exemplar = (m.telemetry.is_some() && trace.server.sampled).then(|| TraceLabel {
+            trace_id: trace.server.trace_id.to_string(),
+        });
         m.latency
             .get_or_create(&RouteLabels { route, method })
-            .observe(elapsed.as_secs_f64());
+            .observe(elapsed.as_secs_f64(), exemplar, None);
     }
     res
 }
@@ -628,6 +678,51 @@ fn encode_retention(
     )
 }
 
+/// The span exporter's figures at a scrape (tracing on only).
+#[derive(Debug)]
+struct TraceFigures(ExportFigures);
+
+impl Collector for TraceFigures {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let f = self.0;
+        unlabelled(
+            &mut encoder,
+            ConstCounter::new,
+            [
+                (
+                    "muster_trace_spans_exported",
+                    "Spans the trace collector accepted",
+                    f.spans_exported,
+                ),
+                (
+                    "muster_trace_spans_dropped",
+                    "Spans dropped before export: the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full",
+                    f.spans_dropped,
+                ),
+                (
+                    "muster_trace_export_failures",
+                    "Span exports the collector refused or did not answer in time (each drops its batch)",
+                    f.export_failures,
+                ),
+                (
+                    "muster_trace_spans_failed",
+                    "Spans in the failed exports' batches",
+                    f.spans_failed,
+                ),
+            ],
+        )?;
+        unlabelled(
+            &mut encoder,
+            ConstGauge::new,
+            [(
+                "muster_trace_queue_spans",
+                "Spans waiting for export",
+                f.queue_len,
+            )],
+        )
+    }
+}
+
 /// The exposition of one scrape: the transport's own metrics and the figures in `snapshot`.
 pub(crate) fn exposition(
     http: &HttpMetrics,
@@ -654,6 +749,9 @@ pub(crate) fn exposition(
     registry.register_collector(Box::new(snapshot));
     if let Some(memory) = &http.memory {
         registry.register_collector(Box::new(Shared(memory.clone())));
+    }
+    if let Some(telemetry) = &http.telemetry {
+        registry.register_collector(Box::new(TraceFigures(telemetry.figures())));
     }
     let mut body = String::new();
     if prometheus_client::encoding::text::encode(&mut body, &registry).is_err() {

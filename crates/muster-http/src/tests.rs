@@ -97,9 +97,10 @@ fn the_error_table_and_the_metrics_do_not_reach_up_into_the_handlers() {
         BTreeSet::from([
             "error".to_owned(),
             "refreshed".to_owned(),
+            "spans".to_owned(),
             "trace".to_owned()
         ]),
-        "metrics.rs uses only the error table, the refreshed cell and the call's trace"
+        "metrics.rs uses only the error table, the refreshed cell, the call's trace and its spans"
     );
     assert_eq!(
         graph["refreshed"],
