@@ -37,3 +37,4 @@ mod rollout;
 mod shutdown;
 mod sigterm;
 mod trace_context;
+mod traces;

@@ -14,7 +14,7 @@ const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 const OTHER: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00";
 
 /// `POST path` as `principal` with `body`, sending `traceparent` when given.
-async fn post_traced(
+pub(crate) async fn post_traced(
     app: &TestApp,
     path: &str,
     principal: &str,
