@@ -31,6 +31,7 @@ pub mod service;
 pub mod shared;
 pub mod signal;
 pub mod stats;
+pub mod telemetry;
 pub mod views;
 
 pub use error::AppError;

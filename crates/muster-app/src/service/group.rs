@@ -1,18 +1,35 @@
 //! The lanes of the use cases that commit in groups: a single lease request, or a single
 //! completion, waits in its worker kind's lane and is written together with the concurrent ones
 //! of that kind, by `combine`'s algorithm. Each is answered exactly as alone, and none before its
-//! transaction committed.
+//! transaction committed. A traced call's request carries its trace: the batch's transactions
+//! go to one traced member's trace, and each member's call learns the batch it rode in
+//! (`telemetry::batch`, `telemetry::rode`).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use muster_domain::{LeaseId, Principal};
 
 use super::{LeaseWant, MAX_BATCH, MAX_BATCH_NEXT, Muster, NextLease, check_next, splits};
 use crate::combine::{Combiner, DrainGuard, Waiting};
 use crate::error::AppError;
+use crate::telemetry::{self, BatchTrace, CallTrace};
 use crate::views::{CompleteRequest, Completed, LeaseGranted};
 
-pub(super) type LeaseLanes = Combiner<Principal, LeaseWant, Result<Vec<LeaseGranted>, AppError>>;
+/// A request in a lane, with the trace of the call that made it (`None`: not traced).
+pub(super) struct Traced<R> {
+    req: R,
+    trace: Option<CallTrace>,
+}
+
+/// A request's answer, with the batch it rode in when a member of that batch was traced.
+pub(super) struct Rode<A> {
+    answer: A,
+    batch: Option<Arc<BatchTrace>>,
+}
+
+pub(super) type LeaseLanes =
+    Combiner<Principal, Traced<LeaseWant>, Rode<Result<Vec<LeaseGranted>, AppError>>>;
 
 /// A single completion waiting for a group commit, with its wish for a next lease.
 pub(super) struct Completion {
@@ -22,7 +39,7 @@ pub(super) struct Completion {
 }
 
 type CompletionAnswer = Result<(Completed, Option<LeaseGranted>), AppError>;
-pub(super) type CompletionLanes = Combiner<Principal, Completion, CompletionAnswer>;
+pub(super) type CompletionLanes = Combiner<Principal, Traced<Completion>, Rode<CompletionAnswer>>;
 
 impl Muster {
     /// One attempt to lease, written in a transaction shared with the concurrent attempts of
@@ -33,9 +50,12 @@ impl Muster {
         actor: Principal,
         max: u32,
     ) -> Result<Vec<LeaseGranted>, AppError> {
-        let want = LeaseWant {
-            worker_id: worker_id.to_owned(),
-            max,
+        let want = Traced {
+            req: LeaseWant {
+                worker_id: worker_id.to_owned(),
+                max,
+            },
+            trace: telemetry::current(),
         };
         let drain = self.drainer(Self::drain_leases, actor);
         answered(
@@ -65,39 +85,52 @@ impl Muster {
         loop {
             let mut asked = 0;
             let Some(batch) = guard.next_batch(|w| {
-                let fits = asked + w.max <= MAX_BATCH;
+                let fits = asked + w.req.max <= MAX_BATCH;
                 if fits {
-                    asked += w.max;
+                    asked += w.req.max;
                 }
                 fits
             }) else {
                 return;
             };
+            let traces: Vec<Option<CallTrace>> = batch.iter().map(|w| w.req.trace).collect();
             let (wants, answers): (Vec<_>, Vec<_>) =
-                batch.into_iter().map(|w| (w.req, w.answer)).unzip();
+                batch.into_iter().map(|w| (w.req.req, w.answer)).unzip();
             self.stats.lease_groups.add(kind, 1);
             self.stats
                 .lease_group_requests
                 .add(kind, wants.len() as u64);
-            match self.lease_for(kind, actor, &wants).await {
+            let (leased, rode) = telemetry::batch(traces.iter().copied(), wants.len(), async {
+                self.lease_for(kind, actor, &wants).await
+            })
+            .await;
+            match leased {
                 Ok((granted, truncated)) => {
                     let mut again = Vec::new();
-                    for ((req, answer), granted) in wants.into_iter().zip(answers).zip(granted) {
+                    let each = wants.into_iter().zip(traces).zip(answers).zip(granted);
+                    for (((req, trace), answer), granted) in each {
                         if truncated && granted.is_empty() {
                             // Items were left because of the payload budget, not because
                             // there were none: this request goes first in the next batch.
+                            let req = Traced { req, trace };
                             again.push(Waiting { req, answer });
                         } else {
                             // A receiver that is gone belonged to a client that hung up; its
                             // leases expire like those of a worker that crashed.
-                            let _ = answer.send(Ok(granted));
+                            let _ = answer.send(Rode {
+                                answer: Ok(granted),
+                                batch: rode.clone(),
+                            });
                         }
                     }
                     guard.requeue(again);
                 }
                 Err(e) => {
                     for answer in answers {
-                        let _ = answer.send(Err(e.clone()));
+                        let _ = answer.send(Rode {
+                            answer: Err(e.clone()),
+                            batch: rode.clone(),
+                        });
                     }
                 }
             }
@@ -113,10 +146,13 @@ impl Muster {
         lease_next: NextLease,
     ) -> CompletionAnswer {
         check_next(&req)?;
-        let completion = Completion {
-            lease_id,
-            req,
-            lease_next,
+        let completion = Traced {
+            req: Completion {
+                lease_id,
+                req,
+                lease_next,
+            },
+            trace: telemetry::current(),
         };
         let drain = self.drainer(Self::drain_completions, actor);
         answered(
@@ -134,7 +170,7 @@ impl Muster {
             // At most MAX_BATCH_NEXT items created in one transaction (each single
             // completion carries at most MAX_NEXT, so the first always fits).
             let mut created = 0;
-            let Some(batch) = guard.next_batch(|c| {
+            let Some(batch) = guard.next_batch(|Traced { req: c, .. }| {
                 let fits = seen.len() < MAX_BATCH as usize
                     && created + c.req.next.len() <= MAX_BATCH_NEXT
                     && seen.insert(c.lease_id);
@@ -148,9 +184,11 @@ impl Muster {
             let mut reqs = Vec::with_capacity(batch.len());
             let mut nexts = Vec::with_capacity(batch.len());
             let mut answers = Vec::with_capacity(batch.len());
+            let mut traces = Vec::with_capacity(batch.len());
             for w in batch {
-                reqs.push((w.req.lease_id, w.req.req));
-                nexts.push(w.req.lease_next);
+                reqs.push((w.req.req.lease_id, w.req.req.req));
+                nexts.push(w.req.req.lease_next);
+                traces.push(w.req.trace);
                 answers.push(w.answer);
             }
             if let Some(kind) = actor.worker_kind() {
@@ -159,38 +197,49 @@ impl Muster {
                     .completion_group_requests
                     .add(kind, reqs.len() as u64);
             }
-            // Kept to complete one by one if the group fails for a reason of its own.
-            let alone = (reqs.len() > 1).then(|| (reqs.clone(), nexts.clone()));
-            match (self.complete_batch(actor, reqs, nexts).await, alone) {
-                (Ok((results, next_leases)), _) => {
-                    for ((answer, result), next) in
-                        answers.into_iter().zip(results).zip(next_leases)
-                    {
-                        // A receiver that is gone belonged to a client that hung up (a next
-                        // lease it was granted expires like a crashed worker's).
-                        let _ = answer.send(result.map(|done| (done, next)));
-                    }
-                }
-                (Err(e), Some((reqs, nexts))) if splits(&e) => {
-                    let open: Vec<bool> = answers.iter().map(|a| !a.is_closed()).collect();
-                    let redone = self
-                        .complete_each_alone(actor, &e, reqs, nexts, |i| open[i])
-                        .await;
-                    for (answer, result) in answers.into_iter().zip(redone) {
-                        if let Some(result) = result {
-                            let _ = answer.send(result);
-                        }
-                    }
-                }
-                // Logbook unreachable (every request of the group gets the same 503 and
-                // retries; trying them one by one would only wait for it again), or a group
-                // of one.
-                (Err(e), _) => {
-                    for answer in answers {
-                        let _ = answer.send(Err(e.clone()));
-                    }
+            let size = reqs.len();
+            let (answered, rode) = telemetry::batch(traces, size, async {
+                self.complete_group(actor, reqs, nexts, |i| !answers[i].is_closed())
+                    .await
+            })
+            .await;
+            for (answer, result) in answers.into_iter().zip(answered) {
+                // A receiver that is gone belonged to a client that hung up (a next lease it
+                // was granted expires like a crashed worker's).
+                if let Some(result) = result {
+                    let _ = answer.send(Rode {
+                        answer: result,
+                        batch: rode.clone(),
+                    });
                 }
             }
+        }
+    }
+
+    /// The completions of one batch in one transaction, or, when that transaction failed for a
+    /// reason of one of them, each `open` one (by index) alone; `None` for one not redone.
+    async fn complete_group(
+        &self,
+        actor: Principal,
+        reqs: Vec<(LeaseId, CompleteRequest)>,
+        nexts: Vec<NextLease>,
+        open: impl Fn(usize) -> bool,
+    ) -> Vec<Option<CompletionAnswer>> {
+        let size = reqs.len();
+        // Kept to complete one by one if the group fails for a reason of its own.
+        let alone = (size > 1).then(|| (reqs.clone(), nexts.clone()));
+        match (self.complete_batch(actor, reqs, nexts).await, alone) {
+            (Ok((results, next_leases)), _) => results
+                .into_iter()
+                .zip(next_leases)
+                .map(|(result, next)| Some(result.map(|done| (done, next))))
+                .collect(),
+            (Err(e), Some((reqs, nexts))) if splits(&e) => {
+                self.complete_each_alone(actor, &e, reqs, nexts, open).await
+            }
+            // Logbook unreachable (every request of the group gets the same 503 and retries;
+            // trying them one by one would only wait for it again), or a group of one.
+            (Err(e), _) => (0..size).map(|_| Some(Err(e.clone()))).collect(),
         }
     }
 
@@ -246,7 +295,14 @@ impl Muster {
     }
 }
 
-/// A lane's answer to `what`; none (its drainer ended without answering) is an internal error.
-fn answered<A>(answer: Option<Result<A, AppError>>, what: &str) -> Result<A, AppError> {
-    answer.unwrap_or_else(|| Err(AppError::Internal(format!("{what} went unanswered"))))
+/// A lane's answer to `what`, after handing the batch it rode in to the call's trace; none (its
+/// drainer ended without answering) is an internal error.
+fn answered<A>(answer: Option<Rode<Result<A, AppError>>>, what: &str) -> Result<A, AppError> {
+    let Some(rode) = answer else {
+        return Err(AppError::Internal(format!("{what} went unanswered")));
+    };
+    if let Some(batch) = &rode.batch {
+        telemetry::rode(batch);
+    }
+    rode.answer
 }

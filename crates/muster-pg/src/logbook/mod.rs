@@ -5,11 +5,13 @@
 //! readiness and the pool gauge.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 use deadpool_postgres::Pool;
 use muster_app::ports::{Logbook, LogbookTx, NotReady, PoolGauge, PoolStatus, StoreError};
 use muster_app::shared::Shared;
+use muster_app::telemetry::{self, TxFigures};
 use muster_domain::ItemState;
 use muster_ledger::SealedEntry;
 
@@ -95,11 +97,28 @@ impl PgLogbook {
 #[async_trait]
 impl Logbook for PgLogbook {
     async fn begin(&self) -> Result<Box<dyn LogbookTx>, StoreError> {
-        let client = self.pool.get().await.map_err(pool_err)?;
+        // Traced calls only: when the pool was asked, so that the wait is known.
+        let asked = telemetry::active().then(SystemTime::now);
+        let got = self.pool.get().await;
+        let figures = asked.map(|asked| TxFigures::new(asked, SystemTime::now()));
+        let client = match got {
+            Ok(client) => client,
+            Err(e) => {
+                // A transaction that never got its connection: failed, after its wait.
+                if let Some(figures) = figures {
+                    telemetry::record(figures);
+                }
+                return Err(pool_err(e));
+            }
+        };
         // BEGIN goes out with the first statement. The guard exists before it is sent: if a
         // future is dropped mid-pipeline, the guard's Drop rolls back (or discards the
         // connection) instead of pooling it in a transaction.
-        Ok(Box::new(PgTx::new(client, Arc::clone(&self.hints))))
+        Ok(Box::new(PgTx::new(
+            client,
+            Arc::clone(&self.hints),
+            figures,
+        )))
     }
 }
 

@@ -3,11 +3,13 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::SystemTime;
 
 use deadpool_postgres::Object;
 use futures_util::FutureExt;
 use futures_util::future::{BoxFuture, join_all};
 use muster_app::ports::StoreError;
+use muster_app::telemetry::{self, TxFigures, TxOutcome};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
@@ -48,6 +50,9 @@ enum Answer {
 /// BEGIN is not a round trip of its own: it is sent in one pipeline with the transaction's first
 /// statement, and writes that answer nothing ([`Deferred`]) wait for the next statement. So a
 /// lease is two round trips (BEGIN + lock; writes + COMMIT) and a completion three.
+///
+/// In a traced call (`muster_app::telemetry`) it counts what it sends and hands the figures to
+/// the call's sink when it ends; otherwise `figures` stays `None` and nothing is measured.
 pub(super) struct PgTx {
     client: Option<Object>,
     /// BEGIN has been sent: the connection is (or was) in a transaction.
@@ -57,18 +62,50 @@ pub(super) struct PgTx {
     pub(super) now: Option<time::OffsetDateTime>,
     /// Where lease scans start (shared by every transaction of the logbook).
     pub(super) hints: Arc<LeaseHints>,
+    /// What it did so far, in a traced call only.
+    figures: Option<TxFigures>,
+    /// A statement or the COMMIT failed (or Logbook went silent).
+    failed: bool,
 }
 
 impl PgTx {
-    /// A transaction on `client`; BEGIN goes out with its first statement.
-    pub(super) fn new(client: Object, hints: Arc<LeaseHints>) -> Self {
+    /// A transaction on `client`; BEGIN goes out with its first statement. `figures`: the
+    /// connection's wait, when the call is traced.
+    pub(super) fn new(client: Object, hints: Arc<LeaseHints>, figures: Option<TxFigures>) -> Self {
         PgTx {
             client: Some(client),
             begun: false,
             deferred: Vec::new(),
             now: None,
             hints,
+            figures,
+            failed: false,
         }
+    }
+
+    /// Counts a round trip that carried `statements` statements (traced calls only).
+    fn count(&mut self, statements: usize) {
+        if let Some(f) = &mut self.figures {
+            f.statements += u32::try_from(statements).unwrap_or(u32::MAX);
+            f.round_trips += 1;
+        }
+    }
+
+    /// Hands the figures to the call's sink, once, with how the transaction ended.
+    fn ended(&mut self, outcome: TxOutcome) {
+        if let Some(mut f) = self.figures.take() {
+            f.end = SystemTime::now();
+            f.outcome = outcome;
+            telemetry::record(f);
+        }
+    }
+
+    /// `result`, counted as a failure of the transaction when it is one.
+    fn noted<T>(&mut self, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if result.is_err() {
+            self.failed = true;
+        }
+        result
     }
 
     /// The transaction's connection; gone once it stopped answering ([`PgTx::silent`]), and
@@ -82,6 +119,7 @@ impl PgTx {
     /// rolls back whatever it has not committed when it sees the close), its host is marked
     /// (`pool/hosts.rs`), and the caller is told Logbook is unavailable.
     fn silent(&mut self, what: &str) -> StoreError {
+        self.failed = true;
         if let Some(client) = self.client.take() {
             drop(Object::take(client));
         }
@@ -95,13 +133,29 @@ impl PgTx {
     /// `sql` prepared on the connection (from its cache, or one round trip).
     async fn prepared(&mut self, sql: &str, cached: bool) -> Result<Statement, StoreError> {
         let c = self.client()?;
+        // Traced: a preparation is a round trip unless the connection's cache had it.
+        let cache = self
+            .figures
+            .is_some()
+            .then(|| c.statement_cache.size())
+            .filter(|_| cached);
         let prepared = if cached {
             tokio::time::timeout(ROUND_TRIP_TIMEOUT, c.prepare_cached(sql)).await
         } else {
             tokio::time::timeout(ROUND_TRIP_TIMEOUT, c.prepare(sql)).await
         };
+        let missed = match (cache, &self.client) {
+            (Some(before), Some(c)) => c.statement_cache.size() != before,
+            _ => !cached,
+        };
+        if missed && let Some(f) = &mut self.figures {
+            f.round_trips += 1;
+        }
         match prepared {
-            Ok(stmt) => stmt.map_err(store_err),
+            Ok(stmt) => {
+                let stmt = stmt.map_err(store_err);
+                self.noted(stmt)
+            }
             Err(_) => Err(self.silent("a statement's preparation")),
         }
     }
@@ -120,6 +174,7 @@ impl PgTx {
         } else {
             Some(self.prepared("BEGIN", true).await?)
         };
+
         // The field, not `client()`: `begun` and `deferred` change while it is borrowed.
         let c = self.client.as_ref().ok_or_else(closed)?;
         let deferred = std::mem::take(&mut self.deferred);
@@ -201,18 +256,22 @@ impl PgTx {
         stmt: &tokio_postgres::Statement,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<Row>, StoreError> {
-        let mut answers = self.pipeline(Some((stmt, params)), "a statement").await?;
-        let last = answers.pop();
-        for answer in answers {
-            answer.map_err(store_err)?;
-        }
-        match last {
-            Some(Ok(Answer::Rows(rows))) => Ok(rows),
-            Some(Err(e)) => Err(store_err(e)),
-            Some(Ok(Answer::Done | Answer::Withheld)) | None => {
-                Err(internal("pipeline lost its last answer"))
+        self.count(self.deferred.len() + 1);
+        let answers = self.pipeline(Some((stmt, params)), "a statement").await;
+        let rows = answers.and_then(|mut answers| {
+            let last = answers.pop();
+            for answer in answers {
+                answer.map_err(store_err)?;
             }
-        }
+            match last {
+                Some(Ok(Answer::Rows(rows))) => Ok(rows),
+                Some(Err(e)) => Err(store_err(e)),
+                Some(Ok(Answer::Done | Answer::Withheld)) | None => {
+                    Err(internal("pipeline lost its last answer"))
+                }
+            }
+        });
+        self.noted(rows)
     }
 
     pub(super) async fn execute(
@@ -230,13 +289,26 @@ impl PgTx {
         Ok(())
     }
 
-    /// Sends the deferred writes and COMMIT as one pipeline (nothing when nothing was sent).
+    /// Sends the deferred writes and COMMIT as one pipeline (nothing when nothing was sent),
+    /// and hands the transaction's figures on when the call is traced.
     pub(super) async fn send_commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        let outcome = self.commit_pipeline().await;
+        self.ended(match outcome {
+            Ok(()) => TxOutcome::Committed,
+            Err(_) => TxOutcome::Failed,
+        });
+        outcome
+    }
+
+    async fn commit_pipeline(&mut self) -> Result<(), StoreError> {
         if !self.begun && self.deferred.is_empty() {
             // Nothing was ever sent: there is no transaction to end.
             return Ok(());
         }
         let commit = self.prepared("COMMIT", true).await?;
+        // The deferred writes are statements; BEGIN and COMMIT are not counted as ones.
+        self.count(self.deferred.len());
+        let sent = self.figures.is_some().then(SystemTime::now);
         // Unanswered, the COMMIT is in doubt: it may have committed. The 503 claims neither
         // outcome; the client's retry finds out (a completion's is replayed if it committed).
         let mut answers = self
@@ -245,6 +317,9 @@ impl PgTx {
                 "a COMMIT (its outcome is unknown: it may have committed)",
             )
             .await?;
+        if let (Some(f), Some(sent)) = (&mut self.figures, sent) {
+            f.commit = Some((sent, sent.elapsed().unwrap_or_default()));
+        }
         let committed = answers.pop();
         let first_error = answers.into_iter().find_map(Result::err);
         if let Some(Ok(Answer::Withheld)) = committed {
@@ -288,6 +363,12 @@ fn closed() -> StoreError {
 
 impl Drop for PgTx {
     fn drop(&mut self) {
+        let outcome = if self.failed {
+            TxOutcome::Failed
+        } else {
+            TxOutcome::RolledBack
+        };
+        self.ended(outcome);
         let Some(client) = self.client.take() else {
             return;
         };
