@@ -166,7 +166,19 @@ pub async fn track(State(m): State<HttpMetrics>, mut req: Request<Body>, next: N
         armed: true,
         class,
     };
-    let mut res = next.run(req).instrument(span.clone()).await;
+    // Traced: the call's Logbook transactions are gathered for its spans.
+    let (mut res, logbook) = match m.telemetry {
+        Some(_) => {
+            let call = muster_app::telemetry::CallTrace {
+                server: trace.server,
+                draw: crate::trace::span_id,
+            };
+            let run = next.run(req).instrument(span.clone());
+            let (res, gathered) = muster_app::telemetry::scope(call, run).await;
+            (res, Some(gathered))
+        }
+        None => (next.run(req).instrument(span.clone()).await, None),
+    };
     unanswered.armed = false;
     let elapsed = started.elapsed();
     let code = res
@@ -190,7 +202,7 @@ pub async fn track(State(m): State<HttpMetrics>, mut req: Request<Body>, next: N
             code,
         })
         .inc();
-    if let Some(telemetry) = &m.telemetry {
+    if let (Some(telemetry), Some(logbook)) = (&m.telemetry, &logbook) {
         let call = crate::spans::Call {
             trace,
             method,
@@ -201,6 +213,7 @@ pub async fn track(State(m): State<HttpMetrics>, mut req: Request<Body>, next: N
             caller: caller.as_ref(),
             start: wall_start,
             end: std::time::SystemTime::now(),
+            logbook,
         };
         crate::spans::record(telemetry, &call, res.extensions());
     }

@@ -1,16 +1,19 @@
 //! A call's spans, handed to the exporter when its answer is ready: the call's SERVER span,
-//! one ITEM span for each item operation its handler reported ([`ItemSpans`]), and for each
-//! lease the time its item waited in the queue. The rules are those of docs/operations.md,
-//! "Traces"; the exporter (`muster-otel`) never blocks and drops what it cannot queue.
+//! one ITEM span for each item operation its handler reported ([`ItemSpans`]), for each
+//! lease the time its item waited in the queue, and a CLIENT span for each Logbook transaction
+//! the call ran or carried for a group-commit batch (gathered by `muster_app::telemetry`). The
+//! rules are those of docs/operations.md, "Traces"; the exporter (`muster-otel`) never blocks
+//! and drops what it cannot queue.
 
 use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use axum::http::Extensions;
+use muster_app::telemetry::{Gathered, TxOutcome, TxSpan};
 use muster_domain::Principal;
 use muster_domain::trace::TraceContext;
-use muster_otel::{AttrValue, FinishedSpan, SpanKind, Telemetry};
+use muster_otel::{AttrValue, FinishedSpan, SpanEvent, SpanKind, Telemetry};
 
 use crate::trace::{ItemSpan, ItemSpans, ReplayLinks, RequestTrace, span_id};
 
@@ -37,6 +40,8 @@ pub(crate) struct Call<'a> {
     pub caller: Option<&'a CallerSlot>,
     pub start: SystemTime,
     pub end: SystemTime,
+    /// What the call's Logbook transactions did, and the group-commit batches it rode in.
+    pub logbook: &'a Gathered,
 }
 
 /// Records the call's spans (answer extensions `ItemSpans` and `ReplayLinks`, when a handler
@@ -44,6 +49,9 @@ pub(crate) struct Call<'a> {
 pub(crate) fn record(telemetry: &Telemetry, call: &Call<'_>, answer: &Extensions) {
     let replayed = answer.get::<ReplayLinks>();
     telemetry.record(server_span(call, replayed));
+    for tx in &call.logbook.transactions {
+        telemetry.record(transaction_span(call.trace.server, tx));
+    }
     for item in answer.get::<ItemSpans>().map_or(&[][..], |s| &s.0[..]) {
         let context = item.item.child(item.span_id);
         let context = TraceContext {
@@ -77,13 +85,21 @@ fn server_span(call: &Call<'_>, replayed: Option<&ReplayLinks>) -> FinishedSpan 
         attributes.push(("error.type", call.status.to_string().into()));
         call.code.to_owned()
     });
-    let links = match replayed {
+    let mut links = match replayed {
         Some(r) => {
             attributes.push(("muster.items.replayed", r.count.into()));
             r.contexts.clone()
         }
         None => Vec::new(),
     };
+    let logbook = call.logbook;
+    if let Some(size) = logbook.batch_size {
+        attributes.push(("muster.batch.size", (size as u64).into()));
+    }
+    links.extend_from_slice(&logbook.batch_links);
+    if logbook.dropped > 0 {
+        attributes.push(("muster.db.transactions.dropped", logbook.dropped.into()));
+    }
     FinishedSpan {
         context: call.trace.server,
         parent: call.trace.incoming.map(|c| c.span_id),
@@ -153,5 +169,51 @@ fn queued_span(item: &ItemSpan, sampled: bool, since: time::OffsetDateTime) -> F
         links: Vec::new(),
         events: Vec::new(),
         error: None,
+    }
+}
+
+/// A Logbook transaction's CLIENT span, under the call's SERVER span: from when it asked for a
+/// connection to its end, with the database conventions' `db.system.name` and
+/// `db.operation.name`.
+fn transaction_span(server: TraceContext, tx: &TxSpan) -> FinishedSpan {
+    let f = &tx.figures;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let outcome = match f.outcome {
+        TxOutcome::Committed => "committed",
+        TxOutcome::RolledBack => "rolled_back",
+        TxOutcome::Failed => "failed",
+    };
+    let mut attributes: Vec<(&'static str, AttrValue)> = vec![
+        ("db.system.name", "postgresql".into()),
+        ("db.operation.name", "transaction".into()),
+        ("muster.db.statements", f.statements.into()),
+        ("muster.db.round_trips", f.round_trips.into()),
+        ("muster.db.connection_wait_ms", ms(f.connection_wait).into()),
+        ("muster.db.outcome", outcome.into()),
+    ];
+    let mut events = vec![event("connection acquired", f.asked + f.connection_wait)];
+    if let Some((sent, took)) = f.commit {
+        attributes.push(("muster.db.commit_ms", ms(took).into()));
+        events.push(event("commit sent", sent));
+    }
+    FinishedSpan {
+        context: server.child(tx.span_id),
+        parent: Some(server.span_id),
+        name: Cow::Borrowed("logbook transaction"),
+        kind: SpanKind::Client,
+        start: f.asked,
+        end: f.end,
+        attributes,
+        links: Vec::new(),
+        events,
+        error: (f.outcome == TxOutcome::Failed).then(|| "the transaction failed".to_owned()),
+    }
+}
+
+fn event(name: &'static str, time: SystemTime) -> SpanEvent {
+    SpanEvent {
+        name: Cow::Borrowed(name),
+        time,
+        attributes: Vec::new(),
     }
 }
