@@ -38,3 +38,4 @@ mod shutdown;
 mod sigterm;
 mod trace_context;
 mod traces;
+mod traces_logbook;
