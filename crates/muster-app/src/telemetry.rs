@@ -152,21 +152,26 @@ pub struct BatchTrace {
     gathered: Gathered,
 }
 
-/// Runs a group-commit batch of `size` operations, whose calls' traces are `members` (in the
-/// batch's order), gathering its transactions for the first sampled traced member (else the
-/// first traced one). No member traced: `f` runs as it is and there is no batch trace.
-pub async fn batch<F: Future>(
-    members: impl IntoIterator<Item = Option<CallTrace>>,
-    size: usize,
-    f: F,
-) -> (F::Output, Option<Arc<BatchTrace>>) {
+/// Which of a group-commit batch's members (their calls' traces, in the batch's order) carries
+/// its transactions: the first sampled traced one, else the first traced one.
+pub fn carrier(members: impl IntoIterator<Item = Option<CallTrace>>) -> Option<CallTrace> {
     let mut owner: Option<CallTrace> = None;
     for trace in members.into_iter().flatten() {
         if owner.is_none() || (trace.server.sampled && !owner.is_some_and(|o| o.server.sampled)) {
             owner = Some(trace);
         }
     }
-    let Some(owner) = owner else {
+    owner
+}
+
+/// Runs a group-commit batch of `size` operations, gathering its transactions for `carrier`
+/// ([`carrier`]). No carrier (no member traced): `f` runs as it is and there is no batch trace.
+pub async fn batch<F: Future>(
+    carrier: Option<CallTrace>,
+    size: usize,
+    f: F,
+) -> (F::Output, Option<Arc<BatchTrace>>) {
+    let Some(owner) = carrier else {
         return (f.await, None);
     };
     let (output, gathered) = scope(owner, f).await;

@@ -93,25 +93,32 @@ impl Muster {
             }) else {
                 return;
             };
-            let traces: Vec<Option<CallTrace>> = batch.iter().map(|w| w.req.trace).collect();
+            let carrier = telemetry::carrier(batch.iter().map(|w| w.req.trace));
+            // Kept for requests put back, only when a member is traced (no allocation when
+            // tracing is off).
+            let traces: Vec<Option<CallTrace>> = match carrier {
+                Some(_) => batch.iter().map(|w| w.req.trace).collect(),
+                None => Vec::new(),
+            };
             let (wants, answers): (Vec<_>, Vec<_>) =
                 batch.into_iter().map(|w| (w.req.req, w.answer)).unzip();
             self.stats.lease_groups.add(kind, 1);
             self.stats
                 .lease_group_requests
                 .add(kind, wants.len() as u64);
-            let (leased, rode) = telemetry::batch(traces.iter().copied(), wants.len(), async {
+            let (leased, rode) = telemetry::batch(carrier, wants.len(), async {
                 self.lease_for(kind, actor, &wants).await
             })
             .await;
             match leased {
                 Ok((granted, truncated)) => {
                     let mut again = Vec::new();
-                    let each = wants.into_iter().zip(traces).zip(answers).zip(granted);
-                    for (((req, trace), answer), granted) in each {
+                    let each = wants.into_iter().zip(answers).zip(granted).enumerate();
+                    for (i, ((req, answer), granted)) in each {
                         if truncated && granted.is_empty() {
                             // Items were left because of the payload budget, not because
                             // there were none: this request goes first in the next batch.
+                            let trace = traces.get(i).copied().flatten();
                             let req = Traced { req, trace };
                             again.push(Waiting { req, answer });
                         } else {
@@ -184,11 +191,10 @@ impl Muster {
             let mut reqs = Vec::with_capacity(batch.len());
             let mut nexts = Vec::with_capacity(batch.len());
             let mut answers = Vec::with_capacity(batch.len());
-            let mut traces = Vec::with_capacity(batch.len());
+            let carrier = telemetry::carrier(batch.iter().map(|w| w.req.trace));
             for w in batch {
                 reqs.push((w.req.req.lease_id, w.req.req.req));
                 nexts.push(w.req.req.lease_next);
-                traces.push(w.req.trace);
                 answers.push(w.answer);
             }
             if let Some(kind) = actor.worker_kind() {
@@ -198,7 +204,7 @@ impl Muster {
                     .add(kind, reqs.len() as u64);
             }
             let size = reqs.len();
-            let (answered, rode) = telemetry::batch(traces, size, async {
+            let (answered, rode) = telemetry::batch(carrier, size, async {
                 self.complete_group(actor, reqs, nexts, |i| !answers[i].is_closed())
                     .await
             })

@@ -76,7 +76,8 @@ async fn a_scope_keeps_at_most_sixteen_transactions_and_counts_the_rest() {
 
 #[tokio::test]
 async fn a_batch_without_traced_members_gathers_nothing() {
-    let (out, batch) = batch([None, None], 2, async {
+    assert!(carrier([None, None]).is_none());
+    let (out, batch) = batch(None, 2, async {
         record(figures(1));
         5
     })
@@ -85,19 +86,28 @@ async fn a_batch_without_traced_members_gathers_nothing() {
     assert!(batch.is_none());
 }
 
-#[tokio::test]
-async fn a_batch_is_carried_by_its_first_sampled_member() {
-    let (_, batch) = batch([Some(call(1, false)), Some(call(2, true))], 2, async {
-        record(figures(3));
-    })
-    .await;
-    let batch = batch.expect("traced members");
-    assert_eq!(batch.owner, call(2, true).server);
+#[test]
+fn a_batch_is_carried_by_its_first_sampled_member() {
+    let members = [
+        None,
+        Some(call(1, false)),
+        Some(call(2, true)),
+        Some(call(3, true)),
+    ];
+    let chosen = carrier(members).map(|c| c.server);
+    assert_eq!(chosen, Some(call(2, true).server));
+}
+
+#[test]
+fn a_batch_without_sampled_members_is_carried_by_its_first_traced_one() {
+    let members = [None, Some(call(1, false)), Some(call(2, false))];
+    let chosen = carrier(members).map(|c| c.server);
+    assert_eq!(chosen, Some(call(1, false).server));
 }
 
 #[tokio::test]
 async fn the_carrier_gets_the_batch_transactions_and_every_member_a_link() {
-    let (_, batch) = batch([Some(call(1, true)), Some(call(2, true))], 2, async {
+    let (_, batch) = batch(Some(call(1, true)), 2, async {
         record(figures(3));
     })
     .await;
@@ -115,7 +125,7 @@ async fn the_carrier_gets_the_batch_transactions_and_every_member_a_link() {
 
 #[tokio::test]
 async fn a_batch_of_one_is_the_call_own_transaction_without_a_link() {
-    let (_, batch) = batch([Some(call(1, true))], 1, async {
+    let (_, batch) = batch(Some(call(1, true)), 1, async {
         record(figures(3));
     })
     .await;
