@@ -217,3 +217,65 @@ fn event(name: &'static str, time: SystemTime) -> SpanEvent {
         attributes: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use muster_app::telemetry::TxFigures;
+    use muster_domain::trace::{SpanId, TraceId};
+
+    use super::*;
+
+    const SERVER: TraceContext = TraceContext {
+        trace_id: TraceId([1; 16]),
+        span_id: SpanId([1; 8]),
+        sampled: true,
+    };
+
+    fn ended(outcome: TxOutcome) -> FinishedSpan {
+        let asked = SystemTime::UNIX_EPOCH + Duration::from_secs(10);
+        let figures = TxFigures {
+            outcome,
+            ..TxFigures::new(asked, asked + Duration::from_millis(2))
+        };
+        let tx = TxSpan {
+            span_id: SpanId([2; 8]),
+            figures,
+        };
+        transaction_span(SERVER, &tx)
+    }
+
+    #[test]
+    fn a_transaction_span_is_a_client_child_of_the_call_in_its_trace() {
+        let span = ended(TxOutcome::Committed);
+        assert_eq!(
+            (span.kind, span.parent, span.context),
+            (
+                SpanKind::Client,
+                Some(SERVER.span_id),
+                SERVER.child(SpanId([2; 8]))
+            )
+        );
+    }
+
+    #[test]
+    fn a_failed_transaction_is_an_error() {
+        assert_eq!(
+            ended(TxOutcome::Failed).error.as_deref(),
+            Some("the transaction failed")
+        );
+    }
+
+    #[test]
+    fn a_rolled_back_transaction_is_no_error() {
+        assert_eq!(ended(TxOutcome::RolledBack).error, None);
+    }
+
+    #[test]
+    fn a_transaction_that_sent_no_commit_has_no_commit_time() {
+        let span = ended(TxOutcome::RolledBack);
+        let keys: Vec<&str> = span.attributes.iter().map(|(k, _)| *k).collect();
+        assert!(!keys.contains(&"muster.db.commit_ms"), "{keys:?}");
+    }
+}
