@@ -199,3 +199,27 @@ async fn a_transaction_begun_outside_a_traced_call_measures_nothing() {
     .await;
     assert_eq!(figures, []);
 }
+
+#[tokio::test]
+async fn a_traced_transaction_that_gets_no_connection_is_failed_with_nothing_sent() {
+    // A port nothing listens on once its listener is dropped: Logbook is down.
+    let addr = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+        .local_addr()
+        .expect("address");
+    let url = format!("postgres://muster@{addr}/muster");
+    let pool = crate::connect_pool(&url, &crate::PoolSettings::default()).expect("pool");
+    let logbook = PgLogbook::new(pool);
+    let figures = figures_of(async {
+        assert!(logbook.begin().await.is_err(), "Logbook is down");
+    })
+    .await;
+    let [f] = figures[..] else {
+        panic!("{} transactions", figures.len())
+    };
+    assert_eq!(
+        (f.outcome, f.statements, f.round_trips),
+        (TxOutcome::Failed, 0, 0)
+    );
+}
