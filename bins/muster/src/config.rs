@@ -355,11 +355,24 @@ impl Settings {
     /// These settings with the span exporter the `OTEL_*` variables configure: its service
     /// version is this binary's, and its instance the pod (`HOSTNAME`) unless
     /// `OTEL_RESOURCE_ATTRIBUTES` names one. A bad value fails the start, naming the variable.
-    pub fn traces_from_env(mut self) -> Result<Self, muster_otel::ConfigError> {
-        self.telemetry = muster_otel::Config::from_env(|v| std::env::var(v).ok())?.map(|mut c| {
+    pub fn traces_from_env(self) -> Result<Self, muster_otel::ConfigError> {
+        self.traces_from(|v| std::env::var(v).ok())
+    }
+
+    /// [`Settings::traces_from_env`] with the variables `var` reads.
+    pub fn traces_from(
+        mut self,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, muster_otel::ConfigError> {
+        let host = var("HOSTNAME").filter(|h| !h.is_empty());
+        self.telemetry = muster_otel::Config::from_env(var)?.map(|mut c| {
             c.service_version = env!("CARGO_PKG_VERSION").to_owned();
-            if c.service_instance_id.is_none() {
-                c.service_instance_id = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
+            let named = c
+                .resource_attributes
+                .iter()
+                .any(|(k, _)| k == "service.instance.id");
+            if c.service_instance_id.is_none() && !named {
+                c.service_instance_id = host;
             }
             c
         });
@@ -408,6 +421,60 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
+    /// Settings with the `OTEL_*` (and `HOSTNAME`) variables `vars`.
+    fn traced(vars: &[(&str, &str)]) -> Result<super::Settings, muster_otel::ConfigError> {
+        let vars: std::collections::HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        super::Settings::new("postgres://x").traces_from(|v| vars.get(v).cloned())
+    }
+
+    #[test]
+    fn traces_are_off_without_an_endpoint() {
+        assert!(
+            traced(&[("HOSTNAME", "muster-0")])
+                .unwrap()
+                .telemetry
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_exporter_names_this_binarys_version_and_the_pod_as_its_instance() {
+        let s = traced(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("HOSTNAME", "muster-0"),
+        ])
+        .unwrap();
+        let c = s.telemetry.unwrap();
+        assert_eq!(
+            (c.service_version.as_str(), c.service_instance_id.as_deref()),
+            ("0.1.0-draft", Some("muster-0"))
+        );
+    }
+
+    #[test]
+    fn an_instance_named_in_the_resource_attributes_is_not_replaced_by_the_pod() {
+        let s = traced(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_RESOURCE_ATTRIBUTES", "service.instance.id=blue-1"),
+            ("HOSTNAME", "muster-0"),
+        ])
+        .unwrap();
+        assert_eq!(s.telemetry.unwrap().service_instance_id, None);
+    }
+
+    #[test]
+    fn an_unsupported_protocol_fails_the_start_naming_its_variable() {
+        let e = traced(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.var(), "OTEL_EXPORTER_OTLP_PROTOCOL");
+    }
+
     use clap::Parser;
 
     use super::*;
