@@ -4,6 +4,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use muster_domain::trace::TraceContext;
 use serde::{Deserialize, Serialize};
 
 use crate::ClientError;
@@ -31,9 +32,9 @@ impl Action {
 /// One spool file: `{"lease_id": "…", "action": "complete", "body": {…}, "traceparent": "00-…"}`;
 /// `body` is exactly the request body sent to `POST /v1/leases/{lease_id}/{action}`,
 /// `traceparent` the header sent with it (absent for a lease without a trace context, and in
-/// the files of versions that did not keep it).
+/// the files of versions that did not keep it). Fields this version does not know are ignored,
+/// so a rollback from a version that writes more still delivers what that version spooled.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct SpoolEntry {
     pub lease_id: String,
     pub action: Action,
@@ -150,13 +151,16 @@ pub(crate) fn list(dir: &Path) -> Result<Vec<PathBuf>, ClientError> {
     Ok(files.into_iter().map(|(_, _, p)| p).collect())
 }
 
-/// Reads one spool file; a file that is not a spool entry is renamed to `*.corrupt`.
+/// Reads one spool file; a file that is not a spool entry is renamed to `*.corrupt`. A
+/// `traceparent` that is not a valid trace context (a hand-edited or damaged file) is dropped:
+/// the delivery is sent without it rather than never.
 pub(crate) fn read(path: &Path) -> Result<SpoolEntry, ClientError> {
     let bytes = std::fs::read(path).map_err(spool_err(path))?;
     let parsed = serde_json::from_slice::<SpoolEntry>(&bytes)
         .map_err(|e| e.to_string())
-        .and_then(|e| {
+        .and_then(|mut e| {
             check_lease_id(&e.lease_id).map_err(|e| e.to_string())?;
+            e.traceparent = e.traceparent.filter(|t| is_sendable_traceparent(t));
             Ok(e)
         });
     match parsed {
@@ -171,6 +175,12 @@ pub(crate) fn read(path: &Path) -> Result<SpoolEntry, ClientError> {
             })
         }
     }
+}
+
+/// A trace context the server reads, in a form a header can carry (a later version's trailing
+/// fields are not checked by the parser).
+fn is_sendable_traceparent(value: &str) -> bool {
+    TraceContext::parse(value).is_some() && hyper::header::HeaderValue::from_str(value).is_ok()
 }
 
 #[cfg(test)]
@@ -216,6 +226,63 @@ mod tests {
                 action: Action::Complete,
                 body: serde_json::json!({"result": {}, "next": []}),
                 traceparent: None,
+            }
+        );
+    }
+
+    /// Writes `json` as the spool file of lease `0192-abc`'s completion and reads it.
+    fn read_completion_file(json: &str) -> SpoolEntry {
+        let tmp = TempDir::new("muster-spool-unit");
+        let path = tmp.path().join("0192-abc.complete.json");
+        std::fs::write(&path, json).unwrap();
+        read(&path).unwrap()
+    }
+
+    #[test]
+    fn a_traceparent_that_is_not_a_trace_context_is_dropped_on_read() {
+        for bad in [
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\n",
+            "not a traceparent",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "",
+        ] {
+            let json = serde_json::json!({
+                "lease_id": "0192-abc",
+                "action": "complete",
+                "body": {},
+                "traceparent": bad,
+            });
+            assert_eq!(
+                read_completion_file(&json.to_string()).traceparent,
+                None,
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_later_version_traceparent_with_a_byte_no_header_can_carry_is_dropped_on_read() {
+        let json = serde_json::json!({
+            "lease_id": "0192-abc",
+            "action": "complete",
+            "body": {},
+            "traceparent": "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x\ny",
+        });
+        assert_eq!(read_completion_file(&json.to_string()).traceparent, None);
+    }
+
+    #[test]
+    fn a_file_with_fields_this_version_does_not_know_reads_as_its_entry() {
+        let entry = read_completion_file(&format!(
+            r#"{{"lease_id":"0192-abc","action":"complete","body":{{}},"traceparent":"{TRACEPARENT}","tracestate":"k=v","attempt":3}}"#
+        ));
+        assert_eq!(
+            entry,
+            SpoolEntry {
+                lease_id: "0192-abc".into(),
+                action: Action::Complete,
+                body: serde_json::json!({}),
+                traceparent: Some(TRACEPARENT.into()),
             }
         );
     }
