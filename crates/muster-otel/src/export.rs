@@ -6,7 +6,11 @@
 //! batches of at most `max_export_batch_size`, one request at a time, each within `timeout`.
 //! A failed request (no connection, timeout, a status other than 2xx) drops its batch and
 //! counts it: there is no retry queue, so a dead or slow collector costs at most one batch in
-//! flight beside the full queue. Failures are logged at most once a minute.
+//! flight beside the full queue. A 2xx answer is read up to [`MAX_RESPONSE_BYTES`]: the spans
+//! its `partial_success.rejected_spans` names are counted as failed, the rest as exported. A
+//! longer answer is not read further (its connection is closed) and the batch counts as
+//! exported: the status is the collector's verdict, and a body that large is no OTLP answer.
+//! Failures and rejections are logged at most once a minute.
 //!
 //! `shutdown` stops the task after it has sent everything queued, or at its deadline, when what
 //! is left (queued, or the batch in flight) is counted as dropped or failed. Dropping the last
@@ -19,7 +23,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper::Request;
 use hyper::header::CONTENT_TYPE;
 use hyper_util::client::legacy::Client;
@@ -35,6 +39,10 @@ use crate::span::{AttrValue, Bounded, FinishedSpan, key_value};
 
 /// The instrumentation scope's name on every span.
 pub const SCOPE: &str = "muster";
+
+/// The most of a collector's answer that is read; an `ExportTraceServiceResponse` takes a few
+/// bytes (a partial success's message a few more).
+pub const MAX_RESPONSE_BYTES: usize = 64 * 1024;
 
 /// Failures are logged at most this often.
 const WARN_EVERY: Duration = Duration::from_secs(60);
@@ -66,13 +74,13 @@ impl std::fmt::Debug for Telemetry {
 /// exported, dropped or failed, or is still queued or in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ExportFigures {
-    /// Spans the collector accepted.
+    /// Spans the collector accepted (a partial success's rejected ones not included).
     pub spans_exported: u64,
     /// Spans not queued: the queue was full, or the exporter had shut down.
     pub spans_dropped: u64,
     /// Export requests that failed (each drops its batch).
     pub export_failures: u64,
-    /// Spans in the failed requests' batches.
+    /// Spans in the failed requests' batches, and those a partial success rejected.
     pub spans_failed: u64,
     /// Spans waiting for export now.
     pub queue_len: usize,
@@ -234,8 +242,13 @@ async fn run(shared: Arc<Shared>, mut exporter: Exporter, mut stop: watch::Recei
             let outcome = exporter.export(batch).await;
             shared.in_flight.store(0, Ordering::Relaxed);
             match outcome {
-                Ok(()) => {
-                    shared.exported.fetch_add(n, Ordering::Relaxed);
+                Ok(rejected) => {
+                    let rejected = rejected.min(n);
+                    shared.exported.fetch_add(n - rejected, Ordering::Relaxed);
+                    if rejected > 0 {
+                        shared.failed.fetch_add(rejected, Ordering::Relaxed);
+                        exporter.warn(ExportError::Rejected(rejected));
+                    }
                 }
                 Err(error) => {
                     shared.failures.fetch_add(1, Ordering::Relaxed);
@@ -265,6 +278,8 @@ enum ExportError {
     Transport,
     Timeout,
     Status(u16),
+    /// Not a failed request: a 2xx whose partial success rejected this many spans.
+    Rejected(u64),
 }
 
 impl ExportError {
@@ -274,6 +289,7 @@ impl ExportError {
             ExportError::Transport => "transport",
             ExportError::Timeout => "timeout",
             ExportError::Status(_) => "status",
+            ExportError::Rejected(_) => "rejected",
         }
     }
 }
@@ -307,7 +323,8 @@ impl Exporter {
         }
     }
 
-    async fn export(&mut self, batch: Vec<Bounded>) -> Result<(), ExportError> {
+    /// Sends one batch; `Ok` holds how many of its spans a partial success rejected.
+    async fn export(&mut self, batch: Vec<Bounded>) -> Result<u64, ExportError> {
         let request = proto::ExportTraceServiceRequest {
             resource_spans: vec![proto::ResourceSpans {
                 resource: Some(self.resource.clone()),
@@ -343,13 +360,15 @@ impl Exporter {
                 }
             })?;
             let status = response.status();
-            // Read the answer to its end, so that the connection can serve the next batch.
-            let _ = response.into_body().collect().await;
-            if status.is_success() {
-                Ok(())
-            } else {
-                Err(ExportError::Status(status.as_u16()))
+            // Read the answer to its end, so that the connection can serve the next batch; a
+            // longer one than the cap is left unread (and its connection closed).
+            let body = Limited::new(response.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await;
+            if !status.is_success() {
+                return Err(ExportError::Status(status.as_u16()));
             }
+            Ok(body.map_or(0, |body| rejected_spans(&body.to_bytes())))
         };
         tokio::time::timeout(self.timeout, exchange)
             .await
@@ -370,15 +389,31 @@ impl Exporter {
             ExportError::Status(code) => Some(code),
             _ => None,
         };
+        let rejected_spans = match error {
+            ExportError::Rejected(n) => Some(n),
+            _ => None,
+        };
         tracing::warn!(
             error.kind = error.kind(),
             http.response.status_code = status,
+            rejected_spans,
             failed_exports = self.failures_unlogged,
-            "trace export failed; its spans are dropped (logged at most once a minute)"
+            "trace export failed or spans were rejected; they are dropped (logged at most once a minute)"
         );
         self.last_warn = Some(now);
         self.failures_unlogged = 0;
     }
+}
+
+/// The spans a 2xx answer's partial success rejected; 0 for an empty answer, one that does not
+/// decode, or a negative count.
+fn rejected_spans(body: &[u8]) -> u64 {
+    proto::ExportTraceServiceResponse::decode(body)
+        .ok()
+        .and_then(|response| response.partial_success)
+        .map_or(0, |partial| {
+            u64::try_from(partial.rejected_spans).unwrap_or(0)
+        })
 }
 
 /// `service.name`, `service.version`, `service.instance.id` (when given), the

@@ -21,7 +21,8 @@
 //! Bounds: at most `OTEL_BSP_MAX_QUEUE_SIZE` spans queued (a full queue drops and counts);
 //! attribute string values, names and error messages cut at [`MAX_VALUE_BYTES`];
 //! [`MAX_ATTRIBUTES`], [`MAX_LINKS`] and [`MAX_EVENTS`] per span; one export request at a time,
-//! within `OTEL_EXPORTER_OTLP_TIMEOUT`; a failed batch is dropped and counted, never retried.
+//! within `OTEL_EXPORTER_OTLP_TIMEOUT`, of whose answer at most [`MAX_RESPONSE_BYTES`] are read;
+//! a failed batch is dropped and counted, never retried.
 //! Only `http://` endpoints: TLS to a collector is left to an agent on the node or in the pod.
 
 mod config;
@@ -30,7 +31,7 @@ mod proto;
 mod span;
 
 pub use config::{Config, ConfigError, RootSampler, Sampler};
-pub use export::{ExportFigures, SCOPE, Telemetry};
+pub use export::{ExportFigures, MAX_RESPONSE_BYTES, SCOPE, Telemetry};
 pub use muster_domain::trace::{SpanId, TraceContext, TraceId};
 pub use span::{
     AttrValue, FinishedSpan, MAX_ATTRIBUTES, MAX_EVENTS, MAX_LINKS, MAX_VALUE_BYTES, SpanEvent,

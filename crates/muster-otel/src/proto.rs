@@ -1,4 +1,5 @@
-//! The OTLP messages a trace export sends: `ExportTraceServiceRequest` and what it holds, with
+//! The OTLP messages a trace export sends: `ExportTraceServiceRequest` and what it holds, and
+//! the `ExportTraceServiceResponse` it reads back, with
 //! the field numbers of opentelemetry-proto's `collector/trace/v1/trace_service.proto`,
 //! `trace/v1/trace.proto`, `common/v1/common.proto` and `resource/v1/resource.proto`.
 //!
@@ -14,6 +15,20 @@ pub(crate) use prost::Message;
 pub struct ExportTraceServiceRequest {
     #[prost(message, repeated, tag = "1")]
     pub resource_spans: Vec<ResourceSpans>,
+}
+
+/// The answer to `POST /v1/traces`: empty when every span was accepted.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportTraceServiceResponse {
+    #[prost(message, optional, tag = "1")]
+    pub partial_success: Option<ExportTracePartialSuccess>,
+}
+
+/// How many spans of the request the collector rejected (its `error_message` is not read).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportTracePartialSuccess {
+    #[prost(int64, tag = "1")]
+    pub rejected_spans: i64,
 }
 
 /// The spans of one resource (one process).

@@ -585,6 +585,126 @@ async fn a_collector_answering_503_counts_a_failure_and_drops_the_batch() {
     assert_eq!(receiver.arrived(), 1);
 }
 
+/// Three spans in one batch, sent to `receiver` at once.
+fn record_batch_of_three(receiver: &OtlpReceiver) -> Telemetry {
+    let telemetry = Telemetry::start(config(
+        &receiver.endpoint(),
+        &[
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "3"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "60000"),
+        ],
+    ));
+    for n in 1..=3 {
+        telemetry.record(span(n, "partly"));
+    }
+    telemetry
+}
+
+/// Waits until the batch sent to `receiver` is counted, exported or failed.
+async fn batch_settled(telemetry: &Telemetry) {
+    eventually(Duration::from_secs(5), "the batch was answered", || {
+        let f = telemetry.figures();
+        async move { f.spans_exported + f.spans_failed == 3 }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_partial_success_counts_its_rejected_spans_as_failed_and_the_rest_as_exported() {
+    let receiver = OtlpReceiver::start_in(OtlpMode::PartialSuccess { rejected_spans: 2 }).await;
+    let telemetry = record_batch_of_three(&receiver);
+    batch_settled(&telemetry).await;
+    assert_eq!(
+        telemetry.figures(),
+        ExportFigures {
+            spans_exported: 1,
+            spans_failed: 2,
+            ..ExportFigures::default()
+        }
+    );
+    assert_eq!(receiver.arrived(), 1);
+}
+
+#[tokio::test]
+async fn a_partial_success_rejecting_more_spans_than_sent_fails_the_batch_and_no_more() {
+    let receiver = OtlpReceiver::start_in(OtlpMode::PartialSuccess { rejected_spans: 7 }).await;
+    let telemetry = record_batch_of_three(&receiver);
+    batch_settled(&telemetry).await;
+    assert_eq!(
+        telemetry.figures(),
+        ExportFigures {
+            spans_failed: 3,
+            ..ExportFigures::default()
+        }
+    );
+}
+
+#[tokio::test]
+async fn a_partial_success_rejecting_no_span_exports_the_batch() {
+    let receiver = OtlpReceiver::start_in(OtlpMode::PartialSuccess { rejected_spans: 0 }).await;
+    let telemetry = record_batch_of_three(&receiver);
+    batch_settled(&telemetry).await;
+    assert_eq!(
+        telemetry.figures(),
+        ExportFigures {
+            spans_exported: 3,
+            ..ExportFigures::default()
+        }
+    );
+}
+
+/// A 200 whose body never ends is read only up to the cap: the export ends long before its
+/// 10 s timeout (no body kept growing until then) and the batch counts as exported, the status
+/// being the collector's verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_200_with_an_endless_body_is_read_no_further_than_the_cap_and_counts_as_exported() {
+    let receiver = OtlpReceiver::start_in(OtlpMode::EndlessBody).await;
+    let telemetry = Telemetry::start(config(
+        &receiver.endpoint(),
+        &[
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "10"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "10000"),
+        ],
+    ));
+    let start = Instant::now();
+    telemetry.record(span(1, "endless"));
+    eventually(Duration::from_secs(3), "the export ended", || {
+        let f = telemetry.figures();
+        async move { f.spans_exported + f.spans_failed == 1 }
+    })
+    .await;
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(
+        telemetry.figures(),
+        ExportFigures {
+            spans_exported: 1,
+            ..ExportFigures::default()
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_batch_after_an_endless_answer_is_sent_on_a_new_connection_and_exported() {
+    let receiver = OtlpReceiver::start_in(OtlpMode::EndlessBody).await;
+    let telemetry = Telemetry::start(prompt(&receiver.endpoint()));
+    telemetry.record(span(1, "endless"));
+    eventually(Duration::from_secs(3), "the first export ended", || {
+        let exported = telemetry.figures().spans_exported;
+        async move { exported == 1 }
+    })
+    .await;
+    receiver.set_mode(OtlpMode::Accept);
+    telemetry.record(span(2, "after"));
+    let spans = receiver.wait_for_spans(2, Duration::from_secs(3)).await;
+    assert_eq!(names(&spans), ["endless", "after"]);
+    assert_eq!(telemetry.figures().spans_exported, 2);
+}
+
 #[tokio::test]
 async fn shutdown_sends_what_is_queued_before_it_returns() {
     let receiver = OtlpReceiver::start().await;

@@ -1,25 +1,27 @@
 //! An OTLP/HTTP receiver for tests: a collector on 127.0.0.1 port 0 that decodes every
 //! `POST /v1/traces` body as an `ExportTraceServiceRequest` with opentelemetry-proto's generated
 //! messages (the reference a real collector reads, not the exporter's own declarations) and keeps
-//! it. It can also answer 503 (a collector that refuses) or hold each request without answering
-//! (a stalled collector). A dead collector needs no receiver: an unused address refuses
+//! it. It can also answer 503 (a collector that refuses), hold each request without answering
+//! (a stalled collector), answer a partial success, or answer 200 with a body that never ends. A dead collector needs no receiver: an unused address refuses
 //! connections.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
+use http_body_util::{BodyExt, Either, Full};
+use hyper::body::{Body, Bytes, Frame, Incoming};
 use hyper::header::HeaderMap;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
+    ExportTracePartialSuccess, ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::resource::v1::Resource;
 use opentelemetry_proto::tonic::trace::v1::Span;
@@ -36,6 +38,11 @@ pub enum OtlpMode {
     Unavailable,
     /// Never answers (the request is held until the receiver is dropped).
     Stall,
+    /// Decodes and keeps the spans; 200 with a partial success rejecting `rejected_spans`.
+    PartialSuccess { rejected_spans: i64 },
+    /// Decodes and keeps the spans; 200 with a body that never ends (zeros for as long as they
+    /// are read).
+    EndlessBody,
 }
 
 /// One request the receiver kept.
@@ -174,10 +181,10 @@ async fn serve(listener: TcpListener, state: Arc<State>) {
     }
 }
 
-async fn answer(
-    request: Request<Incoming>,
-    state: Arc<State>,
-) -> Result<Response<Full<Bytes>>, Infallible> {
+/// A response body: a whole one, or [`Endless`].
+type Answer = Response<Either<Full<Bytes>, Endless>>;
+
+async fn answer(request: Request<Incoming>, state: Arc<State>) -> Result<Answer, Infallible> {
     if request.method() != Method::POST || request.uri().path() != "/v1/traces" {
         return Ok(status(StatusCode::NOT_FOUND));
     }
@@ -186,7 +193,7 @@ async fn answer(
     match mode {
         OtlpMode::Unavailable => return Ok(status(StatusCode::SERVICE_UNAVAILABLE)),
         OtlpMode::Stall => std::future::pending::<()>().await,
-        OtlpMode::Accept => {}
+        OtlpMode::Accept | OtlpMode::PartialSuccess { .. } | OtlpMode::EndlessBody => {}
     }
     let (parts, body) = request.into_parts();
     if parts
@@ -210,8 +217,21 @@ async fn answer(
             headers: parts.headers,
             body,
         });
-    let answer = ExportTraceServiceResponse::default().encode_to_vec();
-    let mut response = Response::new(Full::new(Bytes::from(answer)));
+    let answer = match mode {
+        OtlpMode::EndlessBody => Either::Right(Endless),
+        OtlpMode::PartialSuccess { rejected_spans } => {
+            Either::Left(encoded(ExportTraceServiceResponse {
+                partial_success: Some(ExportTracePartialSuccess {
+                    rejected_spans,
+                    error_message: "rejected by the test receiver".to_owned(),
+                }),
+            }))
+        }
+        OtlpMode::Accept | OtlpMode::Unavailable | OtlpMode::Stall => {
+            Either::Left(encoded(ExportTraceServiceResponse::default()))
+        }
+    };
+    let mut response = Response::new(answer);
     response.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/x-protobuf"),
@@ -219,8 +239,29 @@ async fn answer(
     Ok(response)
 }
 
-fn status(code: StatusCode) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::new()));
+fn encoded(answer: ExportTraceServiceResponse) -> Full<Bytes> {
+    Full::new(Bytes::from(answer.encode_to_vec()))
+}
+
+/// A body of 16 KiB frames of zeros that never ends.
+#[derive(Debug)]
+struct Endless;
+
+impl Body for Endless {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        static ZEROS: [u8; 16 * 1024] = [0; 16 * 1024];
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(&ZEROS)))))
+    }
+}
+
+fn status(code: StatusCode) -> Answer {
+    let mut response = Response::new(Either::Left(Full::new(Bytes::new())));
     *response.status_mut() = code;
     response
 }
