@@ -202,7 +202,12 @@ pub async fn track(State(m): State<HttpMetrics>, mut req: Request<Body>, next: N
             code,
         })
         .inc();
-    if let (Some(telemetry), Some(logbook)) = (&m.telemetry, &logbook) {
+    // Only an authenticated caller's calls are traced: probes, scrapes, anonymous edits and
+    // refused tokens leave no span, so nobody without a token can fill the export queue or
+    // choose a trace to write into.
+    let authenticated = caller.as_ref().is_some_and(|slot| slot.get().is_some());
+    let traced = m.telemetry.as_ref().filter(|_| authenticated);
+    if let (Some(telemetry), Some(logbook)) = (traced, &logbook) {
         let call = crate::spans::Call {
             trace,
             method,
@@ -220,7 +225,7 @@ pub async fn track(State(m): State<HttpMetrics>, mut req: Request<Body>, next: N
     // The live feed's duration is how long a client watched, not a latency.
     if route != "/v1/events" {
         // A sampled call's trace, for a dashboard to open from its latency.
-        let exemplar = (m.telemetry.is_some() && trace.server.sampled).then(|| TraceLabel {
+        let exemplar = (traced.is_some() && trace.server.sampled).then(|| TraceLabel {
             trace_id: trace.server.trace_id.to_string(),
         });
         m.latency

@@ -26,6 +26,11 @@ impl CallerSlot {
     pub(crate) fn set(&self, principal: Principal) {
         let _ = self.0.set(principal);
     }
+
+    /// The principal the call's token named, once it was checked.
+    pub(crate) fn get(&self) -> Option<Principal> {
+        self.0.get().copied()
+    }
 }
 
 /// What the middleware knows of a call once its answer is ready.
@@ -52,16 +57,13 @@ pub(crate) fn record(telemetry: &Telemetry, call: &Call<'_>, answer: &Extensions
     for tx in &call.logbook.transactions {
         telemetry.record(transaction_span(call.trace.server, tx));
     }
+    // An item's spans follow the sampling decision its trace started with (the flag it
+    // keeps, which its workers were handed too), whatever the sampler says of this call.
     for item in answer.get::<ItemSpans>().map_or(&[][..], |s| &s.0[..]) {
-        let context = item.item.child(item.span_id);
-        let context = TraceContext {
-            sampled: telemetry.sample(context.trace_id, Some(item.item.sampled)),
-            ..context
-        };
         if let Some(since) = item.queued_since {
-            telemetry.record(queued_span(item, context.sampled, since));
+            telemetry.record(queued_span(item, since));
         }
-        telemetry.record(item_span(call, item, context));
+        telemetry.record(item_span(call, item, item.item.child(item.span_id)));
     }
 }
 
@@ -150,13 +152,10 @@ fn item_span(call: &Call<'_>, item: &ItemSpan, context: TraceContext) -> Finishe
 
 /// The time a leased item waited: from when it became leasable to the lease, under the
 /// item's stored context.
-fn queued_span(item: &ItemSpan, sampled: bool, since: time::OffsetDateTime) -> FinishedSpan {
+fn queued_span(item: &ItemSpan, since: time::OffsetDateTime) -> FinishedSpan {
     let start = SystemTime::from(since).min(item.started);
     FinishedSpan {
-        context: TraceContext {
-            sampled,
-            ..item.item.child(span_id())
-        },
+        context: item.item.child(span_id()),
         parent: Some(item.item.span_id),
         name: Cow::Owned(format!("queued {}", item.kind)),
         kind: SpanKind::Internal,

@@ -10,7 +10,7 @@ use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use muster_app::views::{CompletionSpans, ItemTrace, LeaseGranted};
 use muster_domain::trace::{SpanId, TraceContext, TraceId};
-use muster_domain::{ItemId, Kind};
+use muster_domain::{ItemId, Kind, LeaseId};
 use time::OffsetDateTime;
 
 /// The most links a span carries (OpenTelemetry's default link limit).
@@ -50,11 +50,19 @@ impl RequestTrace {
         }
     }
 
-    /// The spans of a completion made in this call: its item span's id drawn now.
-    pub fn completion(&self) -> CompletionSpans {
+    /// The spans of a completion of `lease` made in this call. Its item span's id is the
+    /// lease's own (a digest of the lease id): a completion that committed while its caller
+    /// went away, answered again as a replay, still exports the span its next items hang from.
+    pub fn completion(&self, lease: LeaseId) -> CompletionSpans {
+        let digest = blake3::Hasher::new()
+            .update(b"muster complete span")
+            .update(lease.0.as_bytes())
+            .finalize();
+        let mut id = [0; 8];
+        id.copy_from_slice(&digest.as_bytes()[..8]);
         CompletionSpans {
             server: self.server,
-            item_span: span_id(),
+            item_span: if id == [0; 8] { span_id() } else { SpanId(id) },
         }
     }
 }

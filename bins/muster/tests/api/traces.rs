@@ -69,6 +69,32 @@ fn named<'a>(spans: &'a [Span], name: &str) -> &'a Span {
     one
 }
 
+/// The spans once every name of `names` was exported (as often as it is named), without the
+/// Logbook transactions' spans (`traces_logbook.rs` has those).
+async fn exported(receiver: &OtlpReceiver, names: &[&str]) -> Vec<Span> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let spans: Vec<Span> = receiver
+            .spans()
+            .into_iter()
+            .filter(|s| s.name != "logbook transaction")
+            .collect();
+        let all_there = names.iter().all(|name| {
+            let wanted = names.iter().filter(|n| *n == name).count();
+            spans.iter().filter(|s| s.name == *name).count() >= wanted
+        });
+        if all_there {
+            return spans;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not exported within 10 s: {names:?}; exported: {:?}",
+            spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// A worker's process span under a lease's `traceparent`, as the worker runtime opens it.
 fn process_span(lease: &Value, n: u8) -> TraceContext {
     let leased = TraceContext::parse(lease["traceparent"].as_str().expect("a traceparent"))
@@ -130,7 +156,18 @@ async fn one_item_through_three_kinds_and_two_workers_is_one_trace_step_under_st
     }
     // The enqueue, and per step: the lease call, the queued time, the lease, the completion
     // call and the completion.
-    let spans = receiver.wait_for_spans(16, Duration::from_secs(10)).await;
+    let mut names = vec!["POST /v1/items".to_owned()];
+    for (kind, _, _) in &steps {
+        names.extend([
+            "POST /v1/leases".to_owned(),
+            format!("queued {kind}"),
+            format!("lease {kind}"),
+            "POST /v1/leases/{id}/complete".to_owned(),
+            format!("complete {kind}"),
+        ]);
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let spans = exported(&receiver, &names).await;
     let caller = TraceContext::parse(CALLER).unwrap();
     let trace = caller.trace_id.0.to_vec();
     let (ours, others): (Vec<Span>, Vec<Span>) =
@@ -192,7 +229,7 @@ async fn a_lease_hands_the_worker_the_span_of_the_lease_in_the_items_trace() {
     .await;
     let lease = app.lease("trawl", "w").await.expect("a lease");
     let handed = TraceContext::parse(lease["traceparent"].as_str().unwrap()).unwrap();
-    let spans = receiver.wait_for_spans(4, Duration::from_secs(10)).await;
+    let spans = exported(&receiver, &["lease trawl"]).await;
     let span = named(&spans, "lease trawl");
     assert_eq!(
         (hex(&span.trace_id), hex(&span.span_id)),
@@ -207,9 +244,11 @@ async fn a_calls_span_names_its_route_status_and_principal_and_never_its_token()
     let lease = app.enqueue_and_lease("trawl").await;
     let r = app.complete(&lease, json!({"result": {}})).await;
     assert_eq!(r.status, StatusCode::OK);
-    // The enqueue call, the lease call, the queued time, the lease, the completion call and
-    // the completion.
-    let spans = receiver.wait_for_spans(6, Duration::from_secs(10)).await;
+    let spans = exported(
+        &receiver,
+        &["POST /v1/leases/{id}/complete", "complete trawl"],
+    )
+    .await;
     let call = named(&spans, "POST /v1/leases/{id}/complete");
     assert_eq!(
         (
@@ -250,7 +289,7 @@ async fn a_refused_call_is_an_error_span_only_when_the_server_failed() {
         )
         .await;
     assert_eq!(r.status, StatusCode::BAD_REQUEST);
-    let spans = receiver.wait_for_spans(1, Duration::from_secs(10)).await;
+    let spans = exported(&receiver, &["POST /v1/items"]).await;
     let call = named(&spans, "POST /v1/items");
     assert_eq!(
         (
@@ -293,7 +332,7 @@ async fn an_unsampled_callers_work_is_not_exported_and_stays_unsampled_downstrea
     .await;
     // The lease call is a root of its own, sampled (parentbased_always_on), and the sampled
     // enqueue; nothing of the unsampled trace.
-    let spans = receiver.wait_for_spans(2, Duration::from_secs(10)).await;
+    let spans = exported(&receiver, &["POST /v1/items"]).await;
     let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["POST /v1/leases", "POST /v1/items"]);
     let unsampled = TraceContext::parse(UNSAMPLED).unwrap().trace_id.0.to_vec();
@@ -322,8 +361,7 @@ async fn a_digest_report_links_the_parked_items_it_replays() {
         .put_digest("trawl", "shipkeeper", &format!("sha256:{}", "b".repeat(64)))
         .await;
     assert_eq!(r.status, StatusCode::OK, "{:?}", r.body);
-    // Enqueue, lease call, queued, lease, needs_subtool call and item span, and the report.
-    let spans = receiver.wait_for_spans(7, Duration::from_secs(10)).await;
+    let spans = exported(&receiver, &["PUT /v1/workers/{kind}/digest"]).await;
     let report = named(&spans, "PUT /v1/workers/{kind}/digest");
     assert_eq!(
         attr(report, "muster.items.replayed"),
@@ -369,13 +407,19 @@ async fn a_stalled_collector_holds_no_call_and_a_full_queue_drops_and_counts() {
         &[
             ("OTEL_BSP_MAX_QUEUE_SIZE", "4"),
             ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2"),
+            ("OTEL_EXPORTER_OTLP_TIMEOUT", "60000"),
         ],
     )
     .await;
-    // Each answered as always while the exporter waits on a collector that never answers.
-    for _ in 0..10 {
-        app.enqueue("trawl", "normal", json!({})).await;
-    }
+    // Each answered as always while the exporter waits a minute on a collector that never
+    // answers: all ten well before that minute is out.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        for _ in 0..10 {
+            app.enqueue("trawl", "normal", json!({})).await;
+        }
+    })
+    .await
+    .expect("ten enqueues answered while the export stalls");
     let metrics = app
         .metrics_with_line(|l| {
             l.strip_prefix("muster_trace_spans_dropped_total ")
@@ -428,5 +472,89 @@ async fn without_a_collector_configured_no_trace_figure_or_exemplar_is_shown() {
             metrics.contains("trace_id=")
         ),
         (false, false)
+    );
+}
+
+#[tokio::test]
+async fn an_item_enqueued_during_a_long_poll_is_queued_until_its_grant_not_before_it_existed() {
+    let receiver = OtlpReceiver::start().await;
+    let app = traced(&receiver.endpoint(), &[]).await;
+    let waiting = app.lease_waiting("trawl", "w", 10_000);
+    let enqueue = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        app.enqueue("trawl", "normal", json!({})).await
+    };
+    let (lease, _) = tokio::join!(waiting, enqueue);
+    assert_eq!(lease.status, StatusCode::OK);
+    let spans = exported(
+        &receiver,
+        &["POST /v1/items", "queued trawl", "lease trawl"],
+    )
+    .await;
+    let (enqueued, queued, leased) = (
+        named(&spans, "POST /v1/items"),
+        named(&spans, "queued trawl"),
+        named(&spans, "lease trawl"),
+    );
+    assert!(
+        queued.start_time_unix_nano >= enqueued.start_time_unix_nano,
+        "queued from {} though enqueued at {}",
+        queued.start_time_unix_nano,
+        enqueued.start_time_unix_nano
+    );
+    assert!(
+        leased.start_time_unix_nano >= enqueued.start_time_unix_nano,
+        "the lease span covers the long poll's wait"
+    );
+    assert_eq!(queued.end_time_unix_nano, leased.start_time_unix_nano);
+}
+
+#[tokio::test]
+async fn calls_without_an_authenticated_caller_leave_no_span() {
+    let receiver = OtlpReceiver::start().await;
+    let app = traced(&receiver.endpoint(), &[]).await;
+    // A probe, a scrape, a wrong token with a sampled traceparent, an anonymous challenge.
+    app.raw(hyper::Method::GET, "/healthz", None, vec![]).await;
+    app.metrics().await;
+    let refused = post_traced(&app, "/v1/items", "nobody", Some(CALLER), json!({})).await;
+    assert_eq!(refused.status, StatusCode::UNAUTHORIZED);
+    app.raw(hyper::Method::POST, "/v1/edits/challenge", None, vec![])
+        .await;
+    // Then one authenticated call: spans leave in order, so once its span is there any of the
+    // calls before would be too.
+    app.enqueue("trawl", "normal", json!({})).await;
+    let spans = exported(&receiver, &["POST /v1/items"]).await;
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["POST /v1/items"]);
+}
+
+#[tokio::test]
+async fn a_completion_answered_again_as_a_replay_exports_the_span_its_next_items_hang_from() {
+    let receiver = OtlpReceiver::start().await;
+    let app = traced(&receiver.endpoint(), &[]).await;
+    let lease = app.enqueue_and_lease("trawl").await;
+    let body = json!({"result": {}, "next": [{"kind": "sextant", "payload": {}}]});
+    assert_eq!(
+        app.complete(&lease, body.clone()).await.status,
+        StatusCode::OK
+    );
+    let again = app.complete(&lease, body).await;
+    assert_eq!(again.body["replayed"], json!(true));
+    app.lease("sextant", "w")
+        .await
+        .expect("the next item's lease");
+    let spans = exported(
+        &receiver,
+        &["complete trawl", "complete trawl", "queued sextant"],
+    )
+    .await;
+    let completes: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "complete trawl")
+        .collect();
+    assert_eq!(completes[0].span_id, completes[1].span_id);
+    assert_eq!(
+        named(&spans, "queued sextant").parent_span_id,
+        completes[0].span_id
     );
 }

@@ -40,11 +40,12 @@ pub(crate) async fn lease(
     JsonBody(b): JsonBody<LeaseBody>,
 ) -> Result<Response, ApiError> {
     let max = b.max.unwrap_or(1);
-    let started = SystemTime::now();
     let mut leases = s.muster.lease_many(p, &b.worker_id, b.wait_ms, max).await?;
+    // The grant: a long poll's wait is not the item's (its queued span ends here).
+    let granted_at = SystemTime::now();
     let mut spans = ItemSpans::default();
     for granted in &mut leases {
-        spans.lease(granted, started);
+        spans.lease(granted, granted_at);
     }
     Ok(match (b.max, leases.pop()) {
         (_, None) => StatusCode::NO_CONTENT.into_response(),
@@ -121,7 +122,7 @@ pub(crate) async fn complete(
     } else {
         (b.worker_id, None)
     };
-    let spans_of = trace.completion();
+    let spans_of = trace.completion(id);
     let req = CompleteRequest {
         result: b.result,
         next: next_steps(b.next),
@@ -212,7 +213,7 @@ pub(crate) async fn completions(
     for c in b.completions {
         let id = named::<LeaseId>(&c.lease_id);
         if let Ok(id) = id {
-            let spans_of = trace.completion();
+            let spans_of = trace.completion(id);
             span_ids.push(spans_of.item_span);
             let req = CompleteRequest {
                 result: c.result,
