@@ -36,7 +36,14 @@ async fn main() -> anyhow::Result<()> {
                 .traces_from_env()
                 .context("tracing (the OTEL_* variables)")?;
             if let Some(t) = &settings.telemetry {
-                tracing::info!(endpoint = %t.endpoint, "tracing on: spans exported over OTLP/HTTP");
+                // Without its query: a collector's key may ride in one.
+                let endpoint = format!(
+                    "{}://{}{}",
+                    t.endpoint.scheme_str().unwrap_or("http"),
+                    t.endpoint.authority().map_or("", |a| a.as_str()),
+                    t.endpoint.path()
+                );
+                tracing::info!(%endpoint, "tracing on: spans exported over OTLP/HTTP");
             }
             let app = muster::build(&settings)?;
             let listener = tokio::net::TcpListener::bind(cli.settings.listen)
