@@ -37,17 +37,28 @@ fn traces_to(endpoint: &str, vars: &[(&str, &str)]) -> muster_otel::Config {
         .expect("tracing on")
 }
 
+/// A server exporting every call's spans to `receiver`.
+pub(crate) async fn traced_app(receiver: &OtlpReceiver) -> TestApp {
+    traced(&receiver.endpoint(), &[]).await
+}
+
+/// Enqueues a normal item of `kind` as the operator, under the caller's `traceparent`.
+async fn enqueue_under(app: &TestApp, traceparent: &str, kind: &str) -> crate::harness::Resp {
+    let body = json!({"kind": kind, "priority": "normal", "payload": {}});
+    post_traced(app, "/v1/items", "operator", Some(traceparent), body).await
+}
+
 /// A server exporting its spans to `endpoint`, with `vars` set as well.
 async fn traced(endpoint: &str, vars: &[(&str, &str)]) -> TestApp {
     let config = traces_to(endpoint, vars);
     TestApp::spawn_with(move |s| s.telemetry = Some(config)).await
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn attr(span: &Span, key: &str) -> Option<Attr> {
+pub(crate) fn attr(span: &Span, key: &str) -> Option<Attr> {
     span.attributes
         .iter()
         .find(|kv| kv.key == key)
@@ -125,14 +136,7 @@ async fn complete_in(
 async fn one_item_through_three_kinds_and_two_workers_is_one_trace_step_under_step() {
     let receiver = OtlpReceiver::start().await;
     let app = traced(&receiver.endpoint(), &[]).await;
-    let r = post_traced(
-        &app,
-        "/v1/items",
-        "operator",
-        Some(CALLER),
-        json!({"kind": "trawl", "priority": "normal", "payload": {}}),
-    )
-    .await;
+    let r = enqueue_under(&app, CALLER, "trawl").await;
     assert_eq!(r.status, StatusCode::CREATED);
     // Worker a runs trawl and assay, worker b sextant.
     let steps = [
@@ -219,14 +223,7 @@ async fn one_item_through_three_kinds_and_two_workers_is_one_trace_step_under_st
 async fn a_lease_hands_the_worker_the_span_of_the_lease_in_the_items_trace() {
     let receiver = OtlpReceiver::start().await;
     let app = traced(&receiver.endpoint(), &[]).await;
-    post_traced(
-        &app,
-        "/v1/items",
-        "operator",
-        Some(CALLER),
-        json!({"kind": "trawl", "priority": "normal", "payload": {}}),
-    )
-    .await;
+    enqueue_under(&app, CALLER, "trawl").await;
     let lease = app.lease("trawl", "w").await.expect("a lease");
     let handed = TraceContext::parse(lease["traceparent"].as_str().unwrap()).unwrap();
     let spans = exported(&receiver, &["lease trawl"]).await;
@@ -309,27 +306,13 @@ async fn a_refused_call_is_an_error_span_only_when_the_server_failed() {
 async fn an_unsampled_callers_work_is_not_exported_and_stays_unsampled_downstream() {
     let receiver = OtlpReceiver::start().await;
     let app = traced(&receiver.endpoint(), &[]).await;
-    post_traced(
-        &app,
-        "/v1/items",
-        "operator",
-        Some(UNSAMPLED),
-        json!({"kind": "trawl", "priority": "normal", "payload": {}}),
-    )
-    .await;
+    enqueue_under(&app, UNSAMPLED, "trawl").await;
     let lease = app.lease("trawl", "w").await.expect("a lease");
     let handed = TraceContext::parse(lease["traceparent"].as_str().unwrap()).unwrap();
     assert!(!handed.sampled);
     // A sampled call after them: spans are exported in the order they end, so once its span
     // is there, any span of the unsampled trace would be too.
-    post_traced(
-        &app,
-        "/v1/items",
-        "operator",
-        Some(CALLER),
-        json!({"kind": "sextant", "priority": "normal", "payload": {}}),
-    )
-    .await;
+    enqueue_under(&app, CALLER, "sextant").await;
     // The lease call is a root of its own, sampled (parentbased_always_on), and the sampled
     // enqueue; nothing of the unsampled trace.
     let spans = exported(&receiver, &["POST /v1/items"]).await;
@@ -433,14 +416,7 @@ async fn a_stalled_collector_holds_no_call_and_a_full_queue_drops_and_counts() {
 async fn a_sampled_calls_trace_id_is_the_exemplar_of_its_latency() {
     let receiver = OtlpReceiver::start().await;
     let app = traced(&receiver.endpoint(), &[]).await;
-    post_traced(
-        &app,
-        "/v1/items",
-        "operator",
-        Some(CALLER),
-        json!({"kind": "trawl", "priority": "normal", "payload": {}}),
-    )
-    .await;
+    enqueue_under(&app, CALLER, "trawl").await;
     let metrics = app.metrics().await;
     let exemplar = "# {trace_id=\"4bf92f3577b34da6a3ce929d0e0e4736\"}";
     let line = metrics
@@ -457,14 +433,7 @@ async fn a_sampled_calls_trace_id_is_the_exemplar_of_its_latency() {
 #[tokio::test]
 async fn without_a_collector_configured_no_trace_figure_or_exemplar_is_shown() {
     let app = TestApp::spawn().await;
-    post_traced(
-        &app,
-        "/v1/items",
-        "operator",
-        Some(CALLER),
-        json!({"kind": "trawl", "priority": "normal", "payload": {}}),
-    )
-    .await;
+    enqueue_under(&app, CALLER, "trawl").await;
     let metrics = app.metrics().await;
     assert_eq!(
         (

@@ -3,7 +3,6 @@
 //! one transaction span, carried by one of the calls that rode in it and linked from each.
 //! The receiver decodes with opentelemetry-proto's messages, as a real collector does.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,18 +15,7 @@ use serde_json::{Value, json};
 
 use crate::harness::{Resp, TestApp, lease_path};
 use crate::trace_context::post_traced;
-
-/// A server exporting its spans to `receiver` (a short schedule delay, every call sampled).
-async fn traced_app(receiver: &OtlpReceiver) -> TestApp {
-    let vars = HashMap::from([
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint()),
-        ("OTEL_BSP_SCHEDULE_DELAY", "50".to_owned()),
-    ]);
-    let config = muster_otel::Config::from_env(|v| vars.get(v).cloned())
-        .expect("valid OTEL settings")
-        .expect("tracing on");
-    TestApp::spawn_with(move |s| s.telemetry = Some(config)).await
-}
+use crate::traces::{attr, hex, traced_app};
 
 /// A client's sampled span `n`, as a traceparent: trace `n…n`, span `0a…0n`.
 fn caller(n: u8) -> String {
@@ -40,18 +28,6 @@ fn caller(n: u8) -> String {
 
 fn caller_span_id(n: u8) -> Vec<u8> {
     vec![0x0a, 0, 0, 0, 0, 0, 0, n]
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn attr(span: &Span, key: &str) -> Option<Attr> {
-    span.attributes
-        .iter()
-        .find(|kv| kv.key == key)
-        .and_then(|kv| kv.value.clone())
-        .and_then(|v| v.value)
 }
 
 /// The SERVER span of the call made under `caller(n)`.
