@@ -335,15 +335,7 @@ async fn a_payload_with_u0000_in_a_key_is_a_bad_request() {
 async fn eight_completions_one_poisoned() -> (Arc<TestApp>, Vec<Resp>) {
     let (app, leases) = leased_by_n_workers(8).await;
     crate::harness::refuse_poisoned_results(&app).await;
-    let mut blocker = app.db.client().await;
-    let lock = blocker.transaction().await.unwrap();
-    let first_item = leases[0]["item"]["id"].as_str().unwrap().to_owned();
-    lock.execute(
-        "SELECT 1 FROM core.items WHERE id = $1::text::uuid FOR UPDATE",
-        &[&first_item],
-    )
-    .await
-    .unwrap();
+    let blocker = crate::harness::hold_item(&app, &leases[0]).await;
     let first = tokio::spawn(complete(
         Arc::clone(&app),
         leases[0].clone(),
@@ -367,7 +359,7 @@ async fn eight_completions_one_poisoned() -> (Arc<TestApp>, Vec<Resp>) {
     // The seven reach the server's queue long before this; were one late, it would only
     // make a group of its own (the assertions hold for any grouping).
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    lock.rollback().await.unwrap();
+    crate::harness::release_item(&blocker).await;
     let mut answers = vec![first.await.unwrap()];
     answers.extend(rest.await.unwrap());
     (app, answers)

@@ -92,6 +92,28 @@ pub async fn until_bridges_listen(app: &TestApp, n: i64) {
     until_backends(app, &listening, n, "wake-up bridges listening").await;
 }
 
+/// A connection holding the row lock of the item `lease` names, in an open transaction: a
+/// use case on that item waits until `release_item` (or the connection's drop) ends it.
+pub async fn hold_item(app: &TestApp, lease: &serde_json::Value) -> tokio_postgres::Client {
+    let blocker = app.db.client().await;
+    let item = lease["item"]["id"].as_str().expect("a leased item's id");
+    blocker
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM core.items WHERE id = '{item}' FOR UPDATE"
+        ))
+        .await
+        .expect("lock the item's row");
+    blocker
+}
+
+/// Ends `hold_item`'s transaction: the waiting use case goes on.
+pub async fn release_item(blocker: &tokio_postgres::Client) {
+    blocker
+        .batch_execute("ROLLBACK")
+        .await
+        .expect("roll back the lock");
+}
+
 /// Waits until `n` backends of the test's database wait for a lock (a row or an advisory lock).
 pub async fn until_waiting_for_locks(app: &TestApp, n: i64) {
     until_backends(

@@ -205,15 +205,7 @@ async fn two_completions_in_one_batch(receiver: &OtlpReceiver) -> [Resp; 2] {
         app.enqueue("trawl", "normal", json!({})).await;
         leases.push(app.lease("trawl", &format!("w{i}")).await.expect("a lease"));
     }
-    let mut blocker = app.db.client().await;
-    let lock = blocker.transaction().await.unwrap();
-    let first_item = leases[0]["item"]["id"].as_str().unwrap().to_owned();
-    lock.execute(
-        "SELECT 1 FROM core.items WHERE id = $1::text::uuid FOR UPDATE",
-        &[&first_item],
-    )
-    .await
-    .unwrap();
+    let blocker = crate::harness::hold_item(&app, &leases[0]).await;
     let first = tokio::spawn({
         let (app, lease) = (Arc::clone(&app), leases[0].clone());
         async move { complete_under(&app, &lease, 1, json!({"result": {}})).await }
@@ -225,7 +217,7 @@ async fn two_completions_in_one_batch(receiver: &OtlpReceiver) -> [Resp; 2] {
     });
     // Both reach the completion lane's queue long before this.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    lock.rollback().await.unwrap();
+    crate::harness::release_item(&blocker).await;
     first.await.unwrap();
     let [a, b] = rest;
     [a.await.unwrap(), b.await.unwrap()]
