@@ -89,6 +89,19 @@ impl Http {
         self.send(req).await.with_context(|| format!("GET {path}"))
     }
 
+    /// `GET /metrics` (no token): the exposition text; an error unless it answers 200.
+    pub(crate) async fn metrics(&self) -> Result<String> {
+        let req = hyper::Request::builder()
+            .uri(format!("{}/metrics", self.base))
+            .body(Full::new(Bytes::new()))?;
+        let resp = self.client.request(req).await.context("GET /metrics")?;
+        if resp.status() != hyper::StatusCode::OK {
+            bail!("GET /metrics answered {}", resp.status());
+        }
+        let bytes = resp.into_body().collect().await?.to_bytes();
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// A request for `path` of the server, as `token`.
     fn request(
         &self,

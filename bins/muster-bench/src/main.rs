@@ -34,6 +34,7 @@ mod retention;
 mod rounds;
 mod runtime;
 mod spam;
+mod trace_cost;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
@@ -161,6 +162,12 @@ enum Scenario {
     /// with none), and server CPU per event per subscriber. Needs a filled `trawl` queue
     /// (`backlog-fill` before the server starts) and the server's pid.
     FeedLoad(feed_load::Args),
+    /// What tracing costs: items/s, lease p99 and server CPU per item of `--workers`
+    /// single-call workers against a fresh `muster serve` per phase, with tracing off and with
+    /// every span exported over OTLP/HTTP to a sink in this process (ratios to the phases with
+    /// it off); spans and OTLP bytes per item. Starts the servers itself: needs a migrated
+    /// database with a filled `trawl` queue and the serve files in `--dir`.
+    TraceCost(trace_cost::Args),
     /// Tops the `trawl` queue up to `--to` queued items directly in SQL, bypassing the ledger
     /// (bench databases only), then `VACUUM ANALYZE` and `CHECKPOINT`. Restart the server after.
     BacklogFill(backlog::FillArgs),
@@ -207,6 +214,15 @@ enum Scenario {
         #[arg(long, default_value = "target/bench-history")]
         out: PathBuf,
     },
+    /// The trace-cost rows by themselves: a throwaway PostgreSQL, a filled queue, `trace-cost`;
+    /// prints their table and writes it with the JSON to `--out`.
+    TraceSuite {
+        /// The `muster` binary to serve (default: the one next to this program).
+        #[arg(long)]
+        muster: Option<PathBuf>,
+        #[arg(long, default_value = "target/bench-trace")]
+        out: PathBuf,
+    },
     /// PNG charts of a suite's JSON in `BENCH` (default target/bench/) into `OUT` (default
     /// docs/img/); needs the `charts` feature.
     Charts {
@@ -237,6 +253,16 @@ fn main() -> Result<()> {
         Scenario::HistorySuite { muster, out } => {
             let muster = muster.map_or_else(lab::sibling_muster, Ok)?;
             return lab::history::suite(&muster, &out);
+        }
+        Scenario::TraceSuite { muster, out } => {
+            let muster = muster.map_or_else(lab::sibling_muster, Ok)?;
+            return lab::trace::suite(&muster, &out);
+        }
+        // Starts and stops servers between its drains, on a runtime of its own.
+        Scenario::TraceCost(args) => {
+            let out = trace_cost::trace_cost(&args).and_then(doc)?;
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            return Ok(());
         }
         Scenario::Charts { bench, out } => return draw_charts(bench, out),
         Scenario::Profile {

@@ -231,6 +231,37 @@ pub(crate) struct FeedLoad {
     pub(crate) workers: u64,
 }
 
+/// One phase of `trace-cost`: a fresh server with tracing off, or exporting every span.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct TraceCostRun {
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` at the bench's sink, `OTEL_TRACES_SAMPLER=always_on`.
+    pub(crate) tracing: bool,
+    #[serde(flatten)]
+    pub(crate) drain: WorkerPhase,
+    /// Server CPU over the drain and the export of its last spans.
+    pub(crate) server_cpu_seconds: Option<f64>,
+    pub(crate) server_cpu_us_per_item: Option<f64>,
+    /// `POST /v1/traces` requests and their body bytes the sink received.
+    pub(crate) otlp_requests: u64,
+    pub(crate) otlp_bytes: u64,
+    /// The server's `muster_trace_spans_*_total` after the flush (tracing on only).
+    pub(crate) spans_exported: Option<u64>,
+    pub(crate) spans_dropped: Option<u64>,
+    pub(crate) spans_failed: Option<u64>,
+}
+
+/// `muster-bench trace-cost` (`trace-cost.json`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub(crate) struct TraceCost {
+    pub(crate) clock_ticks_per_s: f64,
+    pub(crate) phase_seconds: u64,
+    pub(crate) runs: Vec<TraceCostRun>,
+    pub(crate) scenario: String,
+    pub(crate) workers: u64,
+}
+
 // ---------------------------------------------------------------------------------------------
 // backlog, batch
 

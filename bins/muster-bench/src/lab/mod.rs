@@ -13,6 +13,7 @@ mod floor;
 pub(crate) mod history;
 pub(crate) mod procs;
 pub(crate) mod profile;
+pub(crate) mod trace;
 mod wal;
 
 use std::path::{Path, PathBuf};
@@ -239,6 +240,9 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     )?;
     server.stop();
 
+    // Tracing's cost: fresh servers with tracing off and on, on the feed-load database.
+    let trace_cost = trace::measure(&runner, muster, &feed_load_url)?;
+
     // Backlog: a database of its own, filled in SQL, a fresh server per size.
     let backlog_url = migrated_database(cluster, muster, "muster_backlog")?;
     let serve = ServeArgs {
@@ -436,6 +440,7 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
         feed_load,
         feed_memory,
         hostile,
+        trace_cost,
         backlog,
         delayed,
         history,

@@ -127,6 +127,8 @@ pub(crate) struct ServeArgs<'a> {
     pub(crate) dir: &'a Path,
     /// Admission flags: [`ROOMY`] unless a phase measures the defaults.
     pub(crate) limits: &'a [&'a str],
+    /// Environment variables the server gets besides this process's (`OTEL_*` for tracing).
+    pub(crate) env: &'a [(&'a str, String)],
 }
 
 /// The admission limits of the bench's servers: every load generator connects from one
@@ -148,6 +150,7 @@ impl<'a> ServeArgs<'a> {
             listen,
             dir,
             limits: ROOMY,
+            env: &[],
         }
     }
 
@@ -181,6 +184,7 @@ impl<'a> ServeArgs<'a> {
             // The glibc setting deploy/k8s/deployment.yaml gives the pod, so that the
             // memory figures are the deployed server's.
             .env("MALLOC_MMAP_THRESHOLD_", "131072")
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

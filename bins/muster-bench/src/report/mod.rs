@@ -7,13 +7,14 @@ mod hostile;
 mod retention;
 #[cfg(test)]
 mod tests;
+mod trace_cost;
 
 use serde::Serialize;
 
 use crate::results::{
     BacklogMeasured, BacklogSize, BatchRun, Bloat, Cycles, CyclesRun, Feed, FeedLoad, FeedMemory,
     FloorResult, HistorySize, Hostile, Percentiles, Pickup, Retention, RuntimeDoc, ServerMemory,
-    Spam, WalPerItem,
+    Spam, TraceCost, WalPerItem,
 };
 
 /// The pod's memory request (deploy/), the baseline of the memory rows.
@@ -33,6 +34,8 @@ pub(crate) struct Suite {
     pub(crate) feed_memory: Vec<FeedMemory>,
     /// Hostile clients and a random-token flood beside the workers (`hostile.json`).
     pub(crate) hostile: Hostile,
+    /// Every span exported against tracing off (`trace-cost.json`).
+    pub(crate) trace_cost: TraceCost,
     pub(crate) backlog: Vec<BacklogSize>,
     /// The largest backlog with half as many delayed items beside it (`delayed.json`).
     pub(crate) delayed: Option<BacklogSize>,
@@ -120,6 +123,7 @@ pub(crate) fn render(suite: &Suite) -> String {
     feed_load::rows(&mut rows, &suite.feed_load);
     feed_load::memory_rows(&mut rows, &suite.feed_memory);
     hostile::rows(&mut rows, &suite.hostile);
+    trace_cost::rows(&mut rows, &suite.trace_cost);
     backlog_rows(&mut rows, &suite.backlog);
     if let (Some(base), Some(delayed)) = (suite.backlog.last(), &suite.delayed) {
         delayed_rows(&mut rows, base, delayed);
@@ -140,6 +144,13 @@ pub(crate) fn render(suite: &Suite) -> String {
 pub(crate) fn render_history(sizes: &[HistorySize], machine: &[(String, String)]) -> String {
     let mut rows: Vec<Row> = Vec::new();
     history_cost::rows(&mut rows, sizes);
+    table(rows, machine)
+}
+
+/// The markdown table of `trace-suite`, then the machine it ran on.
+pub(crate) fn render_trace(cost: &TraceCost, machine: &[(String, String)]) -> String {
+    let mut rows: Vec<Row> = Vec::new();
+    trace_cost::rows(&mut rows, cost);
     table(rows, machine)
 }
 

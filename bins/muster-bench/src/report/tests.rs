@@ -546,3 +546,64 @@ fn the_history_cost_latencies_are_the_mean_of_each_sizes_runs() {
         ]
     );
 }
+
+#[test]
+fn the_trace_cost_rows_compare_tracing_on_with_the_mean_of_the_phases_with_it_off() {
+    let cost: TraceCost = typed(&json!({"workers": 16, "phase_seconds": 10, "runs": [
+        {"tracing": false, "items": 10000, "items_per_s": 1000.0, "lease": {"n": 1, "p99_ms": 4.0},
+         "server_cpu_us_per_item": 300.0},
+        {"tracing": true, "items": 9000, "items_per_s": 900.0, "lease": {"n": 1, "p99_ms": 6.0},
+         "server_cpu_us_per_item": 420.0, "otlp_requests": 20, "otlp_bytes": 18_000_000,
+         "spans_exported": 72000, "spans_dropped": 0, "spans_failed": 0},
+        {"tracing": false, "items": 8000, "items_per_s": 800.0, "lease": {"n": 1, "p99_ms": 8.0},
+         "server_cpu_us_per_item": 400.0},
+    ]}));
+    let rows = rows_of(|r| trace_cost::rows(r, &cost));
+    let off = "tracing off (mean of 2, same run)";
+    assert_eq!(
+        figures(&rows),
+        [
+            ["900".to_owned(), format!("900 {off}"), "1.00×".into()],
+            ["6.00".into(), format!("6.00 {off}"), "1.00×".into()],
+            ["420".into(), format!("350 {off}"), "1.20×".into()],
+            [
+                "8.00".into(),
+                "– (none with tracing off)".into(),
+                "–".into()
+            ],
+            [
+                "2000".into(),
+                "– (none with tracing off)".into(),
+                "–".into()
+            ],
+        ]
+    );
+}
+
+#[test]
+fn the_trace_cost_rows_say_the_phase_order_and_the_spans_dropped() {
+    let cost: TraceCost = typed(&json!({"workers": 16, "phase_seconds": 10, "runs": [
+        {"tracing": false, "items": 10, "items_per_s": 1.0},
+        {"tracing": true, "items": 10, "items_per_s": 1.0, "spans_exported": 70,
+         "spans_dropped": 5, "spans_failed": 0, "otlp_requests": 3},
+        {"tracing": false, "items": 10, "items_per_s": 1.0},
+    ]}));
+    let rows = rows_of(|r| trace_cost::rows(r, &cost));
+    assert!(
+        rows[0][0].contains("(phases off, on, off)"),
+        "{}",
+        rows[0][0]
+    );
+    assert!(
+        rows[3][0].contains("(70 exported, 5 dropped, 0 failed)"),
+        "{}",
+        rows[3][0]
+    );
+    assert!(rows[4][0].contains("(3 export requests)"), "{}", rows[4][0]);
+}
+
+#[test]
+fn without_a_phase_with_tracing_on_there_are_no_trace_cost_rows() {
+    let cost: TraceCost = typed(&json!({"runs": [{"tracing": false, "items_per_s": 1.0}]}));
+    assert!(rows_of(|r| trace_cost::rows(r, &cost)).is_empty());
+}
