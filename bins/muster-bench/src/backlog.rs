@@ -233,6 +233,10 @@ pub(crate) struct FillArgs {
     /// `POST /v1/items` with `not_before` places them).
     #[arg(long)]
     delayed: Option<u64>,
+    /// The queued items added carry a sampled trace context each (a random trace and span id,
+    /// flags 01), as items enqueued under a sampled `traceparent` do.
+    #[arg(long)]
+    traced: bool,
 }
 
 pub(crate) async fn fill(args: &FillArgs) -> Result<BacklogFill> {
@@ -251,13 +255,15 @@ pub(crate) async fn fill(args: &FillArgs) -> Result<BacklogFill> {
         .execute(
             concat!(
                 "INSERT INTO core.items (id, kind, priority, state, attempt, fence, enqueued_at, \
-                 payload, created_at, chain_len, chain_head) \
+                 payload, created_at, chain_len, chain_head, trace) \
                  SELECT v.id, 'trawl', 1, 'queued', 0, 0, now(), '{}'::jsonb, now(), 0, \
-                 decode(repeat('00', 32), 'hex') FROM generate_series(1, $1::bigint) g, LATERAL (",
+                 decode(repeat('00', 32), 'hex'), CASE WHEN $2::bool THEN decode(md5(random()::text) \
+                 || left(md5(random()::text), 16) || '01', 'hex') END \
+                 FROM generate_series(1, $1::bigint) g, LATERAL (",
                 v7_ids!("now() - interval '1 hour'"),
                 ") v"
             ),
-            &[&add],
+            &[&add, &args.traced],
         )
         .await
         .context("bulk insert")?;

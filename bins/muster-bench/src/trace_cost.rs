@@ -148,7 +148,10 @@ fn phase(
         ..ServeArgs::new(&muster, &o.database_url, &listen, &o.dir)
     };
     let which = if on { "on" } else { "off" };
-    let mut server = serve.start(&o.dir.join(format!("server-trace-cost-{n}-{which}.log")))?;
+    // Not `start`: its banner would go to stdout, which carries this scenario's JSON.
+    let log = o.dir.join(format!("server-trace-cost-{n}-{which}.log"));
+    let mut server = serve.spawn(&log)?;
+    muster_devdb::wait_healthy(&listen, &mut server, &log)?;
     std::thread::sleep(Duration::from_secs(1));
     let pid = server.pid();
     let http = Http::new(&format!("http://{listen}"));

@@ -11,15 +11,25 @@ use serde_json::json;
 use super::Runner;
 use super::procs::{machine, on_cluster, publish, write_serve_files};
 use crate::report::render_trace;
-use crate::results::TraceCost;
+use crate::results::{BacklogFill, TraceCost};
 
 /// Queued items for `trace-cost` (16 workers, three phases of 10 s).
 const TRACE_ITEMS: u64 = 100_000;
 
-/// `trace-cost` on the migrated database at `url`, its queue topped up first, the serve files
-/// and the servers' logs in `out`.
+/// `trace-cost` on the migrated database at `url`, the serve files and the servers' logs in
+/// `out`; the queue is topped up first with items that carry a sampled trace context each (as
+/// if enqueued with tracing on), so that the servers export their item spans too.
 pub(super) fn measure(runner: &Runner<'_>, muster: &Path, url: &str) -> Result<TraceCost> {
-    runner.fill("trace-cost-fill", url, TRACE_ITEMS)?;
+    let items = TRACE_ITEMS.to_string();
+    let fill = [
+        "backlog-fill",
+        "--database-url",
+        url,
+        "--to",
+        &items,
+        "--traced",
+    ];
+    let _: BacklogFill = runner.run("trace-cost-fill", &fill)?;
     let (muster, dir) = (
         muster.display().to_string(),
         runner.out.display().to_string(),
