@@ -240,8 +240,10 @@ fn phases(cluster: &TempCluster, muster: &Path, out: &Path) -> Result<Suite> {
     )?;
     server.stop();
 
-    // Tracing's cost: fresh servers with tracing off and on, on the feed-load database.
-    let trace_cost = trace::measure(&runner, muster, &feed_load_url)?;
+    // Tracing's cost: a database of its own (every queued item carries a trace context),
+    // fresh servers with tracing off and on.
+    let trace_url = migrated_database(cluster, muster, "muster_trace")?;
+    let trace_cost = trace::measure(&runner, muster, &trace_url)?;
 
     // Backlog: a database of its own, filled in SQL, a fresh server per size.
     let backlog_url = migrated_database(cluster, muster, "muster_backlog")?;
