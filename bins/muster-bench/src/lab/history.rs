@@ -8,13 +8,13 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-use muster_devdb::{ClusterOptions, migrated_database, runtime_url};
+use anyhow::Result;
+use muster_devdb::{migrated_database, runtime_url};
 use serde_json::json;
 
 use super::Runner;
 use super::procs::{
-    ServeArgs, free_listen, machine, on_cluster, psql_answer, publish, write_serve_files,
+    ServeArgs, free_listen, machine, on_suite_cluster, psql_answer, publish, write_serve_files,
 };
 use crate::report::render_history;
 use crate::results::{BacklogFill, HistoryCost, HistorySize};
@@ -45,84 +45,73 @@ fn checkpointed(url: &str) -> Result<()> {
 const QUEUED: &str = "100000";
 
 pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("could not create {}", out.display()))?;
-    let options = ClusterOptions {
-        fsync: true,
-        max_connections: 200,
-        log_to: None,
-        ..ClusterOptions::default()
-    };
-    let table = on_cluster(
-        "starting a throwaway PostgreSQL cluster (fsync on)",
-        options,
-        |cluster| {
-            let tokens = write_serve_files(
-                out,
-                ["operator", "conn", "worker:trawl"],
-                json!({"docs/intro": {"owner": "alice", "title": "Intro"}}),
+    let table = on_suite_cluster(out, |cluster| {
+        let tokens = write_serve_files(
+            out,
+            ["operator", "conn", "worker:trawl"],
+            json!({"docs/intro": {"owner": "alice", "title": "Intro"}}),
+        )?;
+        let token = |p: &str| tokens.token(p).unwrap_or_default().to_owned();
+        let env = [
+            ("MUSTER_BENCH_OPERATOR_TOKEN", token("operator")),
+            ("MUSTER_BENCH_CONN_TOKEN", token("conn")),
+            ("MUSTER_BENCH_TRAWL_TOKEN", token("worker:trawl")),
+        ];
+        let runner = Runner { env: &env, out };
+        let muster_path = muster.display().to_string();
+        let mut sizes = Vec::new();
+        let mut servers = Vec::new();
+        for size in SIZES {
+            let url = migrated_database(cluster, muster, &format!("muster_history_{size}"))?;
+            let history = size.to_string();
+            let fill: BacklogFill = runner.run(
+                &format!("history-fill-{size}"),
+                &[
+                    "backlog-fill",
+                    "--database-url",
+                    &url,
+                    "--to",
+                    QUEUED,
+                    "--history",
+                    &history,
+                ],
             )?;
-            let token = |p: &str| tokens.token(p).unwrap_or_default().to_owned();
-            let env = [
-                ("MUSTER_BENCH_OPERATOR_TOKEN", token("operator")),
-                ("MUSTER_BENCH_CONN_TOKEN", token("conn")),
-                ("MUSTER_BENCH_TRAWL_TOKEN", token("worker:trawl")),
-            ];
-            let runner = Runner { env: &env, out };
-            let muster_path = muster.display().to_string();
-            let mut sizes = Vec::new();
-            let mut servers = Vec::new();
-            for size in SIZES {
-                let url = migrated_database(cluster, muster, &format!("muster_history_{size}"))?;
-                let history = size.to_string();
-                let fill: BacklogFill = runner.run(
-                    &format!("history-fill-{size}"),
-                    &[
-                        "backlog-fill",
-                        "--database-url",
-                        &url,
-                        "--to",
-                        QUEUED,
-                        "--history",
-                        &history,
-                    ],
-                )?;
-                sizes.push(HistorySize {
-                    fill,
-                    runs: Vec::new(),
-                    size,
-                });
-                servers.push((url, free_listen()?));
-            }
-            let mut procs = Vec::new();
-            for ((url, listen), size) in servers.iter().zip(SIZES) {
-                let log = out.join(format!("server-history-{size}.log"));
-                procs.push(ServeArgs::new(muster, url, listen, out).start(&log)?);
-            }
-            for (url, _) in &servers {
-                checkpointed(url)?;
-            }
-            for (pass, &i) in ORDER.iter().enumerate() {
-                let (url, listen) = &servers[i];
-                let base = format!("http://{listen}");
-                let measured: HistoryCost = runner.run(
-                    &format!("history-cost-{}-{}", SIZES[i], pass / 2 + 1),
-                    &[
-                        "history-cost",
-                        "--url",
-                        &base,
-                        "--database-url",
-                        &runtime_url(url),
-                        "--muster",
-                        &muster_path,
-                    ],
-                )?;
-                sizes[i].runs.push(measured);
-            }
-            for mut server in procs {
-                server.stop();
-            }
-            Ok(render_history(&sizes, &machine(&servers[0].0)))
-        },
-    )?;
+            sizes.push(HistorySize {
+                fill,
+                runs: Vec::new(),
+                size,
+            });
+            servers.push((url, free_listen()?));
+        }
+        let mut procs = Vec::new();
+        for ((url, listen), size) in servers.iter().zip(SIZES) {
+            let log = out.join(format!("server-history-{size}.log"));
+            procs.push(ServeArgs::new(muster, url, listen, out).start(&log)?);
+        }
+        for (url, _) in &servers {
+            checkpointed(url)?;
+        }
+        for (pass, &i) in ORDER.iter().enumerate() {
+            let (url, listen) = &servers[i];
+            let base = format!("http://{listen}");
+            let measured: HistoryCost = runner.run(
+                &format!("history-cost-{}-{}", SIZES[i], pass / 2 + 1),
+                &[
+                    "history-cost",
+                    "--url",
+                    &base,
+                    "--database-url",
+                    &runtime_url(url),
+                    "--muster",
+                    &muster_path,
+                ],
+            )?;
+            sizes[i].runs.push(measured);
+        }
+        for mut server in procs {
+            server.stop();
+        }
+        Ok(render_history(&sizes, &machine(&servers[0].0)))
+    })?;
     publish(out, "results.md", "table", &table)
 }

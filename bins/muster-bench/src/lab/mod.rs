@@ -20,13 +20,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use muster_devdb::{ClusterOptions, TempCluster, migrated_database, runtime_url};
+use muster_devdb::{TempCluster, migrated_database, runtime_url};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use self::floor::{BLOAT_CYCLES, FLOOR_RUNS, sql_floor, table_sizes};
 use self::procs::{
-    ServeArgs, banner, free_listen, machine, muster_bench, on_cluster, publish, wait_queues,
+    ServeArgs, banner, free_listen, machine, muster_bench, on_suite_cluster, publish, wait_queues,
     write_json, write_serve_files,
 };
 use crate::procinfo::memory;
@@ -75,17 +75,7 @@ const RETENTION_QUEUED: u64 = 150_000;
 
 /// Runs the whole suite with the `muster` binary at `muster`, writing into `out`.
 pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("could not create {}", out.display()))?;
-    let suite = on_cluster(
-        "starting a throwaway PostgreSQL cluster (fsync on, synchronous_commit on)",
-        ClusterOptions {
-            fsync: true,
-            max_connections: 200,
-            log_to: None,
-            ..ClusterOptions::default()
-        },
-        |cluster| phases(cluster, muster, out),
-    )?;
+    let suite = on_suite_cluster(out, |cluster| phases(cluster, muster, out))?;
     publish(out, "results.md", "table", &render(&suite))?;
     // Charts of this run next to the table; `cargo xtask charts` copies an adopted run's into
     // docs/img/.

@@ -36,6 +36,25 @@ pub(crate) fn write_json(path: &Path, doc: &impl Serialize) -> Result<()> {
         .with_context(|| format!("write {}", path.display()))
 }
 
+/// Creates `out`, then runs `work` on the suites' throwaway cluster: fsync and synchronous
+/// commit on, room for 200 connections, its log not kept.
+pub(crate) fn on_suite_cluster<T>(
+    out: &std::path::Path,
+    work: impl FnOnce(&TempCluster) -> Result<T>,
+) -> Result<T> {
+    std::fs::create_dir_all(out).with_context(|| format!("could not create {}", out.display()))?;
+    on_cluster(
+        "starting a throwaway PostgreSQL cluster (fsync on, synchronous_commit on)",
+        ClusterOptions {
+            fsync: true,
+            max_connections: 200,
+            log_to: None,
+            ..ClusterOptions::default()
+        },
+        work,
+    )
+}
+
 /// Starts a throwaway cluster with `options` (after a banner saying `what`), runs `work` on it,
 /// stops the cluster (also when `work` failed) and answers what `work` answered.
 pub(crate) fn on_cluster<T>(

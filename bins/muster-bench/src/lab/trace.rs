@@ -4,12 +4,12 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
-use muster_devdb::{ClusterOptions, migrated_database};
+use anyhow::Result;
+use muster_devdb::migrated_database;
 use serde_json::json;
 
 use super::Runner;
-use super::procs::{machine, on_cluster, publish, write_serve_files};
+use super::procs::{machine, on_suite_cluster, publish, write_serve_files};
 use crate::report::render_trace;
 use crate::results::{BacklogFill, TraceCost};
 
@@ -51,28 +51,17 @@ pub(super) fn measure(runner: &Runner<'_>, muster: &Path, url: &str) -> Result<T
 /// `muster-bench trace-suite`: a throwaway PostgreSQL (fsync on), a migrated database, then
 /// [`measure`]; prints the rows and writes them with the JSON to `out`.
 pub(crate) fn suite(muster: &Path, out: &Path) -> Result<()> {
-    std::fs::create_dir_all(out).with_context(|| format!("could not create {}", out.display()))?;
-    let options = ClusterOptions {
-        fsync: true,
-        max_connections: 200,
-        log_to: None,
-        ..ClusterOptions::default()
-    };
-    let table = on_cluster(
-        "starting a throwaway PostgreSQL cluster (fsync on)",
-        options,
-        |cluster| {
-            let tokens = write_serve_files(
-                out,
-                ["worker:trawl"],
-                json!({"docs/intro": {"owner": "alice", "title": "Intro"}}),
-            )?;
-            let token = tokens.token("worker:trawl").unwrap_or_default().to_owned();
-            let env = [("MUSTER_BENCH_TRAWL_TOKEN", token)];
-            let url = migrated_database(cluster, muster, "muster_trace")?;
-            let cost = measure(&Runner { env: &env, out }, muster, &url)?;
-            Ok(render_trace(&cost, &machine(&url)))
-        },
-    )?;
+    let table = on_suite_cluster(out, |cluster| {
+        let tokens = write_serve_files(
+            out,
+            ["worker:trawl"],
+            json!({"docs/intro": {"owner": "alice", "title": "Intro"}}),
+        )?;
+        let token = tokens.token("worker:trawl").unwrap_or_default().to_owned();
+        let env = [("MUSTER_BENCH_TRAWL_TOKEN", token)];
+        let url = migrated_database(cluster, muster, "muster_trace")?;
+        let cost = measure(&Runner { env: &env, out }, muster, &url)?;
+        Ok(render_trace(&cost, &machine(&url)))
+    })?;
     publish(out, "results.md", "table", &table)
 }
