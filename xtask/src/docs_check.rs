@@ -100,8 +100,9 @@ const EXAMPLE_TARGETS: [&str; 1] = ["docs/intro"];
 /// the Deployment turns them off): named by the docs, read by nobody.
 const KUBERNETES_INJECTED: [&str; 2] = ["MUSTER_PORT", "MUSTER_SERVICE_HOST"];
 
-/// Flags of other tools that the pages quote (cargo, kubectl, pgbench, kubernetes-validate).
-const OTHER_TOOLS_FLAGS: [&str; 10] = [
+/// Flags of other tools that the pages quote (cargo, kubectl, pgbench, kubernetes-validate,
+/// Prometheus).
+const OTHER_TOOLS_FLAGS: [&str; 11] = [
     "--release",
     "--strict",
     "--features",
@@ -112,6 +113,7 @@ const OTHER_TOOLS_FLAGS: [&str; 10] = [
     "--locked",
     "--workspace",
     "--all-targets",
+    "--enable-feature",
 ];
 
 /// Metric-like names that are not metrics: crates and the runtime role.
